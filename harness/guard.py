@@ -1,0 +1,192 @@
+"""Guard-marker buffers: tensors inside byte allocations whose guards and row padding hold a marker.
+
+This is the detector no sanitizer replaces: it sees every overwrite outside a tensor's logical bytes,
+including writes that stay inside the allocation (row padding, unused rows), at near-native speed.
+It never sees reads. Verification runs on the tensor's own device in a handful of vectorized passes and
+brings back only the runs of changed bytes, never the buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from harness import layout as L
+from harness.model import ByteRange
+
+DEFAULT_MARKER = 0xA5
+
+
+@dataclass
+class GuardedBuffer:
+    name: str
+    layout: L.GuardLayout
+    storage: torch.Tensor          # uint8, layout.total bytes: front guard, tensor bytes, back guard
+    tensor: torch.Tensor           # the view handed to the kernel
+    marker: int
+    backend: str                   # "torch" or "vmm"
+    alloc_base: int                # the allocation as the sanitizer knows it
+    alloc_size: int
+    keepalive: Any = None          # owner of VMM memory
+
+    @property
+    def tensor_addr(self) -> int:
+        return self.storage.data_ptr() + self.layout.front
+
+    def body(self) -> torch.Tensor:
+        return self.storage[self.layout.front : self.layout.front + self.layout.nbytes]
+
+    def refill(self, marker: int | None = None) -> None:
+        """Reset every byte (guards, padding and tensor) to the marker."""
+        if marker is not None:
+            self.marker = marker
+        self.storage.fill_(self.marker)
+
+    def verify(self) -> list[ByteRange]:
+        """Every marker byte that changed, as runs cut at region boundaries (offsets relative to the tensor)."""
+        runs: list[tuple[int, int]] = []
+        for start, stop in self._flat_spans():
+            runs.extend(_changed_runs(self.storage[start + self.layout.front : stop + self.layout.front], self.marker, start))
+        runs.extend(self._row_runs())
+        return L.ranges_from_offsets(self.layout, L.merge_runs(runs))
+
+    def _flat_spans(self) -> list[tuple[int, int]]:
+        spans = []
+        if self.layout.front:
+            spans.append((-self.layout.front, 0))
+        if self.layout.back:
+            spans.append((self.layout.nbytes, self.layout.nbytes + self.layout.back))
+        return spans
+
+    def _row_runs(self) -> list[tuple[int, int]]:
+        rows = self.layout.rows
+        if rows is None:
+            return []
+        grid = self.body().view(rows.rows, rows.row_stride)
+        runs: list[tuple[int, int]] = []
+        if rows.row_stride > rows.row_bytes and rows.used_rows:
+            pad = grid[: rows.used_rows, rows.row_bytes :]
+            runs.extend(_changed_runs_2d(pad, self.marker, rows.row_stride, rows.row_bytes))
+        if rows.used_rows < rows.rows:
+            unused = grid[rows.used_rows :].reshape(-1)
+            runs.extend(_changed_runs(unused, self.marker, rows.used_rows * rows.row_stride))
+        return runs
+
+    def record(self) -> dict[str, Any]:
+        """The buffer-map entry that attribution uses in the parent process."""
+        return {
+            "name": self.name,
+            "tensor_addr": self.tensor_addr,
+            "nbytes": self.layout.nbytes,
+            "alloc_base": self.alloc_base,
+            "alloc_size": self.alloc_size,
+            "backend": self.backend,
+            "layout": self.layout.to_json(),
+            "dtype": str(self.tensor.dtype).replace("torch.", ""),
+            "shape": list(self.tensor.shape),
+            "stride": list(self.tensor.stride()),
+        }
+
+
+def _changed_runs(flat: torch.Tensor, marker: int, base: int) -> list[tuple[int, int]]:
+    """Runs of bytes != marker in a 1-D uint8 tensor; offsets shifted by base. Computed on the device."""
+    idx = torch.nonzero(flat != marker).flatten()
+    return _runs_from_sorted(idx, base)
+
+
+def _changed_runs_2d(block: torch.Tensor, marker: int, stride: int, col0: int) -> list[tuple[int, int]]:
+    hits = torch.nonzero(block != marker)
+    if hits.numel() == 0:
+        return []
+    offsets = hits[:, 0] * stride + hits[:, 1] + col0
+    return _runs_from_sorted(offsets, 0)
+
+
+def _runs_from_sorted(idx: torch.Tensor, base: int) -> list[tuple[int, int]]:
+    if idx.numel() == 0:
+        return []
+    breaks = torch.nonzero(idx[1:] - idx[:-1] != 1).flatten()
+    starts = torch.cat([idx[:1], idx[breaks + 1]])
+    ends = torch.cat([idx[breaks], idx[-1:]]) + 1
+    pairs = torch.stack([starts, ends], dim=1).cpu().tolist()
+    return [(int(s) + base, int(e) + base) for s, e in pairs]
+
+
+Allocator = Callable[[int, torch.device], tuple[torch.Tensor, int, int, str, Any]]
+
+
+def torch_allocator(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, Any]:
+    storage = torch.empty(total, dtype=torch.uint8, device=device)
+    return storage, storage.data_ptr(), total, "torch", None
+
+
+@dataclass
+class Arena:
+    """Allocates guarded buffers for one case and keeps the buffer map.
+
+    Buffers stay alive as long as the arena, so that in a batched process no address is ever reused and
+    every sanitizer record maps to exactly one case's buffer.
+    """
+
+    device: torch.device
+    marker: int = DEFAULT_MARKER
+    placement: str = L.GUARDED
+    guard: int = L.DEFAULT_GUARD
+    flush_allocator: Allocator | None = None
+    marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
+    buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
+
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, placement: str | None = None) -> torch.Tensor:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        nbytes = itemsize * _numel(shape)
+        buf = self._allocate(name, L.plan(nbytes, placement=self._placement(placement), guard=self.guard))
+        buf.tensor = buf.body().view(dtype).view(shape)
+        return buf.tensor
+
+    def rows(self, name: str, *, rows: int, row_bytes: int, row_stride: int, used_rows: int,
+             dtype: torch.dtype = torch.uint8, placement: str | None = None) -> torch.Tensor:
+        """A [rows, row_bytes/itemsize] view whose rows are row_stride bytes apart; padding holds markers."""
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if row_bytes % itemsize or row_stride % itemsize:
+            raise L.LayoutError(f"{name}: row_bytes {row_bytes} and row_stride {row_stride} must be multiples of {itemsize}")
+        spec = L.Rows(rows=rows, row_bytes=row_bytes, row_stride=row_stride, used_rows=used_rows)
+        buf = self._allocate(name, L.plan(spec.nbytes, placement=self._placement(placement), guard=self.guard, rows=spec))
+        flat = buf.body().view(dtype)
+        buf.tensor = flat.as_strided((rows, row_bytes // itemsize), (row_stride // itemsize, 1))
+        return buf.tensor
+
+    def _placement(self, placement: str | None) -> str:
+        return placement or self.placement
+
+    def _allocate(self, name: str, lay: L.GuardLayout) -> GuardedBuffer:
+        if name in self.buffers:
+            raise ValueError(f"buffer {name!r} allocated twice in one case")
+        allocate = torch_allocator
+        if lay.placement != L.GUARDED and self.flush_allocator is not None:
+            allocate = self.flush_allocator
+        storage, base, size, backend, keep = allocate(lay.total, self.device)
+        marker = self.marker_for.get(name, self.marker)
+        buf = GuardedBuffer(name, lay, storage, storage, marker, backend, base, size, keep)
+        buf.refill()
+        self.buffers[name] = buf
+        return buf
+
+    def verify(self) -> dict[str, list[ByteRange]]:
+        return {name: buf.verify() for name, buf in self.buffers.items()}
+
+    def refill(self, marker: int | None = None) -> None:
+        for buf in self.buffers.values():
+            buf.refill(marker)
+
+    def buffer_map(self) -> list[dict[str, Any]]:
+        return [buf.record() for buf in self.buffers.values()]
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        if s < 0:
+            raise L.LayoutError(f"negative dimension in shape {shape}")
+        n *= s
+    return n

@@ -1,0 +1,198 @@
+"""Guard layouts: where the tensor, its guard zones and its row padding sit inside one byte allocation.
+
+Pure arithmetic, shared by the worker (which fills and verifies markers) and the parent (which attributes
+sanitizer addresses to regions). Offsets are relative to the tensor's first byte: the front guard has
+negative offsets, bytes past the tensor's end have offsets >= nbytes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from harness.model import ByteRange
+
+# cudaMalloc hands out memory in multiples of this; PyTorch rounds small requests up to it as well. A
+# flush-end tensor must end on the last byte of the rounded allocation, so sizes are rounded to it.
+ALLOCATION_GRANULE = 512
+# Default guard size: larger than any single vector access (16 B) and than a whole Triton tile row of
+# fp32 (128 x 4 B), so a small overrun lands in the guard and not in whatever follows.
+DEFAULT_GUARD = 1024
+GUARDED = "guarded"        # front and back guard, markers in both
+FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byte (memcheck sees overreads)
+GUARD_PAGE = "guard_page"  # flush against an unmapped page of a VMM reservation (hardware faults)
+PLACEMENTS = (GUARDED, FLUSH_END, GUARD_PAGE)
+
+
+class LayoutError(ValueError):
+    """A guard layout that cannot hold what it was asked to hold."""
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A 2-D byte view whose rows are longer than their logical content.
+
+    rows: physical rows; row_bytes: logical bytes per row; row_stride: bytes from one row to the next;
+    used_rows: rows the kernel may write (rows past it must keep their markers whole).
+    """
+
+    rows: int
+    row_bytes: int
+    row_stride: int
+    used_rows: int
+
+    def __post_init__(self) -> None:
+        if self.rows <= 0 or self.row_bytes <= 0:
+            raise LayoutError(f"rows and row_bytes must be positive, got rows={self.rows} row_bytes={self.row_bytes}")
+        if self.row_stride < self.row_bytes:
+            raise LayoutError(f"row_stride {self.row_stride} is smaller than row_bytes {self.row_bytes}")
+        if not 0 <= self.used_rows <= self.rows:
+            raise LayoutError(f"used_rows {self.used_rows} is outside 0..{self.rows}")
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.row_stride
+
+
+@dataclass(frozen=True)
+class GuardLayout:
+    nbytes: int
+    front: int
+    back: int
+    placement: str = GUARDED
+    rows: Rows | None = None
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise LayoutError(f"placement {self.placement!r} is not one of {PLACEMENTS}")
+        if self.nbytes <= 0:
+            raise LayoutError(f"nbytes must be positive, got {self.nbytes}")
+        if self.front < 0 or self.back < 0:
+            raise LayoutError(f"guards cannot be negative (front={self.front}, back={self.back})")
+        if self.rows is not None and self.rows.nbytes != self.nbytes:
+            raise LayoutError(f"rows cover {self.rows.nbytes} bytes but the tensor has {self.nbytes}")
+        if self.placement != GUARDED and self.back:
+            raise LayoutError(f"placement {self.placement} has no back guard, got back={self.back}")
+
+    @property
+    def total(self) -> int:
+        return self.front + self.nbytes + self.back
+
+    def marker_spans(self) -> list[tuple[int, int, str]]:
+        """(start, end, region) of every byte that must still hold the marker after the kernel ran."""
+        spans: list[tuple[int, int, str]] = []
+        if self.front:
+            spans.append((-self.front, 0, "front_guard"))
+        if self.rows is not None:
+            spans.extend(self._row_spans(self.rows))
+        if self.back:
+            spans.append((self.nbytes, self.nbytes + self.back, "back_guard"))
+        return spans
+
+    @staticmethod
+    def _row_spans(rows: Rows) -> list[tuple[int, int, str]]:
+        spans = []
+        for r in range(rows.rows):
+            start = r * rows.row_stride
+            if r >= rows.used_rows:
+                spans.append((start, start + rows.row_stride, f"unused_row[{r}]"))
+            elif rows.row_stride > rows.row_bytes:
+                spans.append((start + rows.row_bytes, start + rows.row_stride, f"padding[row {r}]"))
+        return spans
+
+    def region_of(self, offset: int) -> str:
+        """Region name of one byte offset (relative to the tensor start)."""
+        if offset < -self.front:
+            return "before_allocation"
+        if offset < 0:
+            return "front_guard"
+        if offset >= self.nbytes + self.back:
+            return "past_end"
+        if offset >= self.nbytes:
+            return "back_guard"
+        if self.rows is not None:
+            r, col = divmod(offset, self.rows.row_stride)
+            if r >= self.rows.used_rows:
+                return f"unused_row[{r}]"
+            if col >= self.rows.row_bytes:
+                return f"padding[row {r}]"
+        return "inside"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GuardLayout":
+        fields = dict(data)
+        rows = fields.pop("rows", None)
+        return cls(rows=Rows(**rows) if rows else None, **fields)
+
+
+def region_class(region: str) -> str:
+    """'padding[row 2]' -> 'padding'; 'unused_row[5]' -> 'unused_row'; plain names unchanged."""
+    return region.split("[", 1)[0]
+
+
+def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, rows: Rows | None = None) -> GuardLayout:
+    """Choose guard sizes: flush-end placements round the allocation so the tensor ends on its last byte."""
+    if guard < 0:
+        raise LayoutError(f"guard must be >= 0, got {guard}")
+    if placement == GUARDED:
+        return GuardLayout(nbytes=nbytes, front=guard, back=guard, placement=placement, rows=rows)
+    total = round_up(nbytes + guard, ALLOCATION_GRANULE)
+    return GuardLayout(nbytes=nbytes, front=total - nbytes, back=0, placement=placement, rows=rows)
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def split_by_region(layout: GuardLayout, start: int, end: int) -> list[tuple[int, int, str]]:
+    """Cut [start, end) at region boundaries so that each piece lies in one region."""
+    cuts = sorted({start, end, *_boundaries(layout, start, end)})
+    pieces = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        pieces.append((lo, hi, layout.region_of(lo)))
+    return _merge_same_region(pieces)
+
+
+def _boundaries(layout: GuardLayout, start: int, end: int) -> Iterable[int]:
+    fixed = (-layout.front, 0, layout.nbytes, layout.nbytes + layout.back)
+    yield from (b for b in fixed if start < b < end)
+    if layout.rows is not None:
+        stride, width = layout.rows.row_stride, layout.rows.row_bytes
+        first = max(0, start // stride)
+        last = min(layout.rows.rows, end // stride + 1)
+        for r in range(first, last):
+            for b in (r * stride, r * stride + width):
+                if start < b < end:
+                    yield b
+
+
+def _merge_same_region(pieces: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    merged: list[tuple[int, int, str]] = []
+    for lo, hi, region in pieces:
+        if merged and merged[-1][2] == region and merged[-1][1] == lo:
+            merged[-1] = (merged[-1][0], hi, region)
+        else:
+            merged.append((lo, hi, region))
+    return merged
+
+
+def ranges_from_offsets(layout: GuardLayout, runs: Iterable[tuple[int, int]]) -> list[ByteRange]:
+    """Turn runs of changed/accessed offsets into ByteRanges cut at region boundaries."""
+    out: list[ByteRange] = []
+    for start, end in runs:
+        out.extend(ByteRange(region=r, start=lo, end=hi) for lo, hi, r in split_by_region(layout, start, end))
+    return out
+
+
+def merge_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Union of half-open intervals, sorted."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged

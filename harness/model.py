@@ -1,0 +1,220 @@
+"""The result model: outcomes, findings, expectations and case results.
+
+Pure data, shared by the worker (child process), the runner, the verdict rules and the reports.
+It imports no torch, triton or CUDA so that all of it is tested on CPU from recorded data.
+Everything here round-trips through JSON (`to_json` / `from_json`) because it crosses a process boundary.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+
+class Outcome(enum.Enum):
+    """Closed set of case outcomes; each knows whether it fails the run (as in LLVM lit)."""
+
+    CLEAN = ("clean", False)
+    EXPECTED_FINDING = ("expected finding", False)
+    FINDING = ("finding", True)
+    UNEXPECTEDLY_CLEAN = ("unexpectedly clean", True)
+    UNRESOLVED = ("unresolved", True)
+    TIMEOUT = ("timeout", True)
+    CRASHED = ("crashed", True)
+    UNSUPPORTED = ("unsupported", False)
+
+    def __init__(self, label: str, is_failure: bool) -> None:
+        self.label = label
+        self.is_failure = is_failure
+
+    @classmethod
+    def from_label(cls, label: str) -> "Outcome":
+        for member in cls:
+            if member.label == label:
+                return member
+        raise ValueError(f"unknown outcome {label!r}; known: {[m.label for m in cls]}")
+
+
+# Detectors: who saw a finding.
+GUARD = "guard"            # 0xA5 marker bytes changed (overwrites only)
+MEMCHECK = "memcheck"      # compute-sanitizer memcheck record
+GUARD_PAGE = "guard_page"  # hardware fault on an unmapped page right after the tensor
+POISON = "poison"          # output changed when the guard poison pattern changed (overread that matters)
+DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON)
+
+OVERREAD = "overread"
+OVERWRITE = "overwrite"
+KINDS = (OVERREAD, OVERWRITE)
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """A run of bytes of one buffer, offsets relative to the first byte of the tensor (end exclusive)."""
+
+    region: str          # e.g. "padding[row 2]", "back_guard", "past_end", "unused_row[5]"
+    start: int
+    end: int
+    logical: str = ""    # the scenario's words for the place, e.g. "token 2, scale bytes 72..79"
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One kind of bad access by one kernel into one region class of one buffer, seen by one detector."""
+
+    detector: str
+    kind: str
+    buffer: str
+    region: str                      # region class: front_guard, back_guard, padding, unused_row, past_end, ...
+    bytes: int                       # distinct bytes touched
+    count: int = 1                   # accesses (sanitizer records) or changed ranges (guard)
+    kernel: str = ""
+    arch: str = ""
+    ranges: tuple[ByteRange, ...] = ()
+    first_thread: str = ""
+    first_block: str = ""
+    source: str = ""                 # file:line of the access
+    note: str = ""
+    exact: bool = True               # False when the detector cannot count bytes (hardware fault, poison)
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        if not self.ranges:
+            return None
+        return min(r.start for r in self.ranges), max(r.end for r in self.ranges)
+
+    def key(self) -> str:
+        """Identity for baselines: stable across runs and addresses."""
+        return f"{self.detector}:{self.kind}:{self.kernel}:{self.buffer}:{self.region}:{self.bytes}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ranges"] = [asdict(r) for r in self.ranges]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
+        fields = dict(data)
+        fields["ranges"] = tuple(ByteRange(**r) for r in fields.get("ranges", ()))
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class ExpectedFinding:
+    """What a known bug must produce. `bytes`/`ranges` None means 'any amount'."""
+
+    kind: str
+    buffer: str
+    detectors: tuple[str, ...]
+    region: str | None = None
+    bytes: int | None = None
+    ranges: tuple[tuple[int, int], ...] | None = None
+    upstream: str = ""               # e.g. "triton-lang/triton#10772"
+
+    def matches(self, finding: Finding) -> bool:
+        if finding.detector not in self.detectors or finding.kind != self.kind:
+            return False
+        if finding.buffer != self.buffer:
+            return False
+        if self.region is not None and finding.region != self.region:
+            return False
+        if self.bytes is not None and finding.exact and finding.bytes != self.bytes:
+            return False
+        if self.ranges is not None and finding.exact:
+            got = tuple(sorted((r.start, r.end) for r in finding.ranges))
+            if got != tuple(sorted(self.ranges)):
+                return False
+        return True
+
+    def describe(self) -> str:
+        amount = f"{self.bytes} B" if self.bytes is not None else "any bytes"
+        where = f"{self.buffer}/{self.region}" if self.region else self.buffer
+        up = f" (upstream {self.upstream})" if self.upstream else ""
+        return f"{self.kind} of {where}, {amount}, seen by {'/'.join(self.detectors)}{up}"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    findings: tuple[ExpectedFinding, ...] = ()
+    reason: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def describe(self) -> str:
+        if self.clean:
+            return "clean"
+        return "; ".join(f.describe() for f in self.findings)
+
+
+@dataclass
+class DetectorRun:
+    """Whether a detector actually ran for a case, and if not, why: a detector that did not run is never 'clean'."""
+
+    detector: str
+    ran: bool
+    detail: str = ""
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    scenario: str
+    variant: str
+    params: dict[str, Any]
+    kernel: str
+    arch: str
+    mode: str
+    outcome: Outcome
+    expected: str
+    findings: list[Finding] = field(default_factory=list)
+    detectors: list[DetectorRun] = field(default_factory=list)
+    message: str = ""
+    duration_s: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome.is_failure
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.case_id,
+            "scenario": self.scenario,
+            "variant": self.variant,
+            "params": self.params,
+            "kernel": self.kernel,
+            "arch": self.arch,
+            "mode": self.mode,
+            "expected": self.expected,
+            "outcome": self.outcome.label,
+            "failed": self.failed,
+            "findings": [f.to_json() for f in self.findings],
+            "detectors": [asdict(d) for d in self.detectors],
+            "message": self.message,
+            "duration_s": round(self.duration_s, 3),
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CaseResult":
+        return cls(
+            case_id=data["id"],
+            scenario=data["scenario"],
+            variant=data["variant"],
+            params=dict(data.get("params", {})),
+            kernel=data.get("kernel", ""),
+            arch=data.get("arch", ""),
+            mode=data.get("mode", ""),
+            outcome=Outcome.from_label(data["outcome"]),
+            expected=data.get("expected", ""),
+            findings=[Finding.from_json(f) for f in data.get("findings", [])],
+            detectors=[DetectorRun(**d) for d in data.get("detectors", [])],
+            message=data.get("message", ""),
+            duration_s=float(data.get("duration_s", 0.0)),
+            details=dict(data.get("details", {})),
+        )

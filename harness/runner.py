@@ -1,0 +1,451 @@
+"""The parent side: run cases in worker processes, optionally under compute-sanitizer, and judge them.
+
+One batch of cases runs in one worker process (addresses stay unique, attribution stays exact). The runner
+watches per-case start marks to enforce per-case deadlines, kills a hung worker's whole process group,
+reruns the cases after a lost CUDA context in a fresh process, and turns every way of failing (sanitizer
+missing, not attached, crashed, truncated XML; worker crashed, hung, raised) into a visible outcome.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from harness import attribute, layout as L
+from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, POISON, CaseResult, DetectorRun, Finding,
+                           Outcome)
+from harness.registry import ROOT
+from harness.scenario import Case, Scenario
+from harness.verdict import decide
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    sanitizer: str | None          # compute-sanitizer tool, or None
+    watch_placement: str
+    check_markers: bool
+    worker_mode: str               # what the worker does: once, poison, stress
+    detectors: tuple[str, ...]
+    summary: str
+
+
+MODES: dict[str, Mode] = {m.name: m for m in (
+    Mode("guard", None, L.GUARDED, True, "once", (GUARD,), "guard markers only, no sanitizer (near-native speed; overwrites only)"),
+    Mode("memcheck", "memcheck", L.FLUSH_END, False, "once", (MEMCHECK,), "compute-sanitizer memcheck only"),
+    Mode("both", "memcheck", L.FLUSH_END, True, "once", (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
+    Mode("guard_page", None, L.GUARD_PAGE, True, "once", (GUARD, GUARD_PAGE), "watched tensors flush against an unmapped page: overreads fault in hardware, no sanitizer"),
+    Mode("poison", None, L.GUARDED, True, "poison", (GUARD, POISON), "guards in two poison patterns; an output that changes is an overread"),
+    Mode("stress", None, L.GUARDED, False, "stress", (), "production conditions (caching allocator on, no guards), repeated: how often does it crash?"),
+)}
+
+# memcheck slows kernels 16-30x (measured on the H200) and a sanitized process starts slower.
+SANITIZER_SLOWDOWN = 30.0
+# Python + torch import, CUDA init, and under a sanitizer its attach: the time allowed before the first case starts.
+STARTUP_S = 120.0
+SANITIZER_STARTUP_S = 300.0
+# Relaunch budget after lost contexts or crashes, so a kernel that always kills its process cannot loop forever.
+MAX_RELAUNCHES = 64
+
+
+@dataclass
+class RunOptions:
+    mode: Mode
+    workdir: Path
+    cuda_visible_devices: str | None = None
+    gpu_available: bool = False
+    sanitizer: Any = None              # harness.sanitizer lookup result
+    seed: int = 0
+    guard: int = L.DEFAULT_GUARD
+    flush_backend: str = "auto"        # "auto" (VMM where available) or "torch"
+    iterations: int = 10               # stress mode
+    timeout_scale: float = 1.0
+    keep_going_after_fault: bool = True
+    debug: bool = False
+    python: str = sys.executable
+    on_result: Callable[[CaseResult], None] | None = None
+
+
+@dataclass
+class _Attempt:
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    crashed: dict[int, str] = field(default_factory=dict)
+    timed_out: dict[int, float] = field(default_factory=dict)
+    returncode: int | None = None
+    log: str = ""
+    sanitizer_problem: str = ""
+    records: list[Any] = field(default_factory=list)
+    sanitizer_ran: bool = False
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _head(text: str, lines: int = 10) -> str:
+    return "\n".join(text.splitlines()[:lines])
+
+
+class Runner:
+    def __init__(self, options: RunOptions) -> None:
+        self.o = options
+        self.o.workdir.mkdir(parents=True, exist_ok=True)
+        self._batch = 0
+
+    # -- public -------------------------------------------------------------------------------------
+    def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
+        """Run the cases in as few processes as possible; every case gets exactly one CaseResult."""
+        pending = list(items)
+        results: list[CaseResult] = []
+        relaunches = 0
+        while pending:
+            runnable, gated = self._gate(pending)
+            results.extend(self._emit(r) for r in gated)
+            if not runnable:
+                break
+            done, rest = self._run_batch(runnable)
+            results.extend(self._emit(r) for r in done)
+            pending = rest
+            relaunches += 1
+            if relaunches > MAX_RELAUNCHES and pending:
+                results.extend(self._emit(self._unresolved(s, c, "not run: relaunch budget exhausted")) for s, c in pending)
+                break
+        return results
+
+    # -- gating -------------------------------------------------------------------------------------
+    def _gate(self, items: Sequence[tuple[Scenario, Case]]) -> tuple[list[tuple[Scenario, Case]], list[CaseResult]]:
+        runnable, gated = [], []
+        for scenario, case in items:
+            reason = self._unsupported_reason(scenario, case)
+            if reason:
+                gated.append(self._result(scenario, case, Outcome.UNSUPPORTED, reason, [], self._detector_runs(scenario, None)))
+            else:
+                runnable.append((scenario, case))
+        return runnable, gated
+
+    def _unsupported_reason(self, scenario: Scenario, case: Case) -> str:
+        if scenario.needs_gpu(case) and not self.o.gpu_available:
+            return "needs a CUDA GPU; found none (NVML reports no device)"
+        mode = self.o.mode
+        if mode.name == "memcheck" and not self._sanitizer_usable():
+            return self._sanitizer_missing()
+        if mode.name == "guard_page" and not self.o.gpu_available:
+            return "guard-page mode needs a CUDA GPU with virtual memory management; found none"
+        return ""
+
+    def _sanitizer_usable(self) -> bool:
+        return self.o.gpu_available and self.o.sanitizer is not None and self.o.sanitizer.found is not None
+
+    def _sanitizer_missing(self) -> str:
+        if not self.o.gpu_available:
+            return "memcheck needs a CUDA GPU; found none"
+        searched = ", ".join(str(p) for p in getattr(self.o.sanitizer, "searched", [])) or "nothing"
+        return f"compute-sanitizer not found (searched: {searched})"
+
+    # -- one process --------------------------------------------------------------------------------
+    def _run_batch(self, items: list[tuple[Scenario, Case]]) -> tuple[list[CaseResult], list[tuple[Scenario, Case]]]:
+        self._batch += 1
+        out = self.o.workdir / f"batch-{self._batch:03d}"
+        out.mkdir(parents=True, exist_ok=True)
+        use_sanitizer = self.o.mode.sanitizer is not None and self._sanitizer_usable()
+        job = self._job(items, out, use_sanitizer)
+        job_path = out / "job.json"
+        job_path.write_text(json.dumps(job, indent=1))
+        argv = [self.o.python, "-m", "harness.worker", str(job_path)]
+        xml_path = out / "sanitizer.xml"
+        if use_sanitizer:
+            from harness import sanitizer as san
+            argv = san.memcheck_command(self.o.sanitizer.found, tool=self.o.mode.sanitizer, xml_path=xml_path,
+                                        target_argv=argv)
+        attempt = self._supervise(argv, items, out, use_sanitizer)
+        if use_sanitizer:
+            self._read_sanitizer(attempt, xml_path)
+        (out / "argv.json").write_text(json.dumps(argv))
+        return self._judge(items, attempt, use_sanitizer, out)
+
+    def _job(self, items: list[tuple[Scenario, Case]], out: Path, use_sanitizer: bool) -> dict[str, Any]:
+        mode = self.o.mode
+        watch = mode.watch_placement
+        if mode.sanitizer and not use_sanitizer:
+            watch = L.GUARDED     # no sanitizer: a flush end would only cost the back guard
+        return {"cases": [c.to_json() for _, c in items], "out_dir": str(out), "mode": mode.worker_mode,
+                "watch_placement": watch, "check_markers": mode.check_markers, "seed": self.o.seed,
+                "guard": self.o.guard, "flush_backend": self.o.flush_backend, "iterations": self.o.iterations,
+                "debug": self.o.debug}
+
+    def _env(self, use_sanitizer: bool) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.o.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.o.cuda_visible_devices
+        if not self.o.gpu_available:
+            env["TRITON_INTERPRET"] = "1"
+        if use_sanitizer or self.o.mode.name in ("guard_page", "guard", "both", "memcheck", "poison"):
+            # The caching allocator hides out-of-bounds accesses from memcheck and reuses addresses.
+            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+        if self.o.mode.name == "stress":
+            env.pop("PYTORCH_NO_CUDA_MEMORY_CACHING", None)
+        if use_sanitizer:
+            env.update(getattr(self.o.sanitizer.found, "env", {}) or {})
+        return env
+
+    def _deadline(self, scenario: Scenario, sanitized: bool) -> float:
+        scale = SANITIZER_SLOWDOWN if sanitized else 1.0
+        if self.o.mode.name == "stress":
+            scale *= max(1, self.o.iterations)
+        if self.o.mode.name == "poison":
+            scale *= 2
+        return scenario.timeout_s * scale * self.o.timeout_scale
+
+    def _supervise(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> _Attempt:
+        attempt = _Attempt()
+        log_path = out / "worker.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, cwd=str(ROOT), env=self._env(sanitized), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            attempt.returncode = self._watch(proc, items, out, sanitized, attempt)
+        attempt.log = log_path.read_text(errors="replace")
+        for index in range(len(items)):
+            result_path = out / f"{index}.json"
+            if result_path.exists():
+                attempt.results[index] = json.loads(result_path.read_text())
+            elif (out / f"{index}.started").exists() and index not in attempt.timed_out:
+                attempt.crashed[index] = f"worker exited with code {attempt.returncode} while running this case"
+        return attempt
+
+    def _watch(self, proc: subprocess.Popen[bytes], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
+               attempt: _Attempt) -> int:
+        started_at = time.monotonic()
+        startup = (SANITIZER_STARTUP_S if sanitized else STARTUP_S) * self.o.timeout_scale
+        reported: set[int] = set()
+        while True:
+            code = proc.poll()
+            self._progress(items, out, reported)
+            if code is not None:
+                return code
+            current = self._current(items, out)
+            now = time.monotonic()
+            if current is None:
+                if now - started_at > startup and not any((out / f"{i}.started").exists() for i in range(len(items))):
+                    self._kill(proc)
+                    attempt.timed_out[0] = now - started_at
+                    return proc.wait()
+            else:
+                index, t_start = current
+                limit = self._deadline(items[index][0], sanitized)
+                if time.time() - t_start > limit:
+                    self._kill(proc)
+                    attempt.timed_out[index] = limit
+                    return proc.wait()
+            time.sleep(0.05)
+
+    def _progress(self, items: list[tuple[Scenario, Case]], out: Path, reported: set[int]) -> None:
+        for index in range(len(items)):
+            if index not in reported and (out / f"{index}.json").exists():
+                reported.add(index)
+
+    @staticmethod
+    def _current(items: list[tuple[Scenario, Case]], out: Path) -> tuple[int, float] | None:
+        for index in range(len(items) - 1, -1, -1):
+            started = out / f"{index}.started"
+            if started.exists():
+                if (out / f"{index}.json").exists():
+                    return None
+                try:
+                    return index, float(started.read_text() or time.time())
+                except ValueError:
+                    return index, time.time()
+        return None
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _read_sanitizer(self, attempt: _Attempt, xml_path: Path) -> None:
+        from harness import parse
+        text = parse.parse_text(attempt.log)
+        problems = []
+        if text.attached is False:
+            problems.append("compute-sanitizer never attached to the worker (" + (text.problem or "target terminated before first instrumented API call") + ")")
+        internal = [r for r in text.records if r.category == "internal_error"]
+        if internal:
+            problems.append("compute-sanitizer internal error: " + internal[0].text)
+        if not xml_path.exists():
+            problems.append(f"compute-sanitizer wrote no XML ({xml_path.name} missing)")
+        else:
+            try:
+                parsed = parse.parse_xml(xml_path.read_bytes())
+            except Exception as exc:  # noqa: BLE001 - hostile or broken XML is a non-pass, with the reason
+                problems.append(f"sanitizer XML unreadable: {exc}")
+            else:
+                attempt.records = list(parsed.records)
+                if not parsed.complete:
+                    problems.append(f"sanitizer XML incomplete: {parsed.problem}")
+        if text.summary_errors is None and not attempt.timed_out:
+            problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
+        attempt.sanitizer_problem = "; ".join(problems)
+        attempt.sanitizer_ran = not problems or bool(attempt.records)
+
+    # -- judging ------------------------------------------------------------------------------------
+    def _judge(self, items: list[tuple[Scenario, Case]], attempt: _Attempt, sanitized: bool,
+               out: Path) -> tuple[list[CaseResult], list[tuple[Scenario, Case]]]:
+        memcheck = self._memcheck_findings(items, attempt) if sanitized else {}
+        done: list[CaseResult] = []
+        rest: list[tuple[Scenario, Case]] = []
+        for index, (scenario, case) in enumerate(items):
+            if index in attempt.results:
+                done.append(self._from_worker(scenario, case, attempt.results[index], memcheck, attempt, sanitized, out))
+            elif index in attempt.timed_out:
+                done.append(self._result(scenario, case, Outcome.TIMEOUT,
+                                         f"no result after {attempt.timed_out[index]:.0f} s; worker killed\n{_tail(attempt.log)}",
+                                         [], self._detector_runs(scenario, None)))
+            elif index in attempt.crashed:
+                msg = f"{attempt.crashed[index]}\n{_tail(attempt.log)}"
+                done.append(self._result(scenario, case, Outcome.CRASHED, msg, [], self._detector_runs(scenario, None)))
+            else:
+                rest.append((scenario, case))
+        if rest and not done:
+            # The process died before any case started: report all rather than loop.
+            msg = f"worker process exited with code {attempt.returncode} before running any case\n{_tail(attempt.log)}"
+            done = [self._unresolved(s, c, msg) for s, c in rest]
+            rest = []
+        return done, rest
+
+    def _memcheck_findings(self, items: list[tuple[Scenario, Case]], attempt: _Attempt) -> dict[str, list[Finding]]:
+        buffers = []
+        for index, result in attempt.results.items():
+            for rec in result.get("buffers", []):
+                buffers.append(attribute.BufferRef.from_record(items[index][1].id, rec))
+        by_id = {c.id: (s, c) for s, c in items}
+
+        def describe(case_id: str, name: str, start: int, end: int) -> str:
+            sc = by_id.get(case_id)
+            if not sc or sc[0].describe is None:
+                return ""
+            return sc[0].describe(sc[1], name, start, end)
+
+        accesses = [_access(r) for r in attempt.records if r.category == "memory_access" and r.address is not None]
+        arch = next((r.get("arch", "") for r in attempt.results.values()), "")
+        found = attribute.aggregate(accesses, buffers, arch=arch, describe=describe)
+        stray = found.pop("", [])
+        if stray:
+            # Accesses that map to no buffer: blame every case of the batch rather than lose them.
+            for _, case in items:
+                found.setdefault(case.id, []).extend(stray)
+        return found
+
+    def _from_worker(self, scenario: Scenario, case: Case, res: dict[str, Any], memcheck: dict[str, list[Finding]],
+                     attempt: _Attempt, sanitized: bool, out: Path) -> CaseResult:
+        status = res.get("status")
+        runs = self._detector_runs(scenario, res, attempt, sanitized)
+        if status == "unsupported":
+            return self._result(scenario, case, Outcome.UNSUPPORTED, res.get("message", ""), [], runs, res)
+        if status == "error":
+            return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.get('message')}\n{res.get('traceback', '')}", [], runs, res)
+        findings: list[Finding] = []
+        kernel, arch = res.get("kernel", ""), res.get("arch", "")
+        describe = (lambda _cid, name, s, e: scenario.describe(case, name, s, e)) if scenario.describe else None
+        if res.get("guard"):
+            findings += attribute.guard_findings(res["guard"], kernel=kernel, arch=arch, case_id=case.id, describe=describe)
+        if sanitized:
+            findings += [_with(f, arch=arch) for f in memcheck.get(case.id, [])]
+        if status == "fault":
+            findings += self._fault_findings(res, kernel, arch)
+        if res.get("poison", {}).get("changed"):
+            findings += self._poison_findings(res, kernel, arch)
+        if status == "fault" and self.o.mode.name != "guard_page":
+            return self._result(scenario, case, Outcome.CRASHED, f"CUDA context lost: {res.get('message')}", findings, runs, res)
+        if self.o.mode.name == "memcheck" or self.o.mode.name == "both":
+            if sanitized and not attempt.sanitizer_ran:
+                return self._result(scenario, case, Outcome.UNRESOLVED, f"memcheck did not run properly: {attempt.sanitizer_problem}", findings, runs, res)
+            if sanitized and not res.get("launches"):
+                return self._result(scenario, case, Outcome.UNRESOLVED, "the kernel was never launched: memcheck checked nothing", findings, runs, res)
+        verdict = decide(scenario.expect(case), findings, runs)
+        message = verdict.message
+        if sanitized and attempt.sanitizer_problem:
+            message += f"\n(sanitizer: {attempt.sanitizer_problem})"
+        if self.o.mode.name == "stress":
+            message = f"{res.get('stress_iterations', 0)} of {self.o.iterations} iterations ran without a crash"
+        return self._result(scenario, case, verdict.outcome, message, findings, runs, res)
+
+    def _fault_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
+        watched = res.get("watched") or [b["name"] for b in res.get("buffers", [])]
+        note = f"hardware fault, no sanitizer: {res.get('message', '')}"
+        return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer=name, region="past_end", bytes=0,
+                        kernel=kernel, arch=arch, note=note, exact=False) for name in watched]
+
+    def _poison_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
+        findings = []
+        for name, outputs in res["poison"]["changed"].items():
+            note = "; ".join(f"{k}: {v['elements']} of {v['of']} elements changed" for k, v in outputs.items())
+            findings.append(Finding(detector=POISON, kind=OVERREAD, buffer=name, region="guard", bytes=0, kernel=kernel,
+                                    arch=arch, note=f"output changed when only {name}'s guards changed pattern ({note})",
+                                    exact=False))
+        return findings
+
+    def _detector_runs(self, scenario: Scenario, res: dict[str, Any] | None, attempt: _Attempt | None = None,
+                       sanitized: bool = False) -> list[DetectorRun]:
+        runs = []
+        for det in self.o.mode.detectors:
+            if det not in scenario.detectors:
+                runs.append(DetectorRun(det, False, f"scenario {scenario.name} does not use {det}"))
+            elif res is None:
+                runs.append(DetectorRun(det, False, "case did not run"))
+            elif det == MEMCHECK:
+                runs.append(self._memcheck_run(attempt, sanitized))
+            elif det == GUARD:
+                ok = bool(res.get("markers_checked")) and res.get("guard") is not None
+                runs.append(DetectorRun(det, ok, "markers verified" if ok else "markers not checked"))
+            elif det == GUARD_PAGE:
+                ok = any(b.get("backend") == "vmm" for b in res.get("buffers", []))
+                runs.append(DetectorRun(det, ok or res.get("status") == "fault", "VMM guard page" if ok else "no VMM guard page was placed"))
+            elif det == POISON:
+                runs.append(DetectorRun(det, "poison" in res, "two patterns compared" if "poison" in res else "not run"))
+        return runs
+
+    def _memcheck_run(self, attempt: _Attempt | None, sanitized: bool) -> DetectorRun:
+        if not sanitized:
+            return DetectorRun(MEMCHECK, False, self._sanitizer_missing())
+        if attempt is None or not attempt.sanitizer_ran:
+            return DetectorRun(MEMCHECK, False, attempt.sanitizer_problem if attempt else "not run")
+        found = self.o.sanitizer.found
+        return DetectorRun(MEMCHECK, True, f"compute-sanitizer {found.version} ({found.path})")
+
+    def _unresolved(self, scenario: Scenario, case: Case, msg: str) -> CaseResult:
+        return self._result(scenario, case, Outcome.UNRESOLVED, msg, [], self._detector_runs(scenario, None))
+
+    def _result(self, scenario: Scenario, case: Case, outcome: Outcome, message: str, findings: list[Finding],
+                runs: list[DetectorRun], res: dict[str, Any] | None = None) -> CaseResult:
+        res = res or {}
+        details = {k: res[k] for k in ("notes", "kernel_seconds", "seconds", "stress_iterations", "poison", "device") if k in res}
+        return CaseResult(case_id=case.id, scenario=scenario.name, variant=case.variant, params=dict(case.params),
+                          kernel=res.get("kernel") or scenario.kernel(case), arch=res.get("arch", ""),
+                          mode=self.o.mode.name, outcome=outcome, expected=scenario.expect(case).describe(),
+                          findings=findings, detectors=runs, message=message.strip(),
+                          duration_s=float(res.get("seconds", 0.0)), details=details)
+
+    def _emit(self, result: CaseResult) -> CaseResult:
+        if self.o.on_result:
+            self.o.on_result(result)
+        return result
+
+
+def _with(f: Finding, **changes: Any) -> Finding:
+    from dataclasses import replace
+    return replace(f, **{k: v for k, v in changes.items() if v and not getattr(f, k)})
+
+
+def _access(record: Any) -> attribute.Access:
+    source = f"{Path(record.file).name}:{record.line}" if getattr(record, "file", "") else ""
+    return attribute.Access(address=int(record.address), size=int(record.size or 1), direction=record.direction or "read",
+                            kernel=record.kernel or "", thread=record.thread, block=record.block, source=source)

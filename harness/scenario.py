@@ -1,0 +1,140 @@
+"""Scenario definitions: a frozen description of one kernel bug hunt, and the cases it expands to.
+
+A scenario names its kernel adapter (a dotted path into `kernels/`, imported only in the worker), its
+parameter grid and variants, and, as pure functions, what each case is expected to show and how a byte
+offset reads in the scenario's own terms. Definitions are validated when loaded: a bad one is an error
+that names the scenario and the field, never a silently skipped case.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from harness.model import DETECTORS, Expectation
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_ID_SAFE = re.compile(r"^[A-Za-z0-9_.=+-]+$")
+
+
+class ScenarioError(ValueError):
+    """A scenario definition that cannot be run; the message names the scenario and the field."""
+
+    def __init__(self, scenario: str, field_name: str, problem: str) -> None:
+        super().__init__(f"scenario {scenario!r}, field {field_name!r}: {problem}")
+        self.scenario = scenario
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its allowed values are checked for every case (type and, if given, range)."""
+
+    name: str
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] | None = None
+
+    def check(self, scenario: str, value: Any) -> None:
+        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
+            raise ScenarioError(scenario, self.name, f"expected {self.kind.__name__}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ScenarioError(scenario, self.name, f"{value!r} is not one of {self.choices}")
+        if self.low is not None and value < self.low:
+            raise ScenarioError(scenario, self.name, f"{value!r} is below the minimum {self.low}")
+        if self.high is not None and value > self.high:
+            raise ScenarioError(scenario, self.name, f"{value!r} is above the maximum {self.high}")
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: str
+    variant: str
+    params: Mapping[str, Any]
+    label: str                      # readable id part, e.g. "K2880-E32-N5760"
+    tags: tuple[str, ...] = ()      # e.g. "smoke", "gpt-oss", "sweep"
+
+    @property
+    def id(self) -> str:
+        return f"{self.scenario}[{self.variant}-{self.label}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "variant": self.variant, "params": dict(self.params),
+                "label": self.label, "tags": list(self.tags)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Case":
+        return cls(data["scenario"], data["variant"], dict(data["params"]), data["label"], tuple(data.get("tags", ())))
+
+
+Describe = Callable[[Case, str, int, int], str]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    adapter: str                                    # "kernels.module:function", run in the worker
+    params: tuple[Param, ...]
+    variants: tuple[str, ...]
+    cases: Callable[[], Sequence[Case]]             # the case builder
+    expect: Callable[[Case], Expectation]           # pure
+    kernel: Callable[[Case], str]                   # kernel label for reports
+    needs_gpu: Callable[[Case], bool]
+    describe: Describe | None = None                # logical place of bytes [start, end) of a buffer
+    detectors: tuple[str, ...] = DETECTORS          # which detectors make sense for this scenario
+    timeout_s: float = 120.0
+    upstream: str = ""
+    notes: str = ""
+    _validated: list[Case] = field(default_factory=list, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ScenarioError(self.name, "name", "must be lower_snake_case")
+        if ":" not in self.adapter:
+            raise ScenarioError(self.name, "adapter", f"{self.adapter!r} is not 'module:function'")
+        if not self.variants:
+            raise ScenarioError(self.name, "variants", "at least one variant is required")
+        unknown = set(self.detectors) - set(DETECTORS)
+        if unknown:
+            raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
+        if self.timeout_s <= 0:
+            raise ScenarioError(self.name, "timeout_s", f"must be positive, got {self.timeout_s}")
+
+    def build(self) -> list[Case]:
+        """Expand and validate the cases (once)."""
+        if not self._validated:
+            self._validated.extend(self._checked(list(self.cases())))
+        return list(self._validated)
+
+    def _checked(self, cases: list[Case]) -> list[Case]:
+        by_name = {p.name: p for p in self.params}
+        seen: set[str] = set()
+        for case in cases:
+            if case.scenario != self.name:
+                raise ScenarioError(self.name, "cases", f"case {case.id} belongs to scenario {case.scenario!r}")
+            if case.variant not in self.variants:
+                raise ScenarioError(self.name, "variant", f"{case.variant!r} is not one of {self.variants}")
+            if not _ID_SAFE.match(case.label):
+                raise ScenarioError(self.name, "label", f"{case.label!r} has characters unsafe in an id")
+            missing = set(by_name) - set(case.params)
+            extra = set(case.params) - set(by_name)
+            if missing or extra:
+                raise ScenarioError(self.name, "params", f"case {case.id}: missing {sorted(missing)}, unknown {sorted(extra)}")
+            for name, value in case.params.items():
+                by_name[name].check(self.name, value)
+            if case.id in seen:
+                raise ScenarioError(self.name, "cases", f"duplicate case id {case.id}")
+            seen.add(case.id)
+        if not cases:
+            raise ScenarioError(self.name, "cases", "the case builder returned no cases")
+        return cases
+
+
+def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Cartesian product of named axes, in the given order."""
+    combos: list[dict[str, Any]] = [{}]
+    for name, values in axes.items():
+        combos = [{**c, name: v} for c in combos for v in values]
+    return combos

@@ -1,0 +1,52 @@
+"""Verdicts: compare what the detectors that actually ran saw with what the scenario expects.
+
+Rules (each a closed outcome, see model.Outcome):
+- an expected finding is checked only against detectors that ran; if none of its detectors ran, the case
+  is UNSUPPORTED in this mode (it says which detector was needed), never clean;
+- every expected finding matched and nothing else seen: EXPECTED_FINDING; nothing expected, nothing seen: CLEAN;
+- an expected finding not seen by a detector that ran: UNEXPECTEDLY_CLEAN (a failure: the bug is gone or
+  the harness went blind; for a known upstream bug it says the workaround may be retired);
+- anything seen that no expectation covers: FINDING (a failure).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from harness.model import DetectorRun, Expectation, Finding, Outcome
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    message: str
+    unexpected: tuple[Finding, ...] = ()
+    missing: tuple[str, ...] = ()
+
+
+def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun]) -> Verdict:
+    ran = {d.detector for d in detectors if d.ran}
+    if not ran:
+        why = "; ".join(f"{d.detector}: {d.detail}" for d in detectors) or "no detector was requested"
+        return Verdict(Outcome.UNSUPPORTED, f"no detector ran ({why})")
+    checkable = [e for e in expectation.findings if ran.intersection(e.detectors)]
+    unexpected = tuple(f for f in findings if not any(e.matches(f) for e in expectation.findings))
+    missing = tuple(e.describe() for e in checkable if not any(e.matches(f) for f in findings))
+    if unexpected:
+        lines = "; ".join(_short(f) for f in unexpected)
+        extra = f"; also missing: {' | '.join(missing)}" if missing else ""
+        return Verdict(Outcome.FINDING, f"unexpected: {lines}{extra}", unexpected, missing)
+    if missing:
+        upstream = [e.upstream for e in checkable if e.upstream]
+        hint = f" (upstream {', '.join(upstream)} may be fixed: the workaround can be retired)" if upstream else ""
+        return Verdict(Outcome.UNEXPECTEDLY_CLEAN, f"expected but not seen: {' | '.join(missing)}{hint}", (), missing)
+    if expectation.findings and not checkable:
+        needed = sorted({d for e in expectation.findings for d in e.detectors})
+        return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))})")
+    if checkable:
+        return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
+    return Verdict(Outcome.CLEAN, f"clean under {', '.join(sorted(ran))}")
+
+
+def _short(f: Finding) -> str:
+    return f"{f.detector} {f.kind} of {f.buffer}/{f.region} {f.bytes} B by {f.kernel or '?'}"

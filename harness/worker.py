@@ -1,0 +1,203 @@
+"""The child process: runs cases, checks markers, writes one result file per case, atomically.
+
+`python -m harness.worker JOB.json`. The parent may wrap it in compute-sanitizer. For each case the worker
+first writes `<n>.started`, then `<n>.json`; a case with a start mark and no result was running when the
+process died. Any exception becomes an `error` result with its traceback (lit's UNRESOLVED); an
+`Unsupported` becomes `unsupported`; a CUDA error that leaves the context unusable ends the process
+(exit code CONTEXT_LOST) so that the parent reruns the remaining cases in a fresh one.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
+CONTEXT_LOST = 75
+# Markers for poison mode: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0, as fp32
+# and as bf16. A kernel that reads guard bytes into its result changes its output between the two.
+POISON_PATTERNS = (0xA5, 0xFF)
+
+
+def _import_adapter(path: str) -> Any:
+    module_name, func = path.split(":", 1)
+    return getattr(importlib.import_module(module_name), func)
+
+
+def _is_unsupported(exc: BaseException) -> bool:
+    return any(cls.__name__ == "Unsupported" for cls in type(exc).__mro__)
+
+
+def _context_lost(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(s in text for s in ("illegal memory access", "unspecified launch failure", "AcceleratorError",
+                                    "misaligned address", "CUDA error", "device-side assert"))
+
+
+class Worker:
+    def __init__(self, job: dict[str, Any]) -> None:
+        import torch
+
+        from harness import layout as L
+
+        self.torch = torch
+        self.L = L
+        self.job = job
+        self.out = Path(job["out_dir"])
+        self.mode = job["mode"]
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.keep: list[Any] = []          # arenas of finished cases: addresses are never reused in one process
+        self.flush_allocator = self._flush_allocator(job.get("flush_backend", "auto"))
+
+    def _flush_allocator(self, backend: str) -> Any:
+        if self.device.type != "cuda" or backend == "torch":
+            return None
+        from harness import vmm
+        return vmm.allocate_flush_end
+
+    def run(self) -> int:
+        from harness.scenario import Case
+        for index, case_json in enumerate(self.job["cases"]):
+            case = Case.from_json(case_json)
+            (self.out / f"{index}.started").write_text(str(time.time()))
+            result, lost = self._run_case(case)
+            from harness.fsutil import atomic_write_json
+            atomic_write_json(self.out / f"{index}.json", result)
+            if lost:
+                return CONTEXT_LOST
+        return 0
+
+    def _run_case(self, case: Any) -> tuple[dict[str, Any], bool]:
+        base = {"case_id": case.id, "pid": os.getpid(), "device": str(self.device), "mode": self.mode}
+        start = time.perf_counter()
+        try:
+            from harness import registry
+            scenario = registry.load(f"scenarios.{case.scenario}")
+            adapter = _import_adapter(scenario.adapter)
+            body = self._dispatch(adapter, case)
+            status = {"status": "ok"}
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case
+            body = {}
+            kind = "unsupported" if _is_unsupported(exc) else ("fault" if _context_lost(exc) else "error")
+            status = {"status": kind, "message": f"{type(exc).__name__}: {exc}",
+                      "traceback": traceback.format_exc(limit=20)}
+            if self.job.get("debug") and kind == "error":
+                raise
+        result = {**base, **status, **body, "seconds": time.perf_counter() - start}
+        return result, status["status"] == "fault"
+
+    def _dispatch(self, adapter: Any, case: Any) -> dict[str, Any]:
+        if self.mode == "poison":
+            return self._poison(adapter, case)
+        if self.mode == "stress":
+            return self._stress(adapter, case)
+        return self._once(adapter, case, watch_placement=self.job.get("watch_placement", self.L.GUARDED))
+
+    def _context(self, case: Any, *, marker: int = 0xA5, watch_placement: str | None = None,
+                 production: bool = False, marker_for: dict[str, int] | None = None) -> Any:
+        from harness.context import RunContext
+        from harness.guard import Arena
+        arena = Arena(self.device, marker=marker, guard=self.job.get("guard", self.L.DEFAULT_GUARD),
+                      flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}))
+        self.keep.append(arena)
+        return RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
+                          watch_placement=watch_placement or self.L.GUARDED, production=production)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def _once(self, adapter: Any, case: Any, *, watch_placement: str) -> dict[str, Any]:
+        ctx = self._context(case, watch_placement=watch_placement)
+        t0 = time.perf_counter()
+        info = adapter(case, ctx)
+        self._sync()
+        kernel_s = time.perf_counter() - t0
+        checked = self.job.get("check_markers", True)
+        guard = {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.verify().items()} if checked else None
+        return {"kernel": info.kernel, "launches": info.launches, "arch": ctx.arch(), "notes": _jsonable(info.notes),
+                "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "guard": guard,
+                "markers_checked": checked, "kernel_seconds": kernel_s}
+
+    def _poison(self, adapter: Any, case: Any) -> dict[str, Any]:
+        """A baseline run with every guard in one pattern, then one run per watched buffer with only that
+        buffer's guards in the other pattern: an output that changes is an overread of that buffer."""
+        base_marker, poison_marker = POISON_PATTERNS
+        ctx = self._context(case, marker=base_marker)
+        info = adapter(case, ctx)
+        self._sync()
+        baseline = _host_outputs(info.outputs)
+        result = {"kernel": info.kernel, "launches": info.launches, "arch": ctx.arch(),
+                  "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched),
+                  "guard": {n: [r.__dict__ for r in rs] for n, rs in ctx.arena.verify().items()},
+                  "markers_checked": True}
+        changed: dict[str, Any] = {}
+        for name in sorted(ctx.watched):
+            pctx = self._context(case, marker=base_marker, marker_for={name: poison_marker})
+            pinfo = adapter(case, pctx)
+            self._sync()
+            diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
+            if diff:
+                changed[name] = diff
+        result["poison"] = {"patterns": list(POISON_PATTERNS), "changed": changed, "outputs": sorted(baseline),
+                            "runs": 1 + len(ctx.watched)}
+        return result
+
+    def _stress(self, adapter: Any, case: Any) -> dict[str, Any]:
+        """Production conditions: caching allocator on, no guards, no placement; count clean iterations."""
+        iterations = int(self.job.get("iterations", 10))
+        done = 0
+        info = None
+        for _ in range(iterations):
+            ctx = self._context(case, production=True)
+            info = adapter(case, ctx)
+            self._sync()
+            done += 1
+            (self.out / "stress.progress").write_text(str(done))
+        return {"kernel": info.kernel if info else "", "arch": self._arch(), "stress_iterations": done,
+                "buffers": [], "guard": None, "markers_checked": False}
+
+    def _arch(self) -> str:
+        if self.device.type != "cuda":
+            return "cpu"
+        major, minor = self.torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+
+
+def _host_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.detach().float().cpu() for k, v in outputs.items()}
+
+
+def _changed_outputs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    changed = {}
+    for name in a:
+        x, y = a[name], b[name]
+        same = torch.isclose(x, y, equal_nan=True) | (torch.isnan(x) & torch.isnan(y))
+        diff = int((~same).sum())
+        if diff:
+            changed[name] = {"elements": diff, "of": x.numel(),
+                             "nan_b": int(torch.isnan(y).sum()), "nan_a": int(torch.isnan(x).sum())}
+    return changed
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m harness.worker JOB.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(args[0]).read_text())
+    return Worker(job).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
