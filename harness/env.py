@@ -90,7 +90,7 @@ def environment(discovery: Discovery | None = None, sanitizer: Any = None) -> di
         "platform": platform.platform(),
         "python": platform.python_version(),
         "gpus": [{**asdict(g), "arch": g.arch} for g in disc.gpus],
-        "architectures": sorted({g.arch for g in disc.gpus}) or ["cpu"],
+        "archs": sorted({g.arch for g in disc.gpus}) or ["cpu"],
         "driver": disc.driver,
         "nvml": disc.nvml or "ok",
         "compute_sanitizer": ({"path": str(found.path), "version": found.version, "source": found.source}

@@ -171,9 +171,7 @@ class Runner:
 
     def _job(self, items: list[tuple[Scenario, Case]], out: Path, use_sanitizer: bool) -> dict[str, Any]:
         mode = self.o.mode
-        watch = mode.watch_placement
-        if mode.sanitizer and not use_sanitizer:
-            watch = L.GUARDED     # no sanitizer: a flush end would only cost the back guard
+        watch = self._job_placement(use_sanitizer)   # no sanitizer: a flush end would only cost the back guard
         return {"cases": [c.to_json() for _, c in items], "out_dir": str(out), "mode": mode.worker_mode,
                 "watch_placement": watch, "check_markers": mode.check_markers, "seed": self.o.seed,
                 "guard": self.o.guard, "flush_backend": self.o.flush_backend, "iterations": self.o.iterations,
@@ -370,13 +368,18 @@ class Runner:
                 return self._result(scenario, case, Outcome.UNRESOLVED, f"memcheck did not run properly: {attempt.sanitizer_problem}", findings, runs, res)
             if sanitized and not res.get("launches"):
                 return self._result(scenario, case, Outcome.UNRESOLVED, "the kernel was never launched: memcheck checked nothing", findings, runs, res)
-        verdict = decide(scenario.expect(case), findings, runs)
+        verdict = decide(scenario.expect(case), findings, runs, placement=self._job_placement(sanitized))
         message = verdict.message
         if sanitized and attempt.sanitizer_problem:
             message += f"\n(sanitizer: {attempt.sanitizer_problem})"
         if self.o.mode.name == "stress":
             message = f"{res.get('stress_iterations', 0)} of {self.o.iterations} iterations ran without a crash"
         return self._result(scenario, case, verdict.outcome, message, findings, runs, res)
+
+    def _job_placement(self, sanitized: bool) -> str:
+        if self.o.mode.sanitizer and not sanitized:
+            return L.GUARDED
+        return self.o.mode.watch_placement
 
     def _fault_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
         watched = res.get("watched") or [b["name"] for b in res.get("buffers", [])]

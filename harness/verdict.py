@@ -1,7 +1,8 @@
 """Verdicts: compare what the detectors that actually ran saw with what the scenario expects.
 
 Rules (each a closed outcome, see model.Outcome):
-- an expected finding is checked only against detectors that ran; if none of its detectors ran, the case
+- an expected finding is checked only against detectors that ran (and a back-guard finding only where the
+  watched buffer had a back guard); if none of its detectors ran, the case
   is UNSUPPORTED in this mode (it says which detector was needed), never clean;
 - every expected finding matched and nothing else seen: EXPECTED_FINDING; nothing expected, nothing seen: CLEAN;
 - an expected finding not seen by a detector that ran: UNEXPECTEDLY_CLEAN (a failure: the bug is gone or
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.model import DetectorRun, Expectation, Finding, Outcome
+from harness.layout import GUARDED
+from harness.model import DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
 
 
 @dataclass(frozen=True)
@@ -24,12 +26,14 @@ class Verdict:
     missing: tuple[str, ...] = ()
 
 
-def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun]) -> Verdict:
+def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun],
+           placement: str = GUARDED) -> Verdict:
+    """`placement` is where watched buffers sat: a flush-end buffer has no back guard to be checked."""
     ran = {d.detector for d in detectors if d.ran}
     if not ran:
         why = "; ".join(f"{d.detector}: {d.detail}" for d in detectors) or "no detector was requested"
         return Verdict(Outcome.UNSUPPORTED, f"no detector ran ({why})")
-    checkable = [e for e in expectation.findings if ran.intersection(e.detectors)]
+    checkable = [e for e in expectation.findings if ran.intersection(e.detectors) and _placed(e, placement)]
     unexpected = tuple(f for f in findings if not any(e.matches(f) for e in expectation.findings))
     missing = tuple(e.describe() for e in checkable if not any(e.matches(f) for f in findings))
     if unexpected:
@@ -46,6 +50,10 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
     if checkable:
         return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
     return Verdict(Outcome.CLEAN, f"clean under {', '.join(sorted(ran))}")
+
+
+def _placed(expected: ExpectedFinding, placement: str) -> bool:
+    return not (expected.region == "back_guard" and placement != GUARDED)
 
 
 def _short(f: Finding) -> str:

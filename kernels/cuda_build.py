@@ -1,0 +1,85 @@
+"""Build a CUDA C++ extension once per source and device, cached across runs, processes and xdist workers.
+
+The build directory is keyed by a hash of the sources, the flags, torch's version and the Python ABI, so a
+later run (or a parallel process) reuses the library without recompiling; a file lock serialises the one
+build that is needed. A compile error becomes a KernelBuildError carrying the compiler output's tail.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator
+
+from kernels.errors import KernelBuildError
+
+CACHE_ENV = "GPU_MEMSAFETY_CACHE"
+# -lineinfo puts file:line into the SASS so memcheck names the source line of a bad access.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo"]
+OUTPUT_TAIL = 4000
+
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured) if configured else Path.home() / ".cache" / "gpu-memsafety"
+
+
+def arch_flags(capability: tuple[int, int]) -> list[str]:
+    """nvcc flags for exactly this device (sm_90 machine code on an H100/H200)."""
+    arch = f"{capability[0]}{capability[1]}"
+    return [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+
+
+def build_key(*parts: str) -> str:
+    import torch
+    env = [torch.__version__, str(torch.version.cuda), sys.implementation.cache_tag or "", sys.platform]
+    return hashlib.sha256("\0".join([*parts, *env]).encode()).hexdigest()[:16]
+
+
+def build_extension(name: str, cu_path: Path, binding: str, capability: tuple[int, int]) -> ModuleType:
+    cu_source = cu_path.read_text(encoding="utf-8")
+    flags = [*NVCC_FLAGS, *arch_flags(capability)]
+    key = build_key(cu_source, binding, " ".join(flags))
+    build_dir = cache_root() / "cuda" / f"{name}-{key}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with exclusive(build_dir.with_name(build_dir.name + ".lock")):
+        (build_dir / "lock").unlink(missing_ok=True)   # torch's baton, left behind by a killed build
+        sources = [write_if_changed(build_dir / cu_path.name, cu_source),
+                   write_if_changed(build_dir / "binding.cpp", binding)]
+        return _load(f"gpu_memsafety_{name}_{key}", sources, flags, build_dir, cu_path)
+
+
+def _load(module_name: str, sources: list[Path], flags: list[str], build_dir: Path, origin: Path) -> ModuleType:
+    from torch.utils import cpp_extension
+    try:
+        return cpp_extension.load(name=module_name, sources=[str(s) for s in sources], extra_cflags=["-O2"],
+                                  extra_cuda_cflags=flags, build_directory=str(build_dir), verbose=False)
+    except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError) as exc:
+        output = str(exc)
+        raise KernelBuildError(f"building {origin.name} failed\nsource = {origin}\nbuild_dir = {build_dir}\n"
+                               f"nvcc_flags = {' '.join(flags)}\n--- compiler output (tail) ---\n{output[-OUTPUT_TAIL:]}") from exc
+
+
+def write_if_changed(path: Path, text: str) -> Path:
+    """Write atomically, and only when different, so ninja sees an unchanged file as up to date."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return path
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

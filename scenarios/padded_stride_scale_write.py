@@ -1,0 +1,117 @@
+"""Padded-stride scale write: the MXFP8 pre-dispatch kernel writes scale bytes with packed addressing
+(`token*G + g`) into a scale buffer whose rows are padded to 16 bytes (sglang deepseek_v4
+mega_moe_pre_dispatch; the fix addresses `token*row_stride_bytes + g` and checks the stride on the host).
+
+The packed writes stay inside the allocation, so no sanitizer sees them: only the guard markers in each
+row's padding do (H=2304, 5 tokens in 8 rows: the 8 padding bytes of rows 0..3). The reverse mismatch (a
+padded stride on a packed allocation) writes past the end, which memcheck sees. Hidden sizes with
+H % 512 in {128, 256, 384} have padding; 2560, 4096 and 7168 have none and are clean in both modes.
+Every case runs the CUDA kernel (GPU) and its Triton twin (GPU, or CPU under TRITON_INTERPRET=1).
+"""
+from __future__ import annotations
+
+from harness import layout as L
+from harness.model import GUARD, MEMCHECK, OVERWRITE, Expectation, ExpectedFinding
+from harness.scenario import Case, Param, Scenario, grid
+from kernels import pre_dispatch_layout as PL
+
+PADDED_HIDDEN = (2176, 2304, 2432)        # 12, 8, 4 bytes of padding per scale row
+UNPADDED_HIDDEN = (2560, 4096, 7168)
+TOKENS = ((5, 8), (8, 8), (1, 8), (37, 64))   # (num_tokens, padded_max): partial, full, single, larger
+TOPK = 8
+
+
+def _allocated_stride(case: Case) -> int:
+    """Bytes per row of the scale allocation: padded, except in the reverse mismatch (packed rows)."""
+    hidden = case.params["hidden"]
+    return PL.scale_row_bytes(hidden) if case.variant == "strided_on_packed" else PL.padded_row_stride(hidden)
+
+
+def _kernel_step(case: Case) -> int:
+    hidden = case.params["hidden"]
+    return PL.scale_row_bytes(hidden) if case.variant == "packed" else PL.padded_row_stride(hidden)
+
+
+def written(case: Case) -> list[tuple[int, int]]:
+    """Every scale byte the kernel writes, relative to the scale tensor (pure simulation of the addressing)."""
+    g, step = PL.scale_row_bytes(case.params["hidden"]), _kernel_step(case)
+    return L.merge_runs((t * step, t * step + g) for t in range(case.params["num_tokens"]))
+
+
+def _layout(case: Case, placement: str) -> L.GuardLayout:
+    g, stride = PL.scale_row_bytes(case.params["hidden"]), _allocated_stride(case)
+    rows = L.Rows(case.params["padded_max"], g, stride, case.params["num_tokens"])
+    return L.plan(rows.nbytes, placement=placement, rows=rows)
+
+
+def _outside(case: Case, placement: str) -> dict[str, list[tuple[int, int]]]:
+    """Written bytes that land on marker bytes or past the end, per region class."""
+    lay = _layout(case, placement)
+    out: dict[str, list[tuple[int, int]]] = {}
+    for lo, hi in written(case):
+        for start, end, region in L.split_by_region(lay, lo, hi):
+            cls = L.region_class(region)
+            if cls != "inside":
+                out.setdefault(cls, []).append((start, end))
+    return out
+
+
+def _expect(case: Case) -> Expectation:
+    guarded = _outside(case, L.GUARDED)
+    flush = _outside(case, L.FLUSH_END)
+    found = []
+    for region, spans in guarded.items():
+        found.append(ExpectedFinding(OVERWRITE, "scale", (GUARD,), region=region, bytes=sum(e - s for s, e in spans),
+                                     ranges=tuple(spans)))
+    if "past_end" in flush:
+        # memcheck ends the kernel at its first bad store, so it reports some of these bytes, not all.
+        found.append(ExpectedFinding(OVERWRITE, "scale", (MEMCHECK,), region="past_end"))
+    why = {"packed": "packed addressing into padded rows (the bug)", "strided": "strided addressing (the fix)",
+           "strided_on_packed": "padded stride on a packed allocation (reverse mismatch)"}[case.variant]
+    return Expectation(tuple(found), why)
+
+
+def _describe(case: Case, buffer: str, start: int, end: int) -> str:
+    if buffer != "scale":
+        return ""
+    g, stride = PL.scale_row_bytes(case.params["hidden"]), _allocated_stride(case)
+    step = _kernel_step(case)
+    row, col = divmod(start, stride)
+    token, tbyte = divmod(start, step)
+    if start >= case.params["padded_max"] * stride:
+        return f"{start - case.params['padded_max'] * stride}..{end - 1 - case.params['padded_max'] * stride} B past the end (token {token}'s scale bytes {tbyte}..{tbyte + end - start - 1})"
+    place = f"row {row}: padding bytes {col}..{col + end - start - 1}" if col >= g else f"row {row}: bytes {col}..{col + end - start - 1}"
+    shift = row * stride - token * step if step else 0
+    return f"{place} ({end - start} B); token {token}'s scale bytes {tbyte}..{tbyte + end - start - 1} land {abs(shift) if shift else 0} B {'early' if shift > 0 else 'late' if shift < 0 else 'in place'}"
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for impl in ("cuda", "triton"):
+        for p in grid(hidden=PADDED_HIDDEN + UNPADDED_HIDDEN, tokens=TOKENS):
+            nt, pm = p["tokens"]
+            params = {"impl": impl, "hidden": p["hidden"], "num_tokens": nt, "padded_max": pm}
+            tags = ("smoke",) if (p["hidden"], nt, pm) in ((2304, 5, 8), (2560, 5, 8)) else ()
+            for variant in ("packed", "strided"):
+                cases.append(Case("padded_stride_scale_write", variant, params, f"{impl}-H{p['hidden']}-T{nt}of{pm}", tags))
+            if p["hidden"] in (2304, 2176) and pm == 8:
+                cases.append(Case("padded_stride_scale_write", "strided_on_packed", params, f"{impl}-H{p['hidden']}-T{nt}of{pm}", tags))
+    return cases
+
+
+SCENARIO = Scenario(
+    name="padded_stride_scale_write",
+    summary="MXFP8 pre-dispatch: packed scale addressing into 16-byte-padded rows (sglang deepseek_v4)",
+    adapter="kernels.pre_dispatch_adapter:run_case",
+    params=(Param("impl", str, choices=("cuda", "triton")), Param("hidden", int, low=128, high=65536),
+            Param("num_tokens", int, low=1, high=1 << 20), Param("padded_max", int, low=1, high=1 << 20)),
+    variants=("packed", "strided", "strided_on_packed"),
+    cases=_cases,
+    expect=_expect,
+    kernel=lambda case: PL.kernel_name(case.params["impl"], "strided"),
+    needs_gpu=lambda case: case.params["impl"] == "cuda",
+    describe=_describe,
+    detectors=(GUARD, MEMCHECK, "guard_page", "poison"),
+    timeout_s=300.0,
+    notes="sglang python/sglang/kernels/jit/csrc/deepseek_v4/mega_moe_pre_dispatch.cuh",
+)
