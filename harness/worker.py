@@ -52,6 +52,7 @@ class Worker:
         self.mode = job["mode"]
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.keep: list[Any] = []          # arenas of finished cases: addresses are never reused in one process
+        self._current: Any = None          # the RunContext of the run in progress
         self.flush_allocator = self._flush_allocator(job.get("flush_backend", "auto"))
 
     def _flush_allocator(self, backend: str) -> Any:
@@ -65,14 +66,14 @@ class Worker:
         for index, case_json in enumerate(self.job["cases"]):
             case = Case.from_json(case_json)
             (self.out / f"{index}.started").write_text(str(time.time()))
-            result, lost = self._run_case(case)
-            from harness.fsutil import atomic_write_json
-            atomic_write_json(self.out / f"{index}.json", result)
-            if lost:
-                return CONTEXT_LOST
+            self._write(index, self._run_case(case, index))
         return 0
 
-    def _run_case(self, case: Any) -> tuple[dict[str, Any], bool]:
+    def _write(self, index: int, result: dict[str, Any]) -> None:
+        from harness.fsutil import atomic_write_json
+        atomic_write_json(self.out / f"{index}.json", result)
+
+    def _run_case(self, case: Any, index: int) -> dict[str, Any]:
         base = {"case_id": case.id, "pid": os.getpid(), "device": str(self.device), "mode": self.mode}
         start = time.perf_counter()
         try:
@@ -86,10 +87,18 @@ class Worker:
             kind = "unsupported" if _is_unsupported(exc) else ("fault" if _context_lost(exc) else "error")
             status = {"status": kind, "message": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=20)}
+            if kind == "fault":
+                # The context is gone: write the result and leave at once, still inside this block, before the
+                # traceback is released and torch's tensor destructors abort on the dead context.
+                ctx = self._current
+                body = {"watched": sorted(ctx.watched) if ctx else [], "buffers": ctx.arena.buffer_map() if ctx else [],
+                        "arch": self._arch()}
+                self._write(index, {**base, **status, **body, "seconds": time.perf_counter() - start})
+                sys.stdout.flush()
+                os._exit(CONTEXT_LOST)
             if self.job.get("debug") and kind == "error":
                 raise
-        result = {**base, **status, **body, "seconds": time.perf_counter() - start}
-        return result, status["status"] == "fault"
+        return {**base, **status, **body, "seconds": time.perf_counter() - start}
 
     def _dispatch(self, adapter: Any, case: Any) -> dict[str, Any]:
         if self.mode == "poison":
@@ -105,8 +114,9 @@ class Worker:
         arena = Arena(self.device, marker=marker, guard=self.job.get("guard", self.L.DEFAULT_GUARD),
                       flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}))
         self.keep.append(arena)
-        return RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
-                          watch_placement=watch_placement or self.L.GUARDED, production=production)
+        self._current = RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
+                                   watch_placement=watch_placement or self.L.GUARDED, production=production)
+        return self._current
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
