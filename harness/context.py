@@ -7,7 +7,7 @@ poison mode its guards hold the poison pattern; otherwise it gets front and back
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -22,6 +22,7 @@ class RunInfo:
     outputs: dict[str, torch.Tensor] = field(default_factory=dict)
     launches: int = 1
     notes: dict[str, Any] = field(default_factory=dict)
+    relaunch: Callable[[], Any] | None = None   # launches the kernel again on the same buffers (benchmarks)
 
 
 @dataclass

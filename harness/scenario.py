@@ -84,6 +84,7 @@ class Scenario:
     needs_gpu: Callable[[Case], bool]
     describe: Describe | None = None                # logical place of bytes [start, end) of a buffer
     detectors: tuple[str, ...] = DETECTORS          # which detectors make sense for this scenario
+    isolated: Callable[[Case], bool] = lambda case: False   # run alone in its own process (stray accesses)
     timeout_s: float = 120.0
     upstream: str = ""
     notes: str = ""

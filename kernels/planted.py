@@ -55,5 +55,8 @@ def run_case(case: Any, ctx: Any) -> Any:
     write_extra = extra if case.variant == "overwrite" else 0
     write_lo = extra if case.variant == "underwrite" else 0
     grid = ((n + read_extra + write_extra + BLOCK - 1) // BLOCK + (1 if write_lo else 0),)
-    kernel[grid](src, dst, total, n, READ_EXTRA=read_extra, WRITE_LO=write_lo, WRITE_EXTRA=write_extra, BLOCK=BLOCK)
-    return RunInfo(kernel="planted_copy_sum", outputs={"total": total})
+    def once() -> None:
+        kernel[grid](src, dst, total, n, READ_EXTRA=read_extra, WRITE_LO=write_lo, WRITE_EXTRA=write_extra, BLOCK=BLOCK)
+
+    once()
+    return RunInfo(kernel="planted_copy_sum", outputs={"total": total}, relaunch=once)

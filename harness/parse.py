@@ -1,0 +1,422 @@
+"""Turn compute-sanitizer output (the `--xml --save` file, or the text log) into records.
+
+Why this module exists: findings are taken from the sanitizer's own records, never from its
+`ERROR SUMMARY` line (which also counts API errors and "Target application returned an error"), and a file
+the sanitizer could not finish (killed process, print limit) must say so instead of reading as clean.
+So every parse returns the records it could read plus `complete` and, when not complete, a `problem`.
+
+XML safety: the file is written by a process that ran code under test, so it is treated as untrusted.
+compute-sanitizer's XML never has a DOCTYPE; any DOCTYPE or ENTITY declaration is refused with
+`HostileXMLError` before anything in it is processed, so entity-expansion bombs and external entities are
+never expanded and never fetched. This uses the standard library's expat directly (a DOCTYPE handler that
+raises, parameter entities off, external references refused) instead of defusedxml: defusedxml's pull
+parser is ElementTree's, which hides the expat object we need for incremental feeding, and the rule we need
+("no DTD at all") is three handlers. No new dependency.
+
+Incremental: the bytes are fed to expat in chunks and a record is converted when its </record> closes, so
+a truncated file still yields every complete record, with complete=False and where it stopped.
+
+Record kinds: "Precise" memory-access records are what the H200 runs produced (tests/data/sanitizer/).
+"Api" is documented in NVIDIA's manual (Error suppression section: <api>, <error>, <message>, <result>).
+The binary also names other kinds (Imprecise, Initcheck, Hazard, Analysis, Synccheck, deviceheap, ...)
+whose fields we have never seen: those become category "other" with the text and every leaf of <what>
+kept in `details`. An "other" record is never evidence of a clean run.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+from xml.parsers import expat
+
+MEMORY_ACCESS = "memory_access"
+API_ERROR = "api_error"
+PROCESS_EXIT = "process_exit"
+INTERNAL_ERROR = "internal_error"
+OTHER = "other"
+CATEGORIES = (MEMORY_ACCESS, API_ERROR, PROCESS_EXIT, INTERNAL_ERROR, OTHER)
+
+ROOT_TAG = "ComputeSanitizerOutput"
+RECORD_TAG = "record"
+# Feed size for the incremental parser: small enough that a killed run's partial file is read record by
+# record, large enough that a 100 MB file is a few thousand calls.
+CHUNK_BYTES = 1 << 16
+DEFAULT_PREFIX = "========="  # compute-sanitizer's --prefix default
+
+# Messages that mean the target was never instrumented (no record can exist for it).
+_NOT_ATTACHED = ("terminated before first instrumented", "No attachable process found")
+
+
+class HostileXMLError(ValueError):
+    """The XML declares a DOCTYPE or entities: refused, never expanded, never fetched."""
+
+
+@dataclass(frozen=True)
+class SanitizerRecord:
+    category: str                                # one of CATEGORIES
+    text: str                                    # the sanitizer's message
+    kind: str = ""                               # XML <kind> ("Precise", "Api", ...); "" from text
+    level: str = ""                              # XML <level> ("Error", "Warning")
+    direction: str = ""                          # "read" / "write" / ""
+    space: str = ""                              # "global", "shared", "local", ...
+    size: int = 0                                # bytes of the access
+    address: int | None = None
+    thread: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    kernel: str = ""                             # function of the access
+    file: str = ""
+    line: int | None = None
+    pc: str = ""                                 # offset in the function, e.g. "0x100"
+    error: str = ""                              # "out of bounds", "misaligned", "cudaErrorLaunchFailure"
+    api: str = ""                                # API call of an api_error
+    result: int | None = None                    # API error code, or a process exit code
+    # text form only: "and is N bytes after|before the nearest allocation at A of size S bytes".
+    # "1 bytes after" is the first byte past the end: address == alloc_address + alloc_size - 1 + distance.
+    alloc_relation: str = ""                     # "after" / "before" / ""
+    alloc_distance: int | None = None
+    alloc_address: int | None = None
+    alloc_size: int | None = None
+    details: tuple[tuple[str, str], ...] = ()    # leaves of <what> / unparsed lines, for unknown kinds
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    records: tuple[SanitizerRecord, ...]
+    complete: bool                    # True only when the whole output was read and nothing was dropped
+    problem: str = ""                 # "" when complete
+    summary_errors: int | None = None  # the "ERROR SUMMARY: N errors" number: not a count of memory errors
+    attached: bool | None = None      # False: the target was never instrumented; None: unknown
+    not_printed: int | None = None    # "N errors were not printed" (print limit)
+
+    def of(self, category: str) -> tuple[SanitizerRecord, ...]:
+        return tuple(r for r in self.records if r.category == category)
+
+
+# ------------------------------------------------------------------------------------------ value helpers
+
+def parse_int(text: str | None) -> int | None:
+    """'4', '4,000', '0x7f..' -> int; None when absent or not a number (never raises)."""
+    if text is None:
+        return None
+    cleaned = text.strip().replace(",", "")
+    try:
+        return int(cleaned, 16) if cleaned.lower().startswith("0x") else int(cleaned)
+    except ValueError:
+        return None
+
+
+def normalize_space(space: str) -> str:
+    """'__global__' -> 'global'."""
+    return space.strip().strip("_").lower()
+
+
+def normalize_direction(direction: str) -> str:
+    word = direction.strip().lower()
+    return word if word in ("read", "write") else ""
+
+
+# -------------------------------------------------------------------------------------------- XML parsing
+
+def _triple(element: ET.Element | None) -> tuple[int, int, int] | None:
+    if element is None:
+        return None
+    values = [parse_int(element.findtext(axis)) for axis in ("x", "y", "z")]
+    if any(v is None for v in values):
+        return None
+    return (values[0], values[1], values[2])  # type: ignore[return-value]
+
+
+def _leaves(element: ET.Element | None, prefix: str = "") -> Iterator[tuple[str, str]]:
+    if element is None:
+        return
+    for child in element:
+        name = f"{prefix}{child.tag}"
+        if len(child):
+            yield from _leaves(child, name + "/")
+        else:
+            yield name, (child.text or "").strip()
+
+
+def _xml_category(kind: str, what: ET.Element | None) -> str:
+    if kind == "Api":
+        return API_ERROR
+    is_access = what is not None and (what.find("direction") is not None or what.find("address") is not None)
+    return MEMORY_ACCESS if kind == "Precise" and is_access else OTHER
+
+
+def _child_text(element: ET.Element | None, tag: str) -> str:
+    if element is None:
+        return ""
+    return (element.findtext(tag) or "").strip()
+
+
+def record_from_xml(element: ET.Element) -> SanitizerRecord:
+    """One <record> element -> SanitizerRecord. Unknown kinds keep their text and <what> leaves."""
+    kind = _child_text(element, "kind")
+    what, where, who = element.find("what"), element.find("where"), element.find("who")
+    category = _xml_category(kind, what)
+    return SanitizerRecord(
+        category=category,
+        text=_child_text(what, "text"),
+        kind=kind,
+        level=_child_text(element, "level"),
+        direction=normalize_direction(_child_text(what, "direction")),
+        space=normalize_space(_child_text(what, "space")),
+        size=parse_int(_child_text(what, "size")) or 0,
+        address=parse_int(_child_text(what, "address")),
+        thread=_triple(who.find("threadIdx")) if who is not None else None,
+        block=_triple(who.find("blockIdx")) if who is not None else None,
+        kernel=_child_text(where, "func"),
+        file=_child_text(where, "path"),
+        line=parse_int(_child_text(where, "line")),
+        pc=_child_text(where, "pc"),
+        error=_child_text(what, "error"),
+        api=_child_text(what, "api"),
+        result=parse_int(_child_text(what, "result")),
+        details=tuple(_leaves(what)) if category == OTHER else (),
+    )
+
+
+class _Collector:
+    """expat callbacks that build one small element tree per <record> and hand it over when it closes."""
+
+    def __init__(self) -> None:
+        self.records: list[SanitizerRecord] = []
+        self.root_tag = ""
+        self.root_closed = False
+        self._stack: list[ET.Element] = []
+        self._text: list[list[str]] = []
+        self.parser = self._make_parser()
+
+    def _make_parser(self) -> "expat.XMLParserType":
+        parser = expat.ParserCreate()
+        parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+        parser.StartDoctypeDeclHandler = self._refuse_doctype
+        parser.EntityDeclHandler = self._refuse_entity
+        parser.ExternalEntityRefHandler = self._refuse_external
+        parser.StartElementHandler = self._start
+        parser.EndElementHandler = self._end
+        parser.CharacterDataHandler = self._chars
+        return parser
+
+    def _where(self) -> str:
+        return f"line {self.parser.CurrentLineNumber}, column {self.parser.CurrentColumnNumber}"
+
+    def _refuse_doctype(self, name: str, *_: object) -> None:
+        raise HostileXMLError(f"DOCTYPE {name!r} at {self._where()}: compute-sanitizer XML has none; "
+                              "refused without expanding or fetching anything")
+
+    def _refuse_entity(self, name: str, *_: object) -> None:
+        raise HostileXMLError(f"ENTITY {name!r} declared at {self._where()}: refused")
+
+    def _refuse_external(self, *_: object) -> int:
+        raise HostileXMLError(f"external entity reference at {self._where()}: refused, not fetched")
+
+    def _start(self, tag: str, attrs: dict[str, str]) -> None:
+        depth = len(self._stack)
+        if depth == 0 and not self.root_tag:
+            self.root_tag = tag
+        element = ET.Element(tag, attrs) if depth <= 1 else ET.SubElement(self._stack[-1], tag, attrs)
+        self._stack.append(element)
+        self._text.append([])
+
+    def _chars(self, data: str) -> None:
+        if len(self._stack) > 1:  # text directly under the root is only whitespace between records
+            self._text[-1].append(data)
+
+    def _end(self, tag: str) -> None:
+        element = self._stack.pop()
+        element.text = "".join(self._text.pop())
+        depth = len(self._stack)
+        if depth == 0:
+            self.root_closed = True
+        elif depth == 1:
+            self.records.append(self._top_level(element))
+
+    def _top_level(self, element: ET.Element) -> SanitizerRecord:
+        if element.tag == RECORD_TAG:
+            return record_from_xml(element)
+        return SanitizerRecord(category=OTHER, text=f"unexpected element <{element.tag}> in <{self.root_tag}>",
+                               details=tuple(_leaves(element)))
+
+
+def _feed(collector: _Collector, data: bytes) -> str:
+    """Feed everything; return '' or the reason the document could not be read to its end."""
+    try:
+        for start in range(0, len(data), CHUNK_BYTES):
+            collector.parser.Parse(data[start:start + CHUNK_BYTES], False)
+        collector.parser.Parse(b"", True)
+    except expat.ExpatError as exc:
+        reason = expat.ErrorString(exc.code)
+        return f"XML stops being readable at line {exc.lineno}, column {exc.offset}: {reason}"
+    return ""
+
+
+def parse_xml(data: bytes) -> ParseResult:
+    """Records of a `--xml --save` file; raises HostileXMLError on any DOCTYPE/ENTITY, never expands it."""
+    if not data.strip():
+        return ParseResult((), False, "empty XML file: the sanitizer wrote nothing (killed, or never ran)")
+    collector = _Collector()
+    problem = _feed(collector, data)
+    records = tuple(collector.records)
+    if problem:
+        problem += f" (after {len(records)} complete records; the file is truncated or damaged)"
+    elif collector.root_tag != ROOT_TAG:
+        problem = f"root element is <{collector.root_tag}>, not <{ROOT_TAG}>: not compute-sanitizer output"
+    return ParseResult(records, complete=not problem, problem=problem, attached=True if records else None)
+
+
+# ------------------------------------------------------------------------------------------- text parsing
+
+_HEX = r"0x[0-9a-fA-F]+"
+_NUM = r"\d[\d,]*"
+_ACCESS_RE = re.compile(rf"^Invalid (?P<space>\S+) (?P<dir>\w+) of size (?P<size>{_NUM}) bytes?")
+_API_RE = re.compile(
+    rf'^Program hit (?P<error>\S+) \(error (?P<code>{_NUM})\) due to "?(?P<msg>.*?)"? on CUDA API call to '
+    r"(?P<api>[\w:]+)"
+)
+_EXIT_RE = re.compile(rf"^Target application returned (?:an error|error code (?P<code>{_NUM}))")
+_NOT_PRINTED_RE = re.compile(rf"^ERROR SUMMARY: (?P<n>{_NUM}) errors? were not printed")
+_SUMMARY_RE = re.compile(rf"^ERROR SUMMARY: (?P<n>{_NUM}) errors?\s*$")
+_INTERNAL_RE = re.compile(r"^Error: (?P<msg>.*)$")
+_AT_RE = re.compile(rf"^at (?P<func>.+)\+(?P<pc>{_HEX})(?: in (?P<file>.+?)(?::(?P<line>\d+))?)?$")
+_WHO_RE = re.compile(r"^by thread \((\d+),(\d+),(\d+)\) in block \((\d+),(\d+),(\d+)\)")
+_ADDR_RE = re.compile(rf"^(?:Address|Access to) (?P<addr>{_HEX}) is (?P<error>.+?)\.?$")
+_ALLOC_RE = re.compile(
+    rf"^and is (?P<dist>{_NUM}) bytes? (?P<rel>after|before) the nearest allocation at (?P<base>{_HEX}) "
+    rf"of size (?P<size>{_NUM}) bytes?"
+)
+_BACKTRACE_RE = re.compile(r"^(Saved host backtrace|Host Frame:|Device Frame:)")
+
+
+def _header_fields(header: str) -> dict[str, object]:
+    """Category and fields of a record's first line."""
+    if m := _ACCESS_RE.match(header):
+        return {"category": MEMORY_ACCESS, "space": normalize_space(m["space"]),
+                "direction": normalize_direction(m["dir"]), "size": parse_int(m["size"]) or 0}
+    if m := _API_RE.match(header):
+        return {"category": API_ERROR, "error": m["error"], "result": parse_int(m["code"]), "api": m["api"]}
+    if m := _EXIT_RE.match(header):
+        return {"category": PROCESS_EXIT, "result": parse_int(m["code"])}
+    if _INTERNAL_RE.match(header):
+        return {"category": INTERNAL_ERROR}
+    return {"category": OTHER}
+
+
+def _detail_fields(line: str) -> dict[str, object] | None:
+    """Fields of an indented detail line; None when the line is not one we know."""
+    if m := _AT_RE.match(line):
+        return {"kernel": m["func"], "pc": m["pc"], "file": m["file"] or "", "line": parse_int(m["line"])}
+    if m := _WHO_RE.match(line):
+        values = [int(v) for v in m.groups()]
+        return {"thread": tuple(values[:3]), "block": tuple(values[3:])}
+    if m := _ADDR_RE.match(line):
+        return {"address": parse_int(m["addr"]), "error": m["error"]}
+    if m := _ALLOC_RE.match(line):
+        return {"alloc_relation": m["rel"], "alloc_distance": parse_int(m["dist"]),
+                "alloc_address": parse_int(m["base"]), "alloc_size": parse_int(m["size"])}
+    return None
+
+
+class _TextRecord:
+    """A record being assembled from a header line and its indented detail lines."""
+
+    def __init__(self, header: str) -> None:
+        self.header = header
+        self.fields = _header_fields(header)
+        self.unparsed: list[str] = []
+
+    def add_detail(self, line: str) -> None:
+        if _BACKTRACE_RE.match(line):
+            return
+        known = _detail_fields(line)
+        if known is None:
+            self.unparsed.append(line)
+        else:
+            self.fields.update(known)
+
+    def build(self) -> SanitizerRecord:
+        fields = dict(self.fields)
+        text = self.header
+        if fields["category"] in (INTERNAL_ERROR, OTHER) and self.unparsed:
+            text = " ".join([self.header, *self.unparsed])
+        details = tuple(("line", u) for u in self.unparsed) if fields["category"] == OTHER else ()
+        return SanitizerRecord(text=text, details=details, **fields)  # type: ignore[arg-type]
+
+
+@dataclass
+class _TextState:
+    records: list[SanitizerRecord]
+    summary: int | None = None
+    not_printed: int | None = None
+    saw_end: bool = False
+    current: _TextRecord | None = None
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.records.append(self.current.build())
+            self.current = None
+
+
+def _sanitizer_lines(text: str, prefix: str) -> Iterable[str]:
+    """Lines the sanitizer wrote (prefix removed); the target's own output is skipped."""
+    for raw in text.splitlines():
+        if raw.startswith(prefix):
+            yield raw[len(prefix):]
+
+
+def _take_summary(state: _TextState, header: str) -> bool:
+    if m := _NOT_PRINTED_RE.match(header):
+        state.not_printed = parse_int(m["n"])
+        return True
+    if m := _SUMMARY_RE.match(header):
+        state.summary = parse_int(m["n"])
+        state.saw_end = True
+        return True
+    return header == "COMPUTE-SANITIZER"  # the banner
+
+
+def _consume(state: _TextState, body: str) -> None:
+    if not body.strip():
+        state.close()
+    elif body.startswith("  "):
+        if state.current is not None:
+            state.current.add_detail(body.strip())
+    else:
+        state.close()
+        header = body.strip()
+        if not _take_summary(state, header):
+            state.current = _TextRecord(header)
+
+
+def _attached(records: Iterable[SanitizerRecord], summary: int | None) -> bool | None:
+    records = list(records)
+    if any(r.category == INTERNAL_ERROR and any(s in r.text for s in _NOT_ATTACHED) for r in records):
+        return False
+    if summary is not None or any(r.category in (MEMORY_ACCESS, API_ERROR, PROCESS_EXIT) for r in records):
+        return True
+    return None
+
+
+def _text_problem(state: _TextState, records: tuple[SanitizerRecord, ...]) -> str:
+    internal = [r.text for r in records if r.category == INTERNAL_ERROR]
+    if internal:
+        return "sanitizer failed: " + "; ".join(internal)
+    if state.not_printed:
+        return f"{state.not_printed} errors were not printed (print limit): records are missing"
+    if not state.saw_end:
+        return "no 'ERROR SUMMARY' line: the output ends early (sanitizer killed or log cut)"
+    return ""
+
+
+def parse_text(text: str, *, prefix: str = DEFAULT_PREFIX) -> ParseResult:
+    """Records of compute-sanitizer's text output (for versions or runs without XML)."""
+    state = _TextState(records=[])
+    for body in _sanitizer_lines(text, prefix):
+        _consume(state, body)
+    state.close()
+    records = tuple(state.records)
+    problem = _text_problem(state, records)
+    return ParseResult(records, complete=not problem, problem=problem, summary_errors=state.summary,
+                       attached=_attached(records, state.summary), not_printed=state.not_printed)

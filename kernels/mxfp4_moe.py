@@ -1,0 +1,535 @@
+"""Adapter for triton_kernels' MoE matmul with mxfp4 weights on Hopper (the last-expert OOB read).
+
+Why this exists: it is the only code that touches triton_kernels and the GPU for this scenario. It builds
+expert weights the way sglang does (bf16 -> mxfp4 along K, optional sm90 scale pad to round_up(K,128)/32
+groups of byte 127, Hopper value and scale swizzle with num_warps=8), moves the swizzled scale storage into
+a buffer the harness allocates (so the storage ends flush with its allocation and memcheck sees the
+overread), routes tokens so the last expert is used, and launches the matmul.
+The byte arithmetic it must agree with lives in `kernels.mxfp4_layout` (pure); `prepare` checks the real
+storage against it and stops loudly on any difference.
+
+API generations: `matmul_ogs` (triton <= 3.6, e.g. the sgl-kernel 0.3.21 copy) is what runs on the H200
+and is written against that code. `matmul` (triton >= 3.7) follows upstream's current API as read, and has
+NOT been run: every call in `_MatmulApi` is marked so.
+torch, triton and triton_kernels are imported inside functions: importing this module needs none of them.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+
+from kernels import mxfp4_layout as L
+from kernels.errors import Unsupported
+from kernels.triton_kernels_locator import Located, find_triton_kernels
+
+if TYPE_CHECKING:
+    import torch
+
+# The HOPPER_SCALE layout (and its unmasked load) is what triton_kernels picks on sm90 only.
+SUPPORTED_CAPABILITIES = ((9, 0),)
+# DESIGN.md: 64 tokens, top-2, last expert forced gave 35 memcheck records unpadded and 0 padded on the H200.
+DEFAULT_TOKENS = 64
+DEFAULT_TOP_K = 2
+
+ScaleAllocator = Callable[[int], "torch.Tensor"]
+FlagsCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Quantized, swizzled expert weights whose scale storage sits in the harness's buffer."""
+
+    E: int
+    N: int
+    K: int
+    padded: bool
+    seed: int
+    device: Any                 # torch.device
+    api_gen: str
+    layout: L.ScaleLayout
+    w: Any                      # triton_kernels Tensor, HOPPER_VALUE layout, logical [E, K, N] fp4
+    w_scale: Any                # triton_kernels Tensor, HOPPER_SCALE layout, storage = scale_storage
+    scale_storage: Any          # the 1-D uint8 tensor alloc_scale returned
+    precision_config: Any
+    located: Located
+
+
+@dataclass(frozen=True)
+class Routing:
+    routing_data: Any           # matmul_ogs: RoutingData; matmul: RaggedTensorMetadata
+    gather_indx: Any
+    scatter_indx: Any
+    n_tokens: int
+    top_k: int
+    expert_counts: tuple[int, ...]   # rows each expert got (last one > 0 when forced)
+
+
+@dataclass(frozen=True)
+class RouteParts:
+    routing_data: Any
+    gather_indx: Any
+    scatter_indx: Any
+    hist: Any
+
+
+# --- the two API generations -------------------------------------------------------------------------------
+class _Api(Protocol):
+    gen: str
+    matmul_module: str
+    opt_flags_module: str
+
+    def swizzle(self, q: Any, s: Any, layout: L.ScaleLayout) -> tuple[Any, Any]: ...
+    def precision_config(self, w_scale: Any) -> Any: ...
+    def route(self, logits: Any, top_k: int) -> RouteParts: ...
+    def matmul(self, x: Any, w: Any, pc: Any, routing: Routing | None) -> Any: ...
+
+
+class _OgsApi:
+    """triton_kernels with `matmul_ogs` (triton <= 3.6): the code that runs on the H200."""
+
+    gen = "matmul_ogs"
+    matmul_module = "triton_kernels.matmul_ogs"
+    opt_flags_module = "triton_kernels.matmul_ogs_details.opt_flags"
+
+    def swizzle(self, q: Any, s: Any, layout: L.ScaleLayout) -> tuple[Any, Any]:
+        from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
+        from triton_kernels.tensor_details.layout import HopperMXScaleLayout, HopperMXValueLayout
+
+        # [E, N, K/2] -> [E, K/2, N] views, so that the K (mx) axis is axis 1 as the matmul wants it.
+        w = convert_layout(wrap_torch_tensor(q.transpose(-2, -1), dtype=FP4), HopperMXValueLayout, mx_axis=1)
+        ws = convert_layout(wrap_torch_tensor(s.transpose(-2, -1)), HopperMXScaleLayout, mx_axis=1,
+                            num_warps=layout.num_warps)
+        return w, ws
+
+    def precision_config(self, w_scale: Any) -> Any:
+        from triton_kernels.matmul_ogs import FlexCtx, PrecisionConfig
+        from triton_kernels.numerics import InFlexData
+
+        return PrecisionConfig(weight_scale=w_scale, flex_ctx=FlexCtx(rhs_data=InFlexData()))
+
+    def route(self, logits: Any, top_k: int) -> RouteParts:
+        from triton_kernels.routing import routing
+
+        routing_data, gather, scatter = routing(logits, top_k)
+        return RouteParts(routing_data, gather, scatter, routing_data.expt_hist)
+
+    def matmul(self, x: Any, w: Any, pc: Any, routing: Routing | None) -> Any:
+        from triton_kernels.matmul_ogs import matmul_ogs
+
+        if routing is None:
+            return matmul_ogs(x, w, None, precision_config=pc)
+        return matmul_ogs(x, w, None, routing.routing_data, gather_indx=routing.gather_indx, precision_config=pc)
+
+
+class _MatmulApi:
+    """triton_kernels with `matmul` (triton >= 3.7). NOT RUN HERE: written from upstream's current API."""
+
+    gen = "matmul"
+    matmul_module = "triton_kernels.matmul"
+    opt_flags_module = "triton_kernels.matmul_details.opt_flags"
+
+    def swizzle(self, q: Any, s: Any, layout: L.ScaleLayout) -> tuple[Any, Any]:
+        # NOT RUN HERE. Layouts are instances in this API; mx_axis counts from the end ([E, K, N]: -2 is K).
+        from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
+        from triton_kernels.tensor_details import layout as tk_layout
+
+        value_layout = tk_layout.make_default_matmul_mxfp4_w_layout(mx_axis=-2)
+        scale_layout = tk_layout.make_default_matmul_mxfp4_w_scale_layout(mx_axis=-2, num_warps=layout.num_warps)
+        if "HOPPER" not in str(getattr(scale_layout, "name", "")):
+            raise Unsupported(f"triton_kernels chose scale layout {scale_layout!r}, not a Hopper one: needs sm_90")
+        w = convert_layout(wrap_torch_tensor(q.transpose(-2, -1), dtype=FP4), value_layout)
+        ws = convert_layout(wrap_torch_tensor(s.transpose(-2, -1)), scale_layout)
+        if layout.padded:
+            # matmul() derives the microblock size as K // scale.shape[-2]: keep the logical K/32 groups in the
+            # shape while the storage holds the padded ones (the kernel only uses the storage strides).
+            logical = [layout.E, layout.k_groups, layout.N]
+            ws = dataclasses.replace(ws, shape=list(logical), shape_max=list(logical))
+        return w, ws
+
+    def precision_config(self, w_scale: Any) -> Any:
+        # NOT RUN HERE. Field names moved between versions (weight_scale -> b_mx_scale, b_microblock_size).
+        from triton_kernels.matmul import FlexCtx, PrecisionConfig
+        from triton_kernels.numerics import InFlexData
+
+        names = {f.name for f in dataclasses.fields(PrecisionConfig)}
+        kwargs: dict[str, Any] = {"flex_ctx": FlexCtx(rhs_data=InFlexData())}
+        kwargs["b_mx_scale" if "b_mx_scale" in names else "weight_scale"] = w_scale
+        if "b_microblock_size" in names:
+            kwargs["b_microblock_size"] = L.MX_BLOCK
+        return PrecisionConfig(**kwargs)
+
+    def route(self, logits: Any, top_k: int) -> RouteParts:
+        # NOT RUN HERE. topk gives a sparse matrix; rows sorted by expert come from its mask metadata.
+        from triton_kernels.tensor import make_ragged_tensor_metadata
+        from triton_kernels.topk import topk
+
+        sparse = topk(logits, top_k, apply_softmax=True)
+        col_sorted = sparse.mask_metadata.col_sorted_indx
+        ragged = make_ragged_tensor_metadata(sparse.mask_metadata.col_sum, logits.shape[0] * top_k)
+        return RouteParts(ragged, col_sorted // top_k, col_sorted, sparse.mask_metadata.col_sum)
+
+    def matmul(self, x: Any, w: Any, pc: Any, routing: Routing | None) -> Any:
+        # NOT RUN HERE.
+        from triton_kernels.matmul import matmul
+
+        if routing is None:
+            return matmul(x, w, None, precision_config=pc)
+        return matmul(x, w, None, a_ragged_metadata=routing.routing_data, gather_indx=routing.gather_indx,
+                      precision_config=pc)
+
+
+_APIS: dict[str, _Api] = {"matmul_ogs": _OgsApi(), "matmul": _MatmulApi()}
+
+
+def _api(gen: str) -> _Api:
+    return _APIS[gen]
+
+
+def kernel_names(api_gen: str = "matmul_ogs") -> tuple[str, ...]:
+    """Kernel-name prefixes the sanitizer reports for the matmul (see mxfp4_layout.parse_kernel_name).
+
+    Only the first (non-persistent) kernel runs on sm90 with mxfp4 weights.
+    """
+    return L.MATMUL_KERNELS[api_gen]
+
+
+def check_device(device: Any) -> None:
+    """Unsupported unless `device` is a CUDA device of a supported compute capability."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        raise Unsupported(f"needs a CUDA device of compute capability 9.0 (Hopper), where triton_kernels uses "
+                          f"the HOPPER_SCALE layout; got {dev} (cuda available: {torch.cuda.is_available()})")
+    cap = tuple(torch.cuda.get_device_capability(dev))
+    if cap not in SUPPORTED_CAPABILITIES:
+        raise Unsupported(f"needs compute capability 9.0 (sm_90): triton_kernels uses the HOPPER_SCALE layout only "
+                          f"on Hopper; found sm_{cap[0]}{cap[1]}")
+
+
+# --- weights -----------------------------------------------------------------------------------------------
+def prepare(E: int, N: int, K: int, *, padded: bool, seed: int, device: Any, alloc_scale: ScaleAllocator,
+            quantize: str = "triton", located: Located | None = None) -> Prepared:
+    """Random bf16 experts -> mxfp4 along K -> (sm90 pad) -> Hopper swizzle -> scale copied into alloc_scale.
+
+    quantize="triton" uses triton_kernels' downcast_to_mxfp kernel (needs the GPU, what sglang's checkpoints
+    went through); "torch" its pure-torch reference (slower, rounding not checked to be identical), which
+    lets everything up to the launch run on the CPU.
+    """
+    import torch
+
+    layout = L.scale_layout(E, N, K, padded=padded)
+    dev = torch.device(device)
+    if quantize == "triton":
+        check_device(dev)
+    found = located or find_triton_kernels()
+    api = _api(found.api_gen)
+    q, s = quantize_experts(E, N, K, seed=seed, device=dev, method=quantize)
+    if padded:
+        s = pad_scale_groups(s, layout.logical_groups)
+    w, ws = api.swizzle(q, s, layout)
+    del q, s
+    ws, buf = _move_scale(ws, layout, alloc_scale)
+    return Prepared(E, N, K, padded, seed, dev, found.api_gen, layout, w, ws, buf, api.precision_config(ws), found)
+
+
+def quantize_experts(E: int, N: int, K: int, *, seed: int, device: Any, method: str = "triton") -> tuple[Any, Any]:
+    """(values [E, N, K/2] uint8, scales [E, N, K/32] uint8) of random bf16 experts, quantized along K."""
+    import torch
+
+    if method not in ("triton", "torch"):
+        raise ValueError(f"quantize must be 'triton' or 'torch', got {method!r}")
+    mxfp = importlib.import_module("triton_kernels.numerics_details.mxfp")
+    downcast = mxfp.downcast_to_mxfp if method == "triton" else mxfp.downcast_to_mxfp_torch
+    gen = torch.Generator(device=device).manual_seed(seed)
+    w = torch.randn((E, N, K), generator=gen, device=device, dtype=torch.bfloat16)
+    q, s = downcast(w, torch.uint8, axis=-1)
+    return q.contiguous(), s.contiguous()
+
+
+def pad_scale_groups(s: Any, groups: int) -> Any:
+    """sglang's sm90 fix: pad [E, N, G] scales to `groups` along K with E8M0 127 (= 1.0)."""
+    import torch.nn.functional as F
+
+    extra = groups - s.shape[-1]
+    if extra < 0:
+        raise ValueError(f"cannot pad {s.shape[-1]} groups down to {groups}")
+    return F.pad(s, (0, extra), value=L.E8M0_ONE) if extra else s
+
+
+def _move_scale(ws: Any, layout: L.ScaleLayout, alloc_scale: ScaleAllocator) -> tuple[Any, Any]:
+    """The same triton_kernels Tensor (layout object, shape, strides) over a copy in alloc_scale's buffer."""
+    data = ws.storage.data
+    _check_against_layout(data, layout)
+    moved, buf = _copy_into(data, alloc_scale)
+    return dataclasses.replace(ws, storage=dataclasses.replace(ws.storage, data=moved)), buf
+
+
+def _check_against_layout(data: Any, layout: L.ScaleLayout) -> None:
+    import torch
+
+    got = (data.dtype, tuple(data.shape), tuple(data.stride()))
+    want = (torch.uint8, layout.storage_shape, layout.storage_strides)
+    if got != want:
+        raise RuntimeError(f"swizzled scale storage does not match kernels.mxfp4_layout:\n"
+                           f"  layout = E={layout.E} N={layout.N} K={layout.K} padded={layout.padded}\n"
+                           f"  found = dtype {got[0]}, shape {got[1]}, strides {got[2]}\n"
+                           f"  expected = dtype {want[0]}, shape {want[1]}, strides {want[2]}")
+
+
+def _copy_into(data: Any, alloc: ScaleAllocator) -> tuple[Any, Any]:
+    """Copy a permuted-dense tensor into alloc's 1-D uint8 buffer; (the same view over it, the buffer)."""
+    order = sorted(range(data.dim()), key=lambda d: data.stride(d), reverse=True)
+    dense = data.permute(order)
+    if not dense.is_contiguous():
+        raise RuntimeError(f"scale storage with strides {tuple(data.stride())} is not a permuted dense tensor")
+    nbytes = dense.numel() * dense.element_size()
+    buf = alloc(nbytes)
+    _check_buffer(buf, nbytes, data)
+    target = buf.view(dense.shape)
+    target.copy_(dense)
+    moved = target.permute([order.index(d) for d in range(data.dim())])
+    if tuple(moved.shape) != tuple(data.shape) or not _same_strides(moved, data):
+        raise RuntimeError(f"relocated scale has shape {tuple(moved.shape)} strides {tuple(moved.stride())}, "
+                           f"expected {tuple(data.shape)} {tuple(data.stride())}")
+    return moved, buf
+
+
+def _check_buffer(buf: Any, nbytes: int, like: Any) -> None:
+    import torch
+
+    if not isinstance(buf, torch.Tensor):
+        raise TypeError(f"alloc_scale must return a torch.Tensor, got {type(buf).__name__}")
+    problems = []
+    if buf.dtype != torch.uint8 or buf.dim() != 1 or not buf.is_contiguous():
+        problems.append(f"dtype {buf.dtype}, {buf.dim()}-D, contiguous {buf.is_contiguous()} (want 1-D uint8)")
+    if buf.numel() != nbytes:
+        problems.append(f"{buf.numel()} bytes (want exactly {nbytes})")
+    if buf.device != like.device:
+        problems.append(f"on {buf.device} (want {like.device})")
+    if problems:
+        raise ValueError("alloc_scale returned " + "; ".join(problems))
+
+
+def _same_strides(a: Any, b: Any) -> bool:
+    return all(size <= 1 or sa == sb for size, sa, sb in zip(a.shape, a.stride(), b.stride()))
+
+
+# --- routing and launches ----------------------------------------------------------------------------------
+def make_logits(E: int, n_tokens: int, *, seed: int, device: Any, force_last_expert: bool = True) -> Any:
+    """Router logits [n_tokens, E] (bf16, as sglang's router gives); forced: every token ranks the last first."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    logits = torch.randn((n_tokens, E), generator=gen, device=device, dtype=torch.float32)
+    if force_last_expert:
+        logits[:, E - 1] = logits.max() + 1.0   # 1.0 survives bf16 rounding at these magnitudes
+    return logits.to(torch.bfloat16)
+
+
+def route(prepared: Prepared, n_tokens: int = DEFAULT_TOKENS, top_k: int = DEFAULT_TOP_K, *, seed: int,
+          force_last_expert: bool = True) -> Routing:
+    """Top-k routing with triton_kernels' own helpers; the last expert gets every token when forced."""
+    check_device(prepared.device)
+    if not 1 <= top_k <= prepared.E:
+        raise ValueError(f"top_k must be in 1..{prepared.E}, got {top_k}")
+    logits = make_logits(prepared.E, n_tokens, seed=seed, device=prepared.device,
+                         force_last_expert=force_last_expert)
+    parts = _api(prepared.api_gen).route(logits, top_k)
+    counts = tuple(int(c) for c in parts.hist.tolist())
+    if force_last_expert and counts[-1] != n_tokens:
+        raise RuntimeError(f"routing gave the last expert {counts[-1]} of {n_tokens} tokens (counts {counts})")
+    return Routing(parts.routing_data, parts.gather_indx, parts.scatter_indx, n_tokens, top_k, counts)
+
+
+def make_tokens(prepared: Prepared, n_tokens: int = DEFAULT_TOKENS, *, seed: int) -> Any:
+    """Activations x [n_tokens, K] bf16."""
+    return _randn((n_tokens, prepared.K), seed=seed, device=prepared.device)
+
+
+def make_batched_input(prepared: Prepared, M: int, *, seed: int) -> Any:
+    """Activations x [E, M, K] bf16 for the batched mode."""
+    return _randn((prepared.E, M, prepared.K), seed=seed, device=prepared.device)
+
+
+def _randn(shape: tuple[int, ...], *, seed: int, device: Any) -> Any:
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(shape, generator=gen, device=device, dtype=torch.bfloat16)
+
+
+def run(prepared: Prepared, x: Any, routing: Routing, *, on_flags: FlagsCallback | None = None) -> Any:
+    """Routed matmul (gather of the top-k rows, as sglang's gate-up GEMM), then a device synchronize."""
+    import torch
+
+    if tuple(x.shape) != (routing.n_tokens, prepared.K):
+        raise ValueError(f"x has shape {tuple(x.shape)}, expected ({routing.n_tokens}, {prepared.K})")
+    api = _api(prepared.api_gen)
+    with _recording_flags(api, on_flags):
+        y = api.matmul(x, prepared.w, prepared.precision_config, routing)
+    torch.cuda.synchronize(prepared.device)
+    return y
+
+
+# --- the batched mode and the variants that tell its errors apart -----------------------------------------
+BATCHED_MODES = ("batched", "loop", "ragged")
+X_LAYOUTS = ("row_major", "col_major")
+
+
+@dataclass(frozen=True)
+class BatchedVariant:
+    """One way to run x [E, M, K] against the E experts, with the hypothesis it tests.
+
+    mode: "batched" (one matmul on 3-D x, no routing), "loop" (one 2-D matmul per expert on a one-expert
+    slice of the weights), "ragged" (x flattened to [E*M, K], top-1 routing sending rows e*M..e*M+M-1 to e).
+    split_k: force opt_flags' split_k (None: the library's choice). x_layout: "col_major" passes x K-major.
+    """
+
+    mode: str = "batched"
+    split_k: int | None = None
+    x_layout: str = "row_major"
+    hypothesis: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in BATCHED_MODES:
+            raise ValueError(f"mode must be one of {BATCHED_MODES}, got {self.mode!r}")
+        if self.x_layout not in X_LAYOUTS:
+            raise ValueError(f"x_layout must be one of {X_LAYOUTS}, got {self.x_layout!r}")
+        if self.split_k is not None and self.split_k < 1:
+            raise ValueError(f"split_k must be >= 1, got {self.split_k}")
+
+    @property
+    def id(self) -> str:
+        parts = [self.mode]
+        if self.split_k is not None:
+            parts.append(f"splitk{self.split_k}")
+        if self.x_layout != "row_major":
+            parts.append("xcolmajor")
+        return "-".join(parts)
+
+    def constraints(self) -> dict[str, int]:
+        return {} if self.split_k is None else {"split_k": self.split_k}
+
+
+BATCHED_VARIANTS = (
+    BatchedVariant("batched", hypothesis=(
+        "as run on the H200: the library picks split_k (5 for E=4, M=64, N=256); predicted: "
+        "(E-1)*M*N*4 B written past the [split_k, 1, M, N] fp32 scratchpad, plus the scale overread")),
+    BatchedVariant("batched", split_k=1, hypothesis=(
+        "H1, split-k scratchpad without a batch axis: predicted no writes out of bounds; only the scale "
+        "overread (64 B unpadded, 0 padded)")),
+    BatchedVariant("batched", split_k=2, hypothesis=(
+        "H1 slot arithmetic: slot = expert + split, the same (E-1)*M*N*4 B past the scratchpad as split_k 5, "
+        "from fewer programs")),
+    BatchedVariant("loop", hypothesis=(
+        "no batch axis at all (2-D call per expert, library's split_k): predicted like routing: only the "
+        "last expert's call reads past the scale storage")),
+    BatchedVariant("ragged", hypothesis=(
+        "the same rows through top-1 routing: predicted only the scale overread")),
+    BatchedVariant("batched", split_k=1, x_layout="col_major", hypothesis=(
+        "H2 caller layout: x K-major instead of row-major; predicted identical to batched-splitk1 "
+        "(x strides are passed to the kernel)")),
+)
+
+
+def run_batched(prepared: Prepared, x: Any, *, variant: BatchedVariant = BatchedVariant(),
+                on_flags: FlagsCallback | None = None) -> Any:
+    """x [E, M, K] against the E experts without routing (see BatchedVariant); returns [E, M, N]."""
+    import torch
+
+    if x.dim() != 3 or x.shape[0] != prepared.E or x.shape[2] != prepared.K:
+        raise ValueError(f"x must be [E={prepared.E}, M, K={prepared.K}], got {tuple(x.shape)}")
+    api = _api(prepared.api_gen)
+    x_in = x.transpose(-2, -1).contiguous().transpose(-2, -1) if variant.x_layout == "col_major" else x
+    with _opt_flag_constraints(api, variant.constraints()), _recording_flags(api, on_flags):
+        y = _BATCHED_RUNNERS[variant.mode](api, prepared, x_in)
+    torch.cuda.synchronize(prepared.device)
+    return y
+
+
+def _run_3d(api: _Api, prepared: Prepared, x: Any) -> Any:
+    return api.matmul(x, prepared.w, prepared.precision_config, None)
+
+
+def _run_loop(api: _Api, prepared: Prepared, x: Any) -> Any:
+    import torch
+
+    outs = []
+    for e in range(prepared.E):
+        w_e, ws_e = _expert_slice(prepared.w, e), _expert_slice(prepared.w_scale, e)
+        outs.append(api.matmul(x[e], w_e, api.precision_config(ws_e), None))
+    return torch.stack(outs)
+
+
+def _run_ragged(api: _Api, prepared: Prepared, x: Any) -> Any:
+    import torch
+
+    E, M, K = x.shape
+    logits = torch.full((E * M, E), -1.0, device=prepared.device, dtype=torch.float32)
+    logits[torch.arange(E * M, device=prepared.device), torch.arange(E * M, device=prepared.device) // M] = 1.0
+    parts = api.route(logits.to(torch.bfloat16), 1)
+    routing = Routing(parts.routing_data, parts.gather_indx, parts.scatter_indx, E * M, 1,
+                      tuple(int(c) for c in parts.hist.tolist()))
+    y = api.matmul(x.reshape(E * M, K), prepared.w, prepared.precision_config, routing)
+    return y.reshape(E, M, -1)
+
+
+_BATCHED_RUNNERS = {"batched": _run_3d, "loop": _run_loop, "ragged": _run_ragged}
+
+
+def _expert_slice(t: Any, e: int) -> Any:
+    """A one-expert triton_kernels Tensor over the same memory (same layout object and strides)."""
+    storage = dataclasses.replace(t.storage, data=t.storage.data[e:e + 1])
+    return dataclasses.replace(t, storage=storage, shape=[1, *t.shape[1:]], shape_max=[1, *t.shape_max[1:]])
+
+
+@contextlib.contextmanager
+def _opt_flag_constraints(api: _Api, constraints: dict[str, int]) -> Iterator[None]:
+    """Apply opt_flags constraints for one call, then restore whatever was set before."""
+    if not constraints:
+        yield
+        return
+    mod = importlib.import_module(api.opt_flags_module)
+    scoped = getattr(mod, "scoped_opt_flags_constraints", None)
+    if scoped is not None:
+        with scoped(constraints):
+            yield
+        return
+    saved = dict(getattr(mod, "_opt_flags_constraints", {}))
+    mod.update_opt_flags_constraints(constraints)
+    try:
+        yield
+    finally:
+        mod.reset_opt_flags_constraints()
+        mod.update_opt_flags_constraints(saved)
+
+
+@contextlib.contextmanager
+def _recording_flags(api: _Api, on_flags: FlagsCallback | None) -> Iterator[None]:
+    """Hand the opt flags the matmul chose (block sizes, split_k, warps) to on_flags, once per matmul call."""
+    if on_flags is None:
+        yield
+        return
+    mod = importlib.import_module(api.matmul_module)
+    original = mod.make_opt_flags
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        flags = original(*args, **kwargs)
+        on_flags(_flags_dict(flags))
+        return flags
+
+    mod.make_opt_flags = spy
+    try:
+        yield
+    finally:
+        mod.make_opt_flags = original
+
+
+def _flags_dict(flags: Any) -> dict[str, Any]:
+    plain = (int, float, str, bool, type(None))
+    return {f.name: getattr(flags, f.name) for f in dataclasses.fields(flags)
+            if isinstance(getattr(flags, f.name), plain)}
