@@ -135,6 +135,7 @@ class Arena:
     guard: int = L.DEFAULT_GUARD
     flush_allocator: Allocator | None = None
     marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
+    on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, placement: str | None = None) -> torch.Tensor:
@@ -170,6 +171,8 @@ class Arena:
         buf = GuardedBuffer(name, lay, storage, storage, marker, backend, base, size, keep)
         buf.refill()
         self.buffers[name] = buf
+        if self.on_change is not None:
+            self.on_change()
         return buf
 
     def verify(self) -> dict[str, list[ByteRange]]:

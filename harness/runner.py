@@ -215,7 +215,13 @@ class Runner:
             if result_path.exists():
                 attempt.results[index] = json.loads(result_path.read_text())
             elif (out / f"{index}.started").exists() and index not in attempt.timed_out:
-                attempt.crashed[index] = f"worker exited with code {attempt.returncode} while running this case"
+                why = f"worker exited with code {attempt.returncode} while running this case"
+                buffers = out / f"{index}.buffers.json"
+                if buffers.exists():
+                    # Died in the launch with its buffers known: judged like a fault (memcheck may explain it).
+                    attempt.results[index] = {"status": "fault", "message": why, **json.loads(buffers.read_text())}
+                else:
+                    attempt.crashed[index] = why
         return attempt
 
     def _watch(self, proc: subprocess.Popen[bytes], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
@@ -357,16 +363,17 @@ class Runner:
             findings += attribute.guard_findings(res["guard"], kernel=kernel, arch=arch, case_id=case.id, describe=describe)
         if sanitized:
             findings += [_with(f, arch=arch) for f in memcheck.get(case.id, [])]
-        if status == "fault":
+        if status == "fault" and self.o.mode.name == "guard_page":
             findings += self._fault_findings(res, kernel, arch)
         if res.get("poison", {}).get("changed"):
             findings += self._poison_findings(res, kernel, arch)
-        if status == "fault" and self.o.mode.name != "guard_page":
+        explained = sanitized and any(f.detector == MEMCHECK for f in findings)
+        if status == "fault" and self.o.mode.name != "guard_page" and not explained:
             return self._result(scenario, case, Outcome.CRASHED, f"CUDA context lost: {res.get('message')}", findings, runs, res)
         if self.o.mode.name == "memcheck" or self.o.mode.name == "both":
             if sanitized and not attempt.sanitizer_ran:
                 return self._result(scenario, case, Outcome.UNRESOLVED, f"memcheck did not run properly: {attempt.sanitizer_problem}", findings, runs, res)
-            if sanitized and not res.get("launches"):
+            if sanitized and not res.get("launches") and status != "fault":
                 return self._result(scenario, case, Outcome.UNRESOLVED, "the kernel was never launched: memcheck checked nothing", findings, runs, res)
         verdict = decide(scenario.expect(case), findings, runs, placement=self._job_placement(sanitized))
         message = verdict.message

@@ -53,6 +53,7 @@ class Worker:
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.keep: list[Any] = []          # arenas of finished cases: addresses are never reused in one process
         self._current: Any = None          # the RunContext of the run in progress
+        self._index = 0
         self.flush_allocator = self._flush_allocator(job.get("flush_backend", "auto"))
 
     def _flush_allocator(self, backend: str) -> Any:
@@ -66,6 +67,7 @@ class Worker:
         for index, case_json in enumerate(self.job["cases"]):
             case = Case.from_json(case_json)
             (self.out / f"{index}.started").write_text(str(time.time()))
+            self._index = index
             self._write(index, self._run_case(case, index))
         return 0
 
@@ -114,9 +116,18 @@ class Worker:
         arena = Arena(self.device, marker=marker, guard=self.job.get("guard", self.L.DEFAULT_GUARD),
                       flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}))
         self.keep.append(arena)
-        self._current = RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
-                                   watch_placement=watch_placement or self.L.GUARDED, production=production)
-        return self._current
+        ctx = RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
+                         watch_placement=watch_placement or self.L.GUARDED, production=production)
+        # The buffer map goes to disk before any kernel runs: if the process dies in the launch (a sanitizer
+        # ending the kernel, a guard-page fault, an abort in a destructor), the parent can still attribute.
+        arena.on_change = lambda: self._save_buffers(ctx)
+        self._current = ctx
+        return ctx
+
+    def _save_buffers(self, ctx: Any) -> None:
+        from harness.fsutil import atomic_write_json
+        atomic_write_json(self.out / f"{self._index}.buffers.json",
+                          {"buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "arch": ctx.arch()})
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

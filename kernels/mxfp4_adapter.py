@@ -38,7 +38,7 @@ def run_case(case: Any, ctx: Any) -> Any:
         once = lambda: M.run(prepared, x, routing, on_flags=flags.update)  # noqa: E731
         counts = routing.expert_counts
     y = once()
-    notes = {"api": prepared.api_gen, "triton_kernels": f"{prepared.located.provenance} at {prepared.located.path}",
+    notes = {"api": prepared.api_gen, "triton_kernels": prepared.located.describe(),
              "scale_storage_bytes": prepared.layout.nbytes, "expected_overread_bytes": prepared.layout.overread_bytes,
              "expert_rows": list(counts), "opt_flags": {k: str(v) for k, v in flags.items()}}
     return RunInfo(kernel="_matmul_ogs" if prepared.api_gen == "matmul_ogs" else "_matmul", outputs={"y": y},
