@@ -119,7 +119,7 @@ class ExpectedFinding:
             return False
         if finding.buffer != self.buffer:
             return False
-        if self.region is not None and finding.region != self.region:
+        if self.region is not None and finding.exact and finding.region != self.region:
             return False
         if self.bytes is not None and finding.exact and finding.bytes != self.bytes:
             return False
