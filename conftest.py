@@ -16,7 +16,8 @@ def _claim_names() -> None:
     sys.path.insert(0, str(ROOT))
     for name in OWN_PACKAGES:
         module = sys.modules.get(name)
-        if module is not None and not str(getattr(module, "__file__", "") or "").startswith(str(ROOT)):
+        origin = Path(str(getattr(module, "__file__", "") or "/")).resolve() if module is not None else None
+        if module is not None and origin.parent.parent != ROOT:
             del sys.modules[name]   # a foreign package of the same name was imported first (e.g. by a plugin)
             for sub in [m for m in sys.modules if m.startswith(name + ".")]:
                 del sys.modules[sub]

@@ -139,7 +139,7 @@ class Arena:
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, placement: str | None = None) -> torch.Tensor:
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = _itemsize(name, dtype)
         nbytes = itemsize * _numel(shape)
         buf = self._allocate(name, L.plan(nbytes, placement=self._placement(placement), guard=self.guard))
         buf.tensor = buf.body().view(dtype).view(shape)
@@ -148,7 +148,7 @@ class Arena:
     def rows(self, name: str, *, rows: int, row_bytes: int, row_stride: int, used_rows: int,
              dtype: torch.dtype = torch.uint8, placement: str | None = None) -> torch.Tensor:
         """A [rows, row_bytes/itemsize] view whose rows are row_stride bytes apart; padding holds markers."""
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = _itemsize(name, dtype)
         if row_bytes % itemsize or row_stride % itemsize:
             raise L.LayoutError(f"{name}: row_bytes {row_bytes} and row_stride {row_stride} must be multiples of {itemsize}")
         spec = L.Rows(rows=rows, row_bytes=row_bytes, row_stride=row_stride, used_rows=used_rows)
@@ -161,6 +161,8 @@ class Arena:
         return placement or self.placement
 
     def _allocate(self, name: str, lay: L.GuardLayout) -> GuardedBuffer:
+        if lay.placement == L.GUARDED and lay.front % 16:
+            raise L.LayoutError(f"buffer {name!r}: guard of {lay.front} bytes would misalign the tensor (use a multiple of 16)")
         if name in self.buffers:
             raise ValueError(f"buffer {name!r} allocated twice in one case")
         allocate = torch_allocator
@@ -184,6 +186,12 @@ class Arena:
 
     def buffer_map(self) -> list[dict[str, Any]]:
         return [buf.record() for buf in self.buffers.values()]
+
+
+def _itemsize(name: str, dtype: Any) -> int:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"buffer {name!r}: dtype {dtype!r} is not a torch.dtype")
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -298,7 +298,7 @@ class Runner:
         if text.summary_errors is None and not attempt.timed_out:
             problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
         attempt.sanitizer_problem = "; ".join(problems)
-        attempt.sanitizer_ran = not problems or bool(attempt.records)
+        attempt.sanitizer_ran = not problems
 
     # -- judging ------------------------------------------------------------------------------------
     def _judge(self, items: list[tuple[Scenario, Case]], attempt: _Attempt, sanitized: bool,
@@ -391,8 +391,9 @@ class Runner:
     def _fault_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
         watched = res.get("watched") or [b["name"] for b in res.get("buffers", [])]
         note = f"hardware fault, no sanitizer: {res.get('message', '')}"
-        return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer=name, region="past_end", bytes=0,
-                        kernel=kernel, arch=arch, note=note, exact=False) for name in watched]
+        # The fault does not say which watched buffer was hit: one finding names them all ("src|dst").
+        return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="|".join(watched), region="past_end", bytes=0,
+                        kernel=kernel, arch=arch, note=note, exact=False)] if watched else []
 
     def _poison_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
         findings = []

@@ -46,6 +46,9 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
         return Verdict(Outcome.UNEXPECTEDLY_CLEAN, f"expected but not seen: {' | '.join(missing)}{hint}", (), missing)
     if expectation.findings and not checkable:
         needed = sorted({d for e in expectation.findings for d in e.detectors})
+        if ran.intersection(needed):
+            return Verdict(Outcome.UNSUPPORTED, f"the expected finding lands in the back guard, which a {placement} "
+                                                f"placement does not have (ran: {', '.join(sorted(ran))})")
         return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))})")
     if checkable:
         return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))

@@ -1,0 +1,54 @@
+"""Adapters that misbehave on purpose, for tests/test_fault_injection.py (CPU only, no kernel at all).
+
+Each variant of the `fake_faults` scenario picks one way for a case to go wrong inside the worker process:
+hang forever, kill its own process, raise, declare itself unsupported; the others allocate guarded buffers
+like a real adapter and optionally plant a 1-byte overwrite past the end of `dst`.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import Unsupported
+
+# Where the hanging adapter writes the pid of the child it starts (set by the test; inherited by the worker).
+SLEEPER_PID_DIR = "FAKE_FAULTS_DIR"
+
+
+def _hang() -> None:
+    """Start a child that would outlive a careless kill, record its pid, then sleep forever."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    out = os.environ.get(SLEEPER_PID_DIR)
+    if out:
+        Path(out, "sleeper.pid").write_text(str(child.pid))
+    while True:
+        time.sleep(60)
+
+
+def run_case(case: Any, ctx: Any) -> Any:
+    import torch
+
+    from harness.context import RunInfo
+
+    variant, n = case.variant, case.params["n"]
+    if variant == "hang":
+        _hang()
+    if variant == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if variant == "raise":
+        raise RuntimeError("planted adapter failure")
+    if variant == "unsupported":
+        raise Unsupported("needs a flux capacitor; found none")
+    src = ctx.tensor("src", (n,), torch.uint8, watch=True)
+    dst = ctx.tensor("dst", (n,), torch.uint8)
+    src.fill_(3)
+    dst.copy_(src)
+    if variant == "overwrite":
+        buf = ctx.arena.buffers["dst"]
+        buf.storage[buf.layout.front + n] = 0     # the first byte past dst's end
+    return RunInfo(kernel="fake_copy", outputs={"dst": dst})

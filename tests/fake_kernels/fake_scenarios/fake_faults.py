@@ -1,0 +1,47 @@
+"""`fake_faults`: a scenario whose adapter (tests/fake_kernels/fake_adapters.py) fails in chosen ways.
+
+Loaded by the worker as `scenarios.fake_faults` through tests/fake_kernels/sitecustomize.py, and by the
+tests from this file directly. Every case runs on the CPU (needs_gpu is False); its deadline is 10 s, which
+the tests scale down with RunOptions.timeout_scale.
+"""
+from __future__ import annotations
+
+from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, Expectation, ExpectedFinding
+from harness.scenario import Case, Param, Scenario
+
+NAME = "fake_faults"
+N = 4000
+VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported")
+TIMEOUT_S = 10.0
+
+
+def _cases() -> list[Case]:
+    cases = [Case(NAME, variant, {"n": N}, f"n{N}") for variant in VARIANTS]
+    cases.append(Case(NAME, "clean", {"n": 64}, "n64"))
+    return cases
+
+
+def _expect(case: Case) -> Expectation:
+    n = case.params["n"]
+    if case.variant == "overwrite":
+        return Expectation((ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="back_guard", bytes=1,
+                                            ranges=((n, n + 1),)),), "1 byte written past dst's end")
+    if case.variant == "overread":
+        # Only a (fake) sanitizer can report it: the fake compute-sanitizer writes one 4-byte read record.
+        return Expectation((ExpectedFinding(OVERREAD, "src", (MEMCHECK,), region="past_end", bytes=4,
+                                            ranges=((n, n + 4),)),), "4 bytes read past src's end")
+    return Expectation()
+
+
+SCENARIO = Scenario(
+    name=NAME,
+    summary="adapters that hang, die, raise or refuse (fault injection; tests only)",
+    adapter="fake_adapters:run_case",
+    params=(Param("n", int, low=1, high=1 << 20),),
+    variants=VARIANTS,
+    cases=_cases,
+    expect=_expect,
+    kernel=lambda case: "fake_copy",
+    needs_gpu=lambda case: False,
+    timeout_s=TIMEOUT_S,
+)

@@ -1,0 +1,228 @@
+"""harness.attribute: every sanitizer access lands on the right buffer, region and bytes, or is kept unattributed.
+
+Attribution is what turns an address into "src, 12 bytes past the end, thread (104,0,0), t.py:5"; a mistake
+here blames the wrong buffer or double-counts bytes. Pure (plain dicts and records), so it is checked with
+hand-built buffer maps and, end to end, with the real H200 XML in tests/data/sanitizer/.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+from harness import layout as L
+from harness.attribute import NEAR_BYTES, Access, BufferRef, aggregate, guard_findings, locate
+from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
+from harness.parse import MEMORY_ACCESS, parse_xml
+from harness.runner import _access
+
+DATA = Path(__file__).parent / "data" / "sanitizer"
+BASE = 0x7F00_0000_0000
+
+
+def buffer(name: str, tensor_addr: int, nbytes: int, *, placement: str = L.GUARDED, guard: int = 1024,
+           rows: L.Rows | None = None, case_id: str = "case[a]") -> BufferRef:
+    """A buffer-map entry as the worker records it (harness.guard.GuardedBuffer.record)."""
+    lay = L.plan(nbytes, placement=placement, guard=guard, rows=rows)
+    rec = {"name": name, "tensor_addr": tensor_addr, "nbytes": nbytes, "alloc_base": tensor_addr - lay.front,
+           "alloc_size": lay.total, "layout": lay.to_json()}
+    return BufferRef.from_record(case_id, rec)
+
+
+def read(address: int, size: int = 4, kernel: str = "k", **kw: object) -> Access:
+    return Access(address=address, size=size, direction="read", kernel=kernel, **kw)  # type: ignore[arg-type]
+
+
+def write(address: int, size: int = 4, kernel: str = "k", **kw: object) -> Access:
+    return Access(address=address, size=size, direction="write", kernel=kernel, **kw)  # type: ignore[arg-type]
+
+
+GUARDED = buffer("src", BASE, 4000)
+FLUSH = buffer("src", BASE, 4000, placement=L.FLUSH_END)
+
+
+# --------------------------------------------------------------------------------------------------- locate
+
+def test_address_inside_the_allocation_belongs_to_its_buffer() -> None:
+    assert locate(BASE + 10, [GUARDED]) is GUARDED
+    assert locate(BASE - 1024, [GUARDED]) is GUARDED           # first byte of the front guard
+    assert locate(BASE + 4000 + 1023, [GUARDED]) is GUARDED    # last byte of the back guard
+
+
+def test_address_past_a_flush_end_tensor_within_near_bytes_belongs_to_it() -> None:
+    assert not FLUSH.contains(BASE + 4000)
+    assert locate(BASE + 4000, [FLUSH]) is FLUSH
+    assert locate(BASE + 4000 + NEAR_BYTES - 1, [FLUSH]) is FLUSH
+
+
+def test_address_far_past_the_end_or_before_the_allocation_is_unattributed() -> None:
+    assert locate(BASE + 4000 + NEAR_BYTES + 4096, [FLUSH]) is None
+    assert locate(FLUSH.alloc_base - 1, [FLUSH]) is None
+
+
+def test_containing_allocation_wins_over_a_nearer_end() -> None:
+    a = buffer("a", BASE, 4000, placement=L.FLUSH_END)
+    b = buffer("b", BASE + 8192, 100)                          # b's allocation starts at BASE + 7168
+    assert locate(BASE + 7200, [a, b]) is b
+
+
+def test_past_several_ends_the_nearest_buffer_is_blamed() -> None:
+    a = buffer("a", BASE, 4000, placement=L.FLUSH_END)
+    b = buffer("b", BASE + (1 << 20), 4000, placement=L.FLUSH_END)
+    assert locate(BASE + (1 << 20) + 4010, [a, b]) is b
+    assert locate(BASE + 4010, [a, b]) is a
+
+
+# ------------------------------------------------------------------------------------------------ aggregate
+
+def test_overread_past_a_flush_end_is_past_end_with_exact_bytes() -> None:
+    [f] = aggregate([read(BASE + 4000), read(BASE + 4004)], [FLUSH])["case[a]"]
+    assert (f.detector, f.kind, f.buffer, f.region) == (MEMCHECK, OVERREAD, "src", "past_end")
+    assert (f.bytes, f.count) == (8, 2)
+    assert f.ranges == (ByteRange("past_end", 4000, 4008),)
+
+
+def test_overlapping_accesses_count_their_bytes_once() -> None:
+    accesses = [read(BASE + 4000, 16), read(BASE + 4008, 16), read(BASE + 4000, 16)]
+    [f] = aggregate(accesses, [FLUSH])["case[a]"]
+    assert (f.bytes, f.count) == (24, 3)
+    assert f.ranges == (ByteRange("past_end", 4000, 4024),)
+
+
+def test_disjoint_accesses_keep_separate_ranges() -> None:
+    [f] = aggregate([read(BASE + 4100, 4), read(BASE + 4000, 4)], [FLUSH])["case[a]"]
+    assert f.bytes == 8
+    assert [(r.start, r.end) for r in f.ranges] == [(4000, 4004), (4100, 4104)]
+
+
+def test_access_in_a_guard_is_named_by_the_guard() -> None:
+    found = aggregate([write(BASE - 2, 1), write(BASE + 4000, 1)], [GUARDED])["case[a]"]
+    assert sorted((f.region, f.kind, f.bytes) for f in found) == [("back_guard", OVERWRITE, 1), ("front_guard", OVERWRITE, 1)]
+
+
+def test_findings_are_split_by_kind_kernel_and_buffer() -> None:
+    other = buffer("dst", BASE + (16 << 20), 4000, placement=L.FLUSH_END)
+    accesses = [read(BASE + 4000), write(BASE + 4000), read(BASE + 4000, kernel="k2"), read(other.end)]
+    found = aggregate(accesses, [FLUSH, other])["case[a]"]
+    assert sorted((f.kernel, f.kind, f.buffer) for f in found) == [
+        ("k", OVERREAD, "dst"), ("k", OVERREAD, "src"), ("k", OVERWRITE, "src"), ("k2", OVERREAD, "src")]
+
+
+def test_padding_writes_of_several_rows_are_one_finding_per_region_class() -> None:
+    scale = buffer("scale", BASE, 640, rows=L.Rows(8, 72, 80, 5))
+    [f] = aggregate([write(BASE + 72, 8), write(BASE + 232, 8)], [scale])["case[a]"]
+    assert (f.region, f.bytes, f.count) == ("padding", 16, 2)
+    assert [r.region for r in f.ranges] == ["padding[row 0]", "padding[row 2]"]
+
+
+def test_first_thread_block_and_source_come_from_the_first_access() -> None:
+    accesses = [read(BASE + 4004, thread=(5, 0, 0), block=(2, 0, 0), source="a.py:3"),
+                read(BASE + 4000, thread=(4, 0, 0), block=(2, 0, 0), source="a.py:3")]
+    [f] = aggregate(accesses, [FLUSH])["case[a]"]
+    assert (f.first_thread, f.first_block, f.source) == ("(5,0,0)", "(2,0,0)", "a.py:3")
+
+
+def test_unattributed_access_is_kept_with_its_address() -> None:
+    far = BASE + (64 << 20)
+    found = aggregate([read(far, 4), read(far + 2, 4)], [FLUSH])
+    assert set(found) == {""}
+    [f] = found[""]
+    assert (f.buffer, f.region, f.bytes, f.count) == ("unattributed", "unknown", 6, 2)
+    assert f.ranges == (ByteRange("unattributed", far, far + 6, logical=f"address {far:#x}"),)
+
+
+def test_findings_are_keyed_by_the_case_that_owns_the_buffer() -> None:
+    a = buffer("src", BASE, 4000, placement=L.FLUSH_END, case_id="s[one]")
+    b = buffer("src", BASE + (16 << 20), 4000, placement=L.FLUSH_END, case_id="s[two]")
+    found = aggregate([read(a.end), read(b.end), read(b.end + 4)], [a, b])
+    assert {cid: [f.bytes for f in fs] for cid, fs in found.items()} == {"s[one]": [4], "s[two]": [8]}
+
+
+def test_describe_and_arch_are_applied() -> None:
+    calls = []
+
+    def describe(case_id: str, name: str, start: int, end: int) -> str:
+        calls.append((case_id, name, start, end))
+        return f"{name}[{start}..{end - 1}]"
+
+    [f] = aggregate([read(BASE + 4000)], [FLUSH], arch="sm_90", describe=describe)["case[a]"]
+    assert f.arch == "sm_90"
+    assert f.ranges[0].logical == "src[4000..4003]"
+    assert calls == [("case[a]", "src", 4000, 4004)]
+
+
+def test_no_accesses_no_findings() -> None:
+    assert aggregate([], [FLUSH]) == {}
+
+
+# -------------------------------------------------------------------------------------------- guard_findings
+
+def test_guard_ranges_become_overwrite_findings_per_buffer_and_region_class() -> None:
+    guard = {
+        "scale": [{"region": "padding[row 0]", "start": 72, "end": 80}, {"region": "padding[row 1]", "start": 152, "end": 160},
+                  {"region": "unused_row[5]", "start": 400, "end": 404}],
+        "dst": [{"region": "back_guard", "start": 4000, "end": 4001, "logical": "dst[4000]"}],
+        "x": [],
+    }
+    found = {(f.buffer, f.region): f for f in guard_findings(guard, kernel="k", arch="cpu")}
+    assert set(found) == {("scale", "padding"), ("scale", "unused_row"), ("dst", "back_guard")}
+    pad = found[("scale", "padding")]
+    assert (pad.detector, pad.kind, pad.bytes, pad.count, pad.kernel, pad.arch) == (GUARD, OVERWRITE, 16, 2, "k", "cpu")
+    assert found[("dst", "back_guard")].ranges == (ByteRange("back_guard", 4000, 4001, "dst[4000]"),)
+
+
+def test_guard_findings_use_the_scenarios_words_when_given() -> None:
+    guard = {"dst": [{"region": "back_guard", "start": 4000, "end": 4001}]}
+    [f] = guard_findings(guard, kernel="k", arch="cpu", case_id="c[x]",
+                         describe=lambda cid, name, s, e: f"{cid}:{name}:{s}:{e}")
+    assert f.ranges[0].logical == "c[x]:dst:4000:4001"
+
+
+# ------------------------------------------------------------------------------------ real H200 XML, end to end
+
+def _accesses(name: str) -> list[Access]:
+    parsed = parse_xml((DATA / name).read_bytes())
+    assert parsed.complete
+    return [_access(r) for r in parsed.records if r.category == MEMORY_ACCESS]
+
+
+def test_h200_xml_overread_past_a_4000_byte_tensor() -> None:
+    """memcheck-triton-read.xml: three 4-byte reads at 0x7fb656800fa0/fa4/fa8 by threads 104..106 of block 7,
+    oob_k at t.py:5; the tensor is 4,000 bytes at 0x7fb656800000 and ends at 0x7fb656800fa0."""
+    src = buffer("src", 0x7FB656800000, 4000, placement=L.FLUSH_END, case_id="planted_oob[overread]")
+    assert src.end == 0x7FB656800FA0
+    found = aggregate(_accesses("memcheck-triton-read.xml"), [src], arch="sm_90")
+    assert list(found) == ["planted_oob[overread]"]
+    [f] = found["planted_oob[overread]"]
+    assert (f.detector, f.kind, f.buffer, f.region, f.kernel, f.arch) == (MEMCHECK, OVERREAD, "src", "past_end", "oob_k", "sm_90")
+    assert (f.bytes, f.count) == (12, 3)
+    assert f.ranges == (ByteRange("past_end", 4000, 4012),)
+    assert (f.first_thread, f.first_block, f.source) == ("(104,0,0)", "(7,0,0)", "t.py:5")
+
+
+def test_h200_xml_16_byte_reads_past_a_2080_byte_tensor() -> None:
+    """memcheck-triton-read-16B-context-destroyed.xml: 16-byte reads at 0x7f7cb6800820/830/840 by threads 2..4
+    of block 0, kernel k at oob.py:5; the tensor is 2,080 (0x820) bytes at 0x7f7cb6800000."""
+    x = buffer("x", 0x7F7CB6800000, 2080, placement=L.FLUSH_END)
+    [f] = aggregate(_accesses("memcheck-triton-read-16B-context-destroyed.xml"), [x])["case[a]"]
+    assert (f.buffer, f.region, f.kernel) == ("x", "past_end", "k")
+    assert (f.bytes, f.count) == (48, 3)
+    assert f.ranges == (ByteRange("past_end", 2080, 2128),)
+    assert (f.first_thread, f.first_block, f.source) == ("(2,0,0)", "(0,0,0)", "oob.py:5")
+
+
+def test_h200_xml_against_a_guarded_buffer_lands_in_the_back_guard() -> None:
+    src = buffer("src", 0x7FB656800000, 4000, guard=1024)
+    [f] = aggregate(_accesses("memcheck-triton-read.xml"), [src])["case[a]"]
+    assert (f.region, f.bytes) == ("back_guard", 12)
+
+
+def test_h200_xml_with_a_map_of_other_addresses_is_unattributed_not_dropped() -> None:
+    elsewhere = buffer("src", 0x7F0000000000, 4000, placement=L.FLUSH_END)
+    found = aggregate(_accesses("memcheck-triton-read.xml"), [elsewhere])
+    [f] = found[""]
+    assert (f.buffer, f.bytes, f.count) == ("unattributed", 12, 3)
+    assert f.ranges[0].start == 0x7FB656800FA0
+
+
+def test_near_bytes_covers_a_2_mib_guard_granule() -> None:
+    assert NEAR_BYTES > 2 << 20

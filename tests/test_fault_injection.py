@@ -1,0 +1,397 @@
+"""Fault injection (issue 9): every way a case can go wrong ends as a visible outcome, never as a pass.
+
+These tests run real worker processes on the CPU through harness.runner.Runner. The cases come from a
+tests-only scenario, `fake_faults` (tests/fake_kernels/fake_scenarios/fake_faults.py), whose adapter
+(tests/fake_kernels/fake_adapters.py) hangs, kills its own process, raises, or refuses on purpose. The worker
+imports a case's scenario as `scenarios.<name>`; tests/fake_kernels/sitecustomize.py, found through the
+PYTHONPATH these tests give the worker, adds the fake scenario directory to that package's search path, so
+nothing outside tests/ changes. compute-sanitizer is replaced by small Python scripts generated here that
+run the worker (or not) and then fail in the ways a real sanitizer fails.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import pytest
+
+from harness import fsutil
+from harness.model import MEMCHECK, CaseResult, Outcome
+from harness.registry import ROOT
+from harness.runner import MODES, RunOptions, Runner
+from harness.sanitizer import SanitizerInfo, SanitizerLookup
+from harness.scenario import Case, Scenario
+
+FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+# Scenario deadline 10 s x 0.2 = 2 s per case; worker start-up (torch import) is allowed 120 s x 0.2 = 24 s,
+# and under the (fake) sanitizer 300 s x 0.2 = 60 s.
+TIMEOUT_SCALE = 0.2
+
+
+def _load_fake_scenario() -> Scenario:
+    """The same definition the worker imports as scenarios.fake_faults, loaded here without touching
+    this process's `scenarios` package."""
+    spec = importlib.util.spec_from_file_location("fake_faults_definition", FAKE_DIR / "fake_scenarios" / "fake_faults.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SCENARIO
+
+
+FAKE = _load_fake_scenario()
+CASES = {case.id: case for case in FAKE.build()}
+
+
+def item(variant: str, label: str = "n4000") -> tuple[Scenario, Case]:
+    return FAKE, CASES[f"fake_faults[{variant}-{label}]"]
+
+
+def by_id(results: Sequence[CaseResult]) -> dict[str, CaseResult]:
+    return {r.case_id: r for r in results}
+
+
+@pytest.fixture(scope="module")
+def worker_env() -> Iterator[Path]:
+    """PYTHONPATH for the worker (the runner puts the repository root before it) and a place for pid files."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="fault-injection-") as tmp:
+        mp = pytest.MonkeyPatch()
+        mp.setenv("PYTHONPATH", str(FAKE_DIR))
+        mp.setenv("FAKE_FAULTS_DIR", tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            mp.undo()
+
+
+def make_runner(workdir: Path, mode: str = "guard", **options: Any) -> Runner:
+    return Runner(RunOptions(mode=MODES[mode], workdir=workdir, timeout_scale=TIMEOUT_SCALE, **options))
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"   # a zombie has been killed, only not reaped yet
+
+
+# ----------------------------------------------------------------------- (a), (c), (d): one batch, two processes
+
+@pytest.fixture(scope="module")
+def hang_batch(worker_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """raise, unsupported, hang, then two cases after the hang: the hang is killed, the rest rerun."""
+    workdir = tmp_path_factory.mktemp("hang-batch")
+    runner = make_runner(workdir)
+    items = [item("raise"), item("unsupported"), item("hang"), item("clean"), item("overwrite")]
+    results = runner.run(items)
+    return {"results": by_id(results), "order": [r.case_id for r in results], "workdir": workdir,
+            "pid_dir": worker_env}
+
+
+def test_every_case_of_the_batch_gets_exactly_one_result(hang_batch: dict[str, Any]) -> None:
+    assert sorted(hang_batch["order"]) == sorted(
+        f"fake_faults[{v}-n4000]" for v in ("raise", "unsupported", "hang", "clean", "overwrite"))
+
+
+def test_hanging_kernel_is_a_timeout_at_the_scaled_deadline(hang_batch: dict[str, Any]) -> None:
+    result = hang_batch["results"]["fake_faults[hang-n4000]"]
+    assert result.outcome is Outcome.TIMEOUT
+    assert result.failed
+    assert "no result after 2 s" in result.message
+    started = float((hang_batch["workdir"] / "batch-001" / "2.started").read_text())
+    judged = (hang_batch["workdir"] / "batch-001" / "argv.json").stat().st_mtime   # written once the worker is gone
+    assert 2.0 <= judged - started < 6.0, "killed at the scaled 2 s deadline, not the scenario's 10 s"
+
+
+def test_hung_workers_whole_process_group_is_killed(hang_batch: dict[str, Any]) -> None:
+    pid = int((hang_batch["pid_dir"] / "sleeper.pid").read_text())
+    deadline = time.monotonic() + 5
+    while not _process_gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _process_gone(pid), f"the hung adapter's child {pid} survived the kill"
+
+
+def test_cases_after_the_hang_run_in_a_fresh_process_and_pass(hang_batch: dict[str, Any]) -> None:
+    results = hang_batch["results"]
+    assert results["fake_faults[clean-n4000]"].outcome is Outcome.CLEAN
+    overwrite = results["fake_faults[overwrite-n4000]"]
+    assert overwrite.outcome is Outcome.EXPECTED_FINDING
+    assert [(f.region, f.bytes) for f in overwrite.findings] == [("back_guard", 1)]
+    batches = sorted(p.name for p in hang_batch["workdir"].iterdir())
+    assert batches == ["batch-001", "batch-002"]
+
+
+def test_adapter_exception_is_unresolved_with_its_traceback(hang_batch: dict[str, Any]) -> None:
+    result = hang_batch["results"]["fake_faults[raise-n4000]"]
+    assert result.outcome is Outcome.UNRESOLVED
+    assert "RuntimeError: planted adapter failure" in result.message
+    assert "Traceback (most recent call last)" in result.message
+    assert "fake_adapters.py" in result.message
+
+
+def test_adapter_unsupported_is_unsupported_with_its_message(hang_batch: dict[str, Any]) -> None:
+    result = hang_batch["results"]["fake_faults[unsupported-n4000]"]
+    assert result.outcome is Outcome.UNSUPPORTED
+    assert not result.failed
+    assert "needs a flux capacitor; found none" in result.message
+
+
+# ------------------------------------------------------------------------------------- (b) killed worker process
+
+@pytest.fixture(scope="module")
+def kill_batch(worker_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    workdir = tmp_path_factory.mktemp("kill-batch")
+    items = [item("clean"), item("kill"), item("clean", "n64"), item("overwrite")]
+    return {"results": by_id(make_runner(workdir).run(items)), "workdir": workdir}
+
+
+def test_worker_killed_by_sigkill_is_crashed_for_that_case(kill_batch: dict[str, Any]) -> None:
+    result = kill_batch["results"]["fake_faults[kill-n4000]"]
+    assert result.outcome is Outcome.CRASHED
+    assert f"worker exited with code {-signal.SIGKILL}" in result.message
+
+
+def test_case_before_the_kill_keeps_its_result(kill_batch: dict[str, Any]) -> None:
+    assert kill_batch["results"]["fake_faults[clean-n4000]"].outcome is Outcome.CLEAN
+
+
+def test_cases_after_the_kill_rerun_in_a_fresh_process_and_pass(kill_batch: dict[str, Any]) -> None:
+    results = kill_batch["results"]
+    assert results["fake_faults[clean-n64]"].outcome is Outcome.CLEAN
+    assert results["fake_faults[overwrite-n4000]"].outcome is Outcome.EXPECTED_FINDING
+    first = json.loads((kill_batch["workdir"] / "batch-001" / "0.json").read_text())
+    rerun = json.loads((kill_batch["workdir"] / "batch-002" / "0.json").read_text())
+    assert rerun["case_id"] == "fake_faults[clean-n64]"
+    assert rerun["pid"] != first["pid"]
+
+
+# ----------------------------------------------------------------------------------- (e) compute-sanitizer missing
+
+SEARCHED = ["/nowhere/bin/compute-sanitizer", "/usr/local/cuda-99.9/bin/compute-sanitizer"]
+
+
+def test_memcheck_without_a_sanitizer_is_unsupported_naming_the_paths_searched(tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, "memcheck", gpu_available=True,
+                         sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
+    results = runner.run([item("clean"), item("overread")])
+    assert [r.outcome for r in results] == [Outcome.UNSUPPORTED, Outcome.UNSUPPORTED]
+    for result in results:
+        assert "compute-sanitizer not found" in result.message
+        assert all(path in result.message for path in SEARCHED)
+    assert not any(tmp_path.iterdir()), "no worker may start when the only detector cannot run"
+
+
+def test_both_mode_without_a_sanitizer_never_passes_a_memcheck_only_expectation(worker_env: Path, tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, "both", gpu_available=True,
+                         sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
+    [result] = runner.run([item("overread")])
+    assert result.outcome is Outcome.UNSUPPORTED
+    memcheck = next(d for d in result.detectors if d.detector == MEMCHECK)
+    assert not memcheck.ran
+    assert SEARCHED[0] in memcheck.detail
+
+
+# ------------------------------------------------------------------------------------ (f) a misbehaving sanitizer
+
+FAKE_SANITIZER = '''\
+import json, subprocess, sys
+from pathlib import Path
+
+BEHAVIOR = {behavior!r}
+args = sys.argv[1:]
+xml_path = None
+i = 0
+while i < len(args) and args[i].startswith("--"):   # sanitizer options; the target argv follows them
+    if args[i] == "--xml":
+        i += 1
+        continue
+    if args[i] == "--save":
+        xml_path = Path(args[i + 1].replace("%%", "%"))
+    i += 2
+target = args[i:]
+
+
+def say(line):
+    print("========= " + line, flush=True)
+
+
+HEAD = '<?xml version="1.0" encoding="utf-8"?>\\n<ComputeSanitizerOutput>\\n'
+API_RECORD = ("<record><kind>Api</kind><level>Error</level><what><text>Program hit cudaErrorLaunchFailure</text>"
+              "<api>cudaLaunchKernel</api><result>719</result></what></record>\\n")
+BOMB = ('<?xml version="1.0"?>\\n<!DOCTYPE bomb [<!ENTITY a "aaaaaaaaaa">'
+        '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>\\n'
+        "<ComputeSanitizerOutput>&c;</ComputeSanitizerOutput>\\n")
+
+
+def read_record(name, extra):
+    job = json.loads(Path(target[-1]).read_text())
+    result = json.loads(Path(job["out_dir"], "0.json").read_text())
+    buf = next(b for b in result["buffers"] if b["name"] == name)
+    address = buf["tensor_addr"] + buf["nbytes"] + extra
+    return ("<record><kind>Precise</kind><level>Error</level><who><threadIdx><x>3</x><y>0</y><z>0</z></threadIdx>"
+            "<blockIdx><x>1</x><y>0</y><z>0</z></blockIdx></who><what>"
+            "<text>Invalid __global__ read of size 4 bytes is out of bounds</text><space>__global__</space>"
+            "<size>4</size><direction>read</direction><error>out of bounds</error>"
+            f"<address>{{address:#x}}</address></what><where><func>fake_copy</func><path>/tmp/fake.py</path>"
+            "<line>7</line><pc>0x100</pc></where></record>\\n")
+
+
+say("COMPUTE-SANITIZER")
+if BEHAVIOR == "crash":
+    say("Error: Internal Sanitizer Error: the fake sanitizer crashed on purpose")
+    sys.exit(255)
+code = subprocess.call(target)
+if BEHAVIOR == "never_attached":
+    say("Error: Target application terminated before first instrumented API call")
+    say("Error: couldn't find exit code.")
+    sys.exit(255)
+if BEHAVIOR == "overread":
+    xml_path.write_text(HEAD + read_record("src", 0) + "</ComputeSanitizerOutput>\\n")
+elif BEHAVIOR == "truncated":
+    xml_path.write_text(HEAD + read_record("src", 0)[:150])
+elif BEHAVIOR == "truncated_after_api_record":
+    xml_path.write_text(HEAD + API_RECORD + "<record><kind>Api</kind><level>Err")
+elif BEHAVIOR == "hostile":
+    xml_path.write_text(BOMB)
+elif BEHAVIOR == "empty":
+    xml_path.write_text("")
+errors = 1 if BEHAVIOR in ("overread", "truncated_after_api_record") else 0
+say(f"ERROR SUMMARY: {{errors}} error{{'' if errors == 1 else 's'}}")
+sys.exit(86 if errors else code)
+'''
+
+
+def fake_sanitizer(tmp_path: Path, behavior: str) -> SanitizerLookup:
+    script = tmp_path / "fake-compute-sanitizer"
+    script.write_text(f"#!{sys.executable}\n" + FAKE_SANITIZER.format(behavior=behavior))
+    script.chmod(0o755)
+    info = SanitizerInfo(path=str(script), version="2025.3.1", source="test")
+    return SanitizerLookup(found=info, searched=[str(script)])
+
+
+def run_sanitized(tmp_path: Path, behavior: str, variant: str = "clean", mode: str = "memcheck") -> CaseResult:
+    runner = make_runner(tmp_path / "runs", mode, gpu_available=True, sanitizer=fake_sanitizer(tmp_path, behavior))
+    [result] = runner.run([item(variant)])
+    return result
+
+
+def test_fake_sanitizer_round_trip_attributes_its_record(worker_env: Path, tmp_path: Path) -> None:
+    """Control for the failure cases below: the fake sanitizer does reach the runner's XML path."""
+    result = run_sanitized(tmp_path, "overread", "overread")
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    [finding] = result.findings
+    assert (finding.detector, finding.kind, finding.buffer, finding.region) == (MEMCHECK, "overread", "src", "past_end")
+    assert [(r.start, r.end) for r in finding.ranges] == [(4000, 4004)]
+    assert (finding.first_thread, finding.first_block, finding.source) == ("(3,0,0)", "(1,0,0)", "fake.py:7")
+    assert next(d for d in result.detectors if d.detector == MEMCHECK).ran
+
+
+@pytest.mark.parametrize("behavior, mode, reason", [
+    ("crash", "memcheck", "Internal Sanitizer Error: the fake sanitizer crashed on purpose"),
+    ("never_attached", "memcheck", "never attached"),
+    ("truncated", "both", "sanitizer XML incomplete"),
+    ("hostile", "memcheck", "DOCTYPE"),
+    ("nothing", "both", "wrote no XML"),
+    ("empty", "memcheck", "empty XML file"),
+])
+def test_broken_sanitizer_run_is_unresolved_with_the_reason(worker_env: Path, tmp_path: Path, behavior: str,
+                                                            mode: str, reason: str) -> None:
+    result = run_sanitized(tmp_path, behavior, mode=mode)
+    assert result.outcome is Outcome.UNRESOLVED, f"{result.outcome.label}: {result.message}"
+    assert reason in result.message
+
+
+def test_truncated_xml_with_only_non_access_records_is_not_clean(worker_env: Path, tmp_path: Path) -> None:
+    """A file cut mid-record after one complete (API) record lost whatever came next: never 'clean'."""
+    result = run_sanitized(tmp_path, "truncated_after_api_record")
+    assert result.outcome is not Outcome.CLEAN, result.message
+    assert result.outcome is Outcome.UNRESOLVED
+    assert "incomplete" in result.message
+
+
+# ------------------------------------------------------------------------------------------- (g) atomic writes
+
+def test_failed_replace_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "0.json"
+    fsutil.atomic_write_json(target, {"version": "old"})
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError("simulated crash between write and rename")
+
+    monkeypatch.setattr(fsutil.os, "replace", refuse)
+    with pytest.raises(OSError, match="simulated crash"):
+        fsutil.atomic_write_json(target, {"version": "new", "pad": "x" * 100_000})
+    assert json.loads(target.read_text()) == {"version": "old"}
+    assert [p.name for p in tmp_path.iterdir()] == ["0.json"]
+
+
+WRITER = """
+import sys
+from harness.fsutil import atomic_write_json
+i = 0
+while True:
+    atomic_write_json(sys.argv[1], {"i": i, "pad": "x" * (200_000 + i % 4096)})
+    i += 1
+"""
+
+
+def test_writer_killed_mid_write_always_leaves_a_complete_file(tmp_path: Path) -> None:
+    target = tmp_path / "result.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen = set()
+    for round_ in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], env=env, cwd=str(ROOT))
+        try:
+            deadline = time.monotonic() + 20
+            while not target.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.05 + 0.03 * round_)   # let it get well into its loop, at a different moment each time
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        data = json.loads(target.read_text())   # the only file a reader ever opens
+        assert len(data["pad"]) == 200_000 + data["i"] % 4096
+        seen.add(data["i"])
+    leftovers = [p.name for p in tmp_path.iterdir() if p != target]
+    assert all(name.startswith(".result.json.") and name.endswith(".tmp") for name in leftovers)
+    assert len(seen) > 1, "the writer never got past its first file: the kill did not land mid-loop"
+
+
+# ------------------------------------------------------------------------------------- (h) merge of bad files
+
+@pytest.mark.parametrize("content, words", [
+    (b'{"schema": "gpu-memsafety-report/1", "cases": [', "not valid JSON"),
+    (b'{"name": "some other tool", "results": []}', "no 'schema' field"),
+    (b"\xff\xfe\x00garbage", "not UTF-8"),
+])
+def test_merge_of_a_corrupt_or_foreign_file_exits_2_with_a_clear_message(tmp_path: Path, content: bytes,
+                                                                         words: str) -> None:
+    bad = tmp_path / "report.json"
+    bad.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "harness", "merge", str(bad), "-o", str(tmp_path / "out")],
+                          cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert str(bad) in proc.stderr and words in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_merge_without_output_option_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness", "merge", str(tmp_path / "a.json")],
+                          cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "-o/--output" in proc.stderr
+
+
+def test_fake_sanitizer_source_is_valid_python() -> None:
+    """A typo in the generated script would make every sanitizer test above pass for the wrong reason."""
+    compile(FAKE_SANITIZER.format(behavior="overread"), "fake-compute-sanitizer", "exec")

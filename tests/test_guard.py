@@ -1,0 +1,293 @@
+"""harness.guard on CPU tensors: guard markers report exactly the bytes a planted write changed.
+
+The marker check is the one detector that sees writes inside an allocation (row padding, unused rows), so
+it must name the region and the exact offsets, find nothing after a clean write of the whole logical tensor,
+and place flush-end tensors on the last byte of their allocation. Writes are planted through the raw byte
+storage, as an out-of-bounds kernel would make them.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness import layout as L
+from harness.guard import DEFAULT_MARKER, Arena, GuardedBuffer
+from harness.model import ByteRange
+
+CPU = torch.device("cpu")
+
+
+def arena(**kwargs: object) -> Arena:
+    return Arena(CPU, **kwargs)  # type: ignore[arg-type]
+
+
+def poke(buf: GuardedBuffer, offset: int, length: int = 1, value: int = 0) -> None:
+    """Write `length` bytes at `offset` relative to the tensor's first byte (negative: front guard)."""
+    start = buf.layout.front + offset
+    buf.storage[start : start + length] = value
+
+
+def padded_scale(a: Arena, **kwargs: object) -> torch.Tensor:
+    """H=2304's scale buffer: int32 [8, 18] (72 bytes) in rows 80 bytes apart, 5 rows used."""
+    return a.rows("scale", rows=8, row_bytes=72, row_stride=80, used_rows=5, dtype=torch.int32, **kwargs)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------- allocation
+
+def test_tensor_view_sits_between_the_guards() -> None:
+    a = arena(guard=64)
+    t = a.tensor("x", (1000,), torch.float32)
+    buf = a.buffers["x"]
+    assert (t.shape, t.dtype) == (torch.Size([1000]), torch.float32)
+    assert buf.storage.numel() == 64 + 4000 + 64
+    assert t.data_ptr() == buf.storage.data_ptr() + 64 == buf.tensor_addr
+    assert t.is_contiguous()
+
+
+def test_fresh_buffer_holds_the_marker_everywhere() -> None:
+    a = arena()
+    a.tensor("x", (100,), torch.uint8)
+    assert bool((a.buffers["x"].storage == DEFAULT_MARKER).all())
+
+
+def test_same_name_twice_is_refused() -> None:
+    a = arena()
+    a.tensor("x", (4,), torch.uint8)
+    with pytest.raises(ValueError, match=r"buffer 'x' allocated twice"):
+        a.tensor("x", (4,), torch.uint8)
+
+
+# ------------------------------------------------------------------------------------------ planted writes
+
+def test_untouched_buffer_verifies_clean() -> None:
+    a = arena()
+    a.tensor("x", (4000,), torch.uint8)
+    assert a.verify() == {"x": []}
+
+
+def test_clean_write_of_the_whole_logical_tensor_finds_nothing() -> None:
+    a = arena()
+    a.tensor("x", (4000,), torch.uint8).fill_(0)
+    padded_scale(a)[:5].fill_(0)                      # every logical byte of every used row
+    assert a.verify() == {"x": [], "scale": []}
+
+
+def test_one_byte_past_the_end_is_back_guard_n_to_n_plus_1() -> None:
+    a = arena()
+    a.tensor("x", (4000,), torch.uint8)
+    poke(a.buffers["x"], 4000)
+    assert a.verify()["x"] == [ByteRange("back_guard", 4000, 4001)]
+
+
+def test_one_byte_before_the_start_is_front_guard_minus_1_to_0() -> None:
+    a = arena()
+    a.tensor("x", (4000,), torch.uint8)
+    poke(a.buffers["x"], -1)
+    assert a.verify()["x"] == [ByteRange("front_guard", -1, 0)]
+
+
+def test_write_straddling_both_ends_reports_only_the_guard_bytes() -> None:
+    a = arena()
+    a.tensor("x", (100,), torch.uint8)
+    buf = a.buffers["x"]
+    poke(buf, -3, 6)
+    poke(buf, 98, 7)
+    assert a.verify()["x"] == [ByteRange("front_guard", -3, 0), ByteRange("back_guard", 100, 105)]
+
+
+def test_last_byte_of_the_back_guard_is_seen() -> None:
+    a = arena(guard=32)
+    a.tensor("x", (10,), torch.uint8)
+    poke(a.buffers["x"], 10 + 31)
+    assert a.verify()["x"] == [ByteRange("back_guard", 41, 42)]
+
+
+def test_padding_bytes_72_to_79_of_row_2_are_offsets_232_to_240() -> None:
+    a = arena()
+    padded_scale(a)
+    poke(a.buffers["scale"], 2 * 80 + 72, 8)
+    assert a.verify()["scale"] == [ByteRange("padding[row 2]", 232, 240)]
+
+
+def test_padded_row_view_addresses_only_logical_bytes() -> None:
+    a = arena()
+    scale = padded_scale(a)
+    assert scale.shape == (8, 18) and scale.stride() == (20, 1)
+    scale[2].fill_(0)                                  # logical bytes of row 2 through the view
+    assert a.verify()["scale"] == []
+    assert bool((a.buffers["scale"].body()[232:240] == DEFAULT_MARKER).all())
+
+
+def test_one_byte_in_an_unused_row() -> None:
+    a = arena()
+    padded_scale(a)
+    poke(a.buffers["scale"], 6 * 80 + 3)
+    assert a.verify()["scale"] == [ByteRange("unused_row[6]", 483, 484)]
+
+
+def test_writing_an_unused_row_through_the_view_is_its_logical_bytes() -> None:
+    a = arena()
+    padded_scale(a)[6].fill_(0)
+    assert a.verify()["scale"] == [ByteRange("unused_row[6]", 480, 552)]
+
+
+def test_packed_writes_of_5_tokens_are_found_in_four_paddings() -> None:
+    a = arena()
+    padded_scale(a)
+    flat = a.buffers["scale"].body()
+    for token in range(5):
+        flat[token * 72 : token * 72 + 72] = 1        # the bug: token*G + g into 80-byte rows
+    assert a.verify()["scale"] == [ByteRange("padding[row 0]", 72, 80), ByteRange("padding[row 1]", 152, 160),
+                                   ByteRange("padding[row 2]", 232, 240), ByteRange("padding[row 3]", 312, 320)]
+
+
+def test_run_from_last_padding_into_unused_rows_is_cut_per_region() -> None:
+    a = arena()
+    padded_scale(a)
+    poke(a.buffers["scale"], 392, 100)                # 392..492
+    assert a.verify()["scale"] == [ByteRange("padding[row 4]", 392, 400), ByteRange("unused_row[5]", 400, 480),
+                                   ByteRange("unused_row[6]", 480, 492)]
+
+
+def test_refill_restores_the_markers() -> None:
+    a = arena()
+    a.tensor("x", (16,), torch.uint8)
+    poke(a.buffers["x"], 16)
+    a.refill()
+    assert a.verify() == {"x": []}
+
+
+# ------------------------------------------------------------------------------------------------- marker
+
+def test_configurable_marker_fills_and_is_checked() -> None:
+    a = arena(marker=0x5A)
+    a.tensor("x", (64,), torch.uint8)
+    buf = a.buffers["x"]
+    assert bool((buf.storage == 0x5A).all())
+    poke(buf, 64, 1, value=0x5A)                      # writing the marker itself is invisible
+    poke(buf, 65, 1, value=DEFAULT_MARKER)            # the default marker is a change here
+    assert a.verify()["x"] == [ByteRange("back_guard", 65, 66)]
+
+
+def test_per_buffer_marker() -> None:
+    a = arena(marker_for={"y": 0xFF})
+    a.tensor("x", (8,), torch.uint8)
+    a.tensor("y", (8,), torch.uint8)
+    assert a.buffers["x"].marker == DEFAULT_MARKER and a.buffers["y"].marker == 0xFF
+    assert bool((a.buffers["y"].storage == 0xFF).all())
+
+
+def test_refill_with_a_new_marker() -> None:
+    a = arena()
+    a.tensor("x", (8,), torch.uint8)
+    a.refill(0x00)
+    poke(a.buffers["x"], 8, 1, value=DEFAULT_MARKER)
+    assert a.verify()["x"] == [ByteRange("back_guard", 8, 9)]
+
+
+# ------------------------------------------------------------------------------------------ dtype, shape
+
+@pytest.mark.parametrize("dtype, itemsize", [(torch.bfloat16, 2), (torch.int32, 4), (torch.float32, 4),
+                                             (torch.int64, 8), (torch.uint8, 1)])
+def test_any_dtype_and_multi_dim_shape(dtype: torch.dtype, itemsize: int) -> None:
+    a = arena()
+    t = a.tensor("x", (3, 5, 7), dtype)
+    nbytes = 3 * 5 * 7 * itemsize
+    assert (t.shape, t.dtype, t.is_contiguous()) == (torch.Size([3, 5, 7]), dtype, True)
+    assert a.buffers["x"].layout.nbytes == nbytes
+    t.fill_(0)
+    assert a.verify()["x"] == []
+    poke(a.buffers["x"], nbytes, 2)
+    assert a.verify()["x"] == [ByteRange("back_guard", nbytes, nbytes + 2)]
+
+
+def test_rows_with_a_row_size_not_a_multiple_of_the_dtype_are_refused() -> None:
+    with pytest.raises(L.LayoutError, match=r"scale: row_bytes 70 and row_stride 80 must be multiples of 4"):
+        arena().rows("scale", rows=2, row_bytes=70, row_stride=80, used_rows=2, dtype=torch.int32)
+
+
+def test_bogus_dtype_error_names_the_buffer_and_the_dtype() -> None:
+    """An adapter typo (a string instead of a torch.dtype) must say which buffer and which value."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        arena().tensor("topk_ids", (4, 8), "bf16")  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "dtype" in message
+    assert "topk_ids" in message and "bf16" in message, f"unclear error: {message}"
+
+
+def test_guard_not_a_multiple_of_the_itemsize_is_a_clear_error_or_works() -> None:
+    """RunOptions.guard is user configuration; a guard of 3 bytes must not end in a bare torch view error."""
+    try:
+        t = arena(guard=3).tensor("x", (4,), torch.int32)
+    except L.LayoutError as exc:
+        assert "guard" in str(exc)
+    else:
+        assert t.data_ptr() % 4 == 0
+
+
+# --------------------------------------------------------------------------------------- flush-end placement
+
+def test_flush_end_tensor_ends_on_the_allocations_last_byte() -> None:
+    a = arena(placement=L.FLUSH_END)
+    t = a.tensor("x", (1000,), torch.float32)
+    buf = a.buffers["x"]
+    assert buf.layout.back == 0
+    assert buf.storage.numel() % L.ALLOCATION_GRANULE == 0
+    assert t.data_ptr() + 4000 == buf.storage.data_ptr() + buf.storage.numel()
+    assert (buf.alloc_base, buf.alloc_size) == (buf.storage.data_ptr(), buf.storage.numel())
+
+
+def test_flush_end_still_checks_its_front_guard() -> None:
+    a = arena(placement=L.FLUSH_END)
+    a.tensor("x", (4000,), torch.uint8)
+    buf = a.buffers["x"]
+    poke(buf, -1)
+    assert a.verify()["x"] == [ByteRange("front_guard", -1, 0)]
+    assert buf.layout.marker_spans() == [(-buf.layout.front, 0, "front_guard")]
+
+
+def test_flush_end_padded_rows_keep_their_padding_markers() -> None:
+    a = arena(placement=L.FLUSH_END)
+    scale = padded_scale(a)
+    buf = a.buffers["scale"]
+    assert scale.data_ptr() + 640 == buf.storage.data_ptr() + buf.storage.numel()
+    poke(buf, 232, 8)
+    assert a.verify()["scale"] == [ByteRange("padding[row 2]", 232, 240)]
+
+
+def test_placement_can_be_chosen_per_tensor() -> None:
+    a = arena()
+    a.tensor("watched", (100,), torch.uint8, placement=L.FLUSH_END)
+    a.tensor("other", (100,), torch.uint8)
+    assert a.buffers["watched"].layout.placement == L.FLUSH_END
+    assert a.buffers["other"].layout.placement == L.GUARDED
+
+
+def test_flush_allocator_is_used_only_for_flush_placements() -> None:
+    calls: list[int] = []
+
+    def fake_vmm(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, object]:
+        calls.append(total)
+        storage = torch.empty(total, dtype=torch.uint8, device=device)
+        return storage, storage.data_ptr(), total, "vmm", "keep"
+
+    a = arena(flush_allocator=fake_vmm)
+    a.tensor("plain", (10,), torch.uint8)
+    a.tensor("flush", (10,), torch.uint8, placement=L.FLUSH_END)
+    assert calls == [L.round_up(10 + L.DEFAULT_GUARD, L.ALLOCATION_GRANULE)]   # the plain one never asked
+    assert (a.buffers["plain"].backend, a.buffers["flush"].backend) == ("torch", "vmm")
+    assert a.buffers["flush"].keepalive == "keep"
+
+
+# ------------------------------------------------------------------------------------------------ buffer map
+
+def test_buffer_map_record_describes_the_allocation() -> None:
+    a = arena(guard=64)
+    t = a.tensor("x", (2, 3), torch.bfloat16)
+    [rec] = a.buffer_map()
+    assert rec["name"] == "x"
+    assert rec["tensor_addr"] == t.data_ptr()
+    assert rec["alloc_base"] == rec["tensor_addr"] - 64
+    assert (rec["nbytes"], rec["alloc_size"]) == (12, 64 + 12 + 64)
+    assert (rec["dtype"], rec["shape"], rec["stride"]) == ("bfloat16", [2, 3], [3, 1])
+    assert L.GuardLayout.from_json(rec["layout"]) == a.buffers["x"].layout

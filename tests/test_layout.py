@@ -1,0 +1,251 @@
+"""harness.layout: the byte arithmetic every detector and every attribution rests on.
+
+A wrong boundary here misnames every finding (a padding write reported as 'inside', an overread that
+memcheck cannot see because the tensor does not end on its allocation's last byte), so each rule is pinned
+with exact offsets: flush-end rounding, padded rows (72 logical bytes of 80), unused rows, region cuts,
+run merging, and the messages of layouts that cannot be built.
+"""
+from __future__ import annotations
+
+import pytest
+
+from harness import layout as L
+from harness.layout import GuardLayout, LayoutError, Rows
+from harness.model import ByteRange
+
+# The pre-dispatch scale buffer at H=2304: 8 rows of 72 logical bytes, 80 bytes apart, 5 tokens written.
+SCALE_ROWS = Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
+
+
+def scale_layout(placement: str = L.GUARDED, guard: int = 64) -> GuardLayout:
+    return L.plan(SCALE_ROWS.nbytes, placement=placement, guard=guard, rows=SCALE_ROWS)
+
+
+# ------------------------------------------------------------------------------------------------- plan
+
+def test_guarded_plan_puts_the_guard_on_both_sides() -> None:
+    lay = L.plan(4000, guard=1024)
+    assert (lay.front, lay.nbytes, lay.back, lay.total) == (1024, 4000, 1024, 6048)
+    assert lay.placement == L.GUARDED
+
+
+def test_flush_end_plan_ends_the_tensor_on_the_allocations_last_byte() -> None:
+    lay = L.plan(4000, placement=L.FLUSH_END, guard=1024)
+    assert lay.back == 0
+    assert lay.total == 5120                     # round_up(4000 + 1024, 512)
+    assert lay.front == 1120
+    assert lay.front + lay.nbytes == lay.total
+
+
+@pytest.mark.parametrize("nbytes", [1, 511, 512, 513, 576, 640, 4000, 4096, 100_001])
+@pytest.mark.parametrize("guard", [0, 1, 16, 1024])
+@pytest.mark.parametrize("placement", [L.FLUSH_END, L.GUARD_PAGE])
+def test_flush_placements_round_the_total_to_the_granule(nbytes: int, guard: int, placement: str) -> None:
+    lay = L.plan(nbytes, placement=placement, guard=guard)
+    assert lay.total % L.ALLOCATION_GRANULE == 0
+    assert lay.front + lay.nbytes == lay.total   # last tensor byte = last allocation byte
+    assert guard <= lay.front < guard + L.ALLOCATION_GRANULE
+    assert lay.back == 0
+
+
+def test_flush_end_with_exact_granule_and_no_guard_has_no_front_guard() -> None:
+    lay = L.plan(1024, placement=L.FLUSH_END, guard=0)
+    assert (lay.front, lay.total) == (0, 1024)
+
+
+def test_plan_keeps_the_row_spec() -> None:
+    assert scale_layout().rows == SCALE_ROWS
+    assert scale_layout(L.FLUSH_END).rows == SCALE_ROWS
+
+
+def test_round_up() -> None:
+    assert [L.round_up(v, 512) for v in (0, 1, 511, 512, 513)] == [0, 512, 512, 512, 1024]
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+def test_negative_guard_is_refused_with_its_value() -> None:
+    with pytest.raises(LayoutError, match=r"guard must be >= 0, got -8"):
+        L.plan(100, guard=-8)
+
+
+def test_unknown_placement_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(LayoutError, match=r"placement 'sideways' is not one of .*flush_end"):
+        GuardLayout(nbytes=16, front=0, back=0, placement="sideways")
+
+
+def test_empty_tensor_is_refused() -> None:
+    with pytest.raises(LayoutError, match=r"nbytes must be positive, got 0"):
+        L.plan(0)
+
+
+def test_negative_guard_fields_are_refused() -> None:
+    with pytest.raises(LayoutError, match=r"guards cannot be negative \(front=-1, back=0\)"):
+        GuardLayout(nbytes=16, front=-1, back=0)
+
+
+def test_rows_that_do_not_cover_the_tensor_are_refused() -> None:
+    with pytest.raises(LayoutError, match=r"rows cover 640 bytes but the tensor has 576"):
+        GuardLayout(nbytes=576, front=0, back=0, rows=SCALE_ROWS)
+
+
+def test_flush_end_with_a_back_guard_is_refused() -> None:
+    with pytest.raises(LayoutError, match=r"placement flush_end has no back guard, got back=16"):
+        GuardLayout(nbytes=16, front=0, back=16, placement=L.FLUSH_END)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rows": 0, "row_bytes": 72, "row_stride": 80, "used_rows": 0}, r"rows and row_bytes must be positive, got rows=0"),
+    ({"rows": 8, "row_bytes": 0, "row_stride": 80, "used_rows": 0}, r"row_bytes=0"),
+    ({"rows": 8, "row_bytes": 80, "row_stride": 72, "used_rows": 5}, r"row_stride 72 is smaller than row_bytes 80"),
+    ({"rows": 8, "row_bytes": 72, "row_stride": 80, "used_rows": 9}, r"used_rows 9 is outside 0..8"),
+    ({"rows": 8, "row_bytes": 72, "row_stride": 80, "used_rows": -1}, r"used_rows -1 is outside 0..8"),
+])
+def test_impossible_rows_are_refused_with_the_numbers(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(LayoutError, match=message):
+        Rows(**kwargs)
+
+
+def test_layout_error_is_a_value_error() -> None:
+    assert issubclass(LayoutError, ValueError)
+
+
+# ------------------------------------------------------------------------------------------- region_of
+
+@pytest.mark.parametrize("offset, region", [
+    (-17, "before_allocation"), (-16, "front_guard"), (-1, "front_guard"), (0, "inside"), (99, "inside"),
+    (100, "back_guard"), (115, "back_guard"), (116, "past_end"), (10_000, "past_end"),
+])
+def test_region_of_a_guarded_tensor(offset: int, region: str) -> None:
+    assert L.plan(100, guard=16).region_of(offset) == region
+
+
+def test_past_a_flush_end_tensor_is_past_end_at_once() -> None:
+    lay = L.plan(4000, placement=L.FLUSH_END, guard=1024)
+    assert lay.region_of(3999) == "inside"
+    assert lay.region_of(4000) == "past_end"
+    assert lay.region_of(-lay.front) == "front_guard"
+    assert lay.region_of(-lay.front - 1) == "before_allocation"
+
+
+@pytest.mark.parametrize("offset, region", [
+    (0, "inside"), (71, "inside"), (72, "padding[row 0]"), (79, "padding[row 0]"), (80, "inside"),
+    (231, "inside"), (232, "padding[row 2]"), (239, "padding[row 2]"), (240, "inside"),
+    (392, "padding[row 4]"), (399, "padding[row 4]"),
+    (400, "unused_row[5]"), (472, "unused_row[5]"),     # an unused row is unused in its padding too
+    (480, "unused_row[6]"), (639, "unused_row[7]"), (640, "back_guard"), (-1, "front_guard"),
+])
+def test_region_of_padded_rows_72_of_80_with_5_of_8_used(offset: int, region: str) -> None:
+    assert scale_layout().region_of(offset) == region
+
+
+def test_rows_without_padding_have_no_padding_region() -> None:
+    lay = L.plan(8 * 72, rows=Rows(rows=8, row_bytes=72, row_stride=72, used_rows=5), guard=8)
+    assert lay.region_of(71) == "inside"
+    assert lay.region_of(72) == "inside"
+    assert lay.region_of(360) == "unused_row[5]"
+
+
+def test_region_class_strips_the_index() -> None:
+    assert L.region_class("padding[row 2]") == "padding"
+    assert L.region_class("unused_row[5]") == "unused_row"
+    assert L.region_class("back_guard") == "back_guard"
+
+
+# ---------------------------------------------------------------------------------------- marker_spans
+
+def test_marker_spans_of_padded_rows() -> None:
+    spans = scale_layout(guard=64).marker_spans()
+    assert spans == [
+        (-64, 0, "front_guard"),
+        (72, 80, "padding[row 0]"), (152, 160, "padding[row 1]"), (232, 240, "padding[row 2]"),
+        (312, 320, "padding[row 3]"), (392, 400, "padding[row 4]"),
+        (400, 480, "unused_row[5]"), (480, 560, "unused_row[6]"), (560, 640, "unused_row[7]"),
+        (640, 704, "back_guard"),
+    ]
+
+
+def test_marker_spans_of_a_flush_end_tensor_have_no_back_guard() -> None:
+    lay = L.plan(4000, placement=L.FLUSH_END)
+    assert lay.marker_spans() == [(-lay.front, 0, "front_guard")]
+
+
+# -------------------------------------------------------------------------------------- split_by_region
+
+def test_split_a_write_across_a_padding() -> None:
+    assert L.split_by_region(scale_layout(), 70, 82) == [(70, 72, "inside"), (72, 80, "padding[row 0]"), (80, 82, "inside")]
+
+
+def test_split_from_the_last_used_row_into_the_unused_rows() -> None:
+    assert L.split_by_region(scale_layout(), 390, 490) == [
+        (390, 392, "inside"), (392, 400, "padding[row 4]"), (400, 480, "unused_row[5]"), (480, 490, "unused_row[6]")]
+
+
+def test_split_keeps_one_piece_per_region_even_across_the_row_width() -> None:
+    # 460..478 crosses row 5's logical width (472) but stays in unused_row[5]
+    assert L.split_by_region(scale_layout(), 460, 478) == [(460, 478, "unused_row[5]")]
+
+
+def test_split_from_front_guard_into_the_tensor() -> None:
+    assert L.split_by_region(L.plan(100, guard=16), -4, 4) == [(-4, 0, "front_guard"), (0, 4, "inside")]
+
+
+def test_split_through_the_back_guard_and_past_the_allocation() -> None:
+    lay = L.plan(100, guard=16)
+    assert L.split_by_region(lay, 98, 120) == [(98, 100, "inside"), (100, 116, "back_guard"), (116, 120, "past_end")]
+
+
+def test_split_before_the_allocation() -> None:
+    lay = L.plan(100, guard=16)
+    assert L.split_by_region(lay, -20, -10) == [(-20, -16, "before_allocation"), (-16, -10, "front_guard")]
+
+
+def test_split_past_a_flush_end() -> None:
+    lay = L.plan(4000, placement=L.FLUSH_END)
+    assert L.split_by_region(lay, 3996, 4012) == [(3996, 4000, "inside"), (4000, 4012, "past_end")]
+
+
+def test_packed_writes_of_5_tokens_hit_the_padding_of_rows_0_to_3() -> None:
+    lay = scale_layout()
+    pieces = [p for t in range(5) for p in L.split_by_region(lay, t * 72, t * 72 + 72) if p[2] != "inside"]
+    assert pieces == [(72, 80, "padding[row 0]"), (152, 160, "padding[row 1]"), (232, 240, "padding[row 2]"),
+                      (312, 320, "padding[row 3]")]
+
+
+# ----------------------------------------------------------------------------------- ranges_from_offsets
+
+def test_ranges_from_offsets_cuts_each_run_at_region_boundaries() -> None:
+    ranges = L.ranges_from_offsets(scale_layout(), [(70, 82), (232, 240), (640, 642)])
+    assert ranges == [
+        ByteRange("inside", 70, 72), ByteRange("padding[row 0]", 72, 80), ByteRange("inside", 80, 82),
+        ByteRange("padding[row 2]", 232, 240), ByteRange("back_guard", 640, 642),
+    ]
+    assert [r.nbytes for r in ranges] == [2, 8, 2, 8, 2]
+
+
+def test_ranges_from_no_offsets_is_empty() -> None:
+    assert L.ranges_from_offsets(scale_layout(), []) == []
+
+
+# ------------------------------------------------------------------------------------------- merge_runs
+
+@pytest.mark.parametrize("spans, merged", [
+    ([], []),
+    ([(5, 10)], [(5, 10)]),
+    ([(10, 20), (0, 5)], [(0, 5), (10, 20)]),           # sorted
+    ([(0, 10), (5, 15)], [(0, 15)]),                    # overlapping
+    ([(0, 10), (10, 15)], [(0, 15)]),                   # touching
+    ([(0, 100), (10, 20), (30, 40)], [(0, 100)]),       # nested
+    ([(0, 4), (4, 8), (8, 12), (20, 24)], [(0, 12), (20, 24)]),
+    ([(-4, 0), (0, 4)], [(-4, 4)]),                     # negative offsets (front guard)
+])
+def test_merge_runs(spans: list[tuple[int, int]], merged: list[tuple[int, int]]) -> None:
+    assert L.merge_runs(spans) == merged
+
+
+# ----------------------------------------------------------------------------------------------- json
+
+@pytest.mark.parametrize("lay", [L.plan(4000), scale_layout(L.FLUSH_END), L.plan(7, placement=L.GUARD_PAGE, guard=3)])
+def test_layout_round_trips_through_json(lay: GuardLayout) -> None:
+    import json
+    assert GuardLayout.from_json(json.loads(json.dumps(lay.to_json()))) == lay

@@ -1,0 +1,158 @@
+"""The pytest plugin end to end (`pytest scenarios ...` in a subprocess), its option checks, and GPU pinning.
+
+`make sanitize` is pytest over scenarios/ with this plugin; if collection, the per-case verdicts, the reports
+or the exit code break, CI reads green or red for the wrong reason. So the planted_oob scenario is run for
+real (guard mode, Triton on CPU) and the reports are read back; bad options must stop pytest with a usage
+error that names the option. fixtures/gpus.py (which GPU each xdist worker gets) is pure and checked with
+fake UUID lists.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.gpus import auto_workers, pin, worker_index
+from harness.registry import ROOT
+
+
+def clean_env() -> dict[str, str]:
+    """This process may itself be an xdist worker: its PYTEST_* variables must not leak into the child run."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTEST"))}
+
+
+def pytest_scenarios(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", *args],
+                          cwd=str(ROOT), env=clean_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def planted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    report_dir = tmp_path_factory.mktemp("reports")
+    proc = pytest_scenarios("--scenario", "planted_oob", "--mode", "guard", "--report-dir", str(report_dir))
+    report = json.loads((report_dir / "report.json").read_text()) if (report_dir / "report.json").exists() else None
+    return {"proc": proc, "dir": report_dir, "report": report}
+
+
+def outcomes(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in run["report"]["cases"]}
+
+
+# --------------------------------------------------------------------------------------------- a real run
+
+def test_planted_oob_guard_run_exits_0(planted_run: dict[str, Any]) -> None:
+    proc = planted_run["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "GPU memory-safety: kernel x architecture" in proc.stdout
+
+
+def test_report_lists_the_8_cases(planted_run: dict[str, Any]) -> None:
+    assert planted_run["report"] is not None, planted_run["proc"].stdout[-3000:]
+    assert sorted(outcomes(planted_run)) == sorted(
+        f"planted_oob[{v}-{impl}-n4000-x1]" for impl in ("triton", "cuda")
+        for v in ("clean", "overread", "overwrite", "underwrite"))
+
+
+def test_triton_cases_on_cpu_are_clean_found_or_unsupported(planted_run: dict[str, Any]) -> None:
+    cases = outcomes(planted_run)
+    got = {cid: c["outcome"] for cid, c in cases.items() if "-triton-" in cid}
+    assert got == {
+        "planted_oob[clean-triton-n4000-x1]": "clean",
+        "planted_oob[overwrite-triton-n4000-x1]": "expected finding",
+        "planted_oob[underwrite-triton-n4000-x1]": "expected finding",
+        "planted_oob[overread-triton-n4000-x1]": "unsupported",    # reads are invisible to guard markers
+    }
+    assert all(c["arch"] == "cpu" for cid, c in cases.items() if "-triton-" in cid)
+
+
+def test_triton_planted_writes_are_found_at_their_exact_bytes(planted_run: dict[str, Any]) -> None:
+    cases = outcomes(planted_run)
+    [over] = cases["planted_oob[overwrite-triton-n4000-x1]"]["findings"]
+    [under] = cases["planted_oob[underwrite-triton-n4000-x1]"]["findings"]
+    assert (over["buffer"], over["region"], over["bytes"]) == ("dst", "back_guard", 1)
+    assert [(r["start"], r["end"]) for r in over["ranges"]] == [(4000, 4001)]
+    assert (under["buffer"], under["region"], under["bytes"]) == ("dst", "front_guard", 1)
+    assert [(r["start"], r["end"]) for r in under["ranges"]] == [(-1, 0)]
+    assert cases["planted_oob[clean-triton-n4000-x1]"]["findings"] == []
+
+
+def test_cuda_cases_without_a_gpu_are_unsupported_with_the_reason(planted_run: dict[str, Any]) -> None:
+    cuda = {cid: c for cid, c in outcomes(planted_run).items() if "-cuda-" in cid}
+    assert len(cuda) == 4
+    for c in cuda.values():
+        assert c["outcome"] == "unsupported"
+        assert "needs a CUDA GPU" in c["message"]
+
+
+def test_junit_xml_has_one_testcase_per_case(planted_run: dict[str, Any]) -> None:
+    root = ET.parse(planted_run["dir"] / "junit.xml").getroot()
+    cases = root.iter("testcase")
+    assert sorted(c.get("name") or "" for c in cases) == sorted(outcomes(planted_run))
+    assert root.get("failures") == "0"
+    assert (planted_run["dir"] / "summary.md").is_file()
+
+
+# ----------------------------------------------------------------------------------------------- bad options
+
+@pytest.mark.parametrize("args, option", [
+    (["--mode", "nonsense"], "--mode"),
+    (["--scenario", "nonexistent"], "--scenario"),
+    (["--flush-backend", "magic"], "--flush-backend"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--iterations", "-3"], "--iterations"),
+])
+def test_bad_option_is_a_usage_error_naming_the_option(args: list[str], option: str) -> None:
+    proc = pytest_scenarios(*args, "--collect-only", "-q", timeout=120)
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert option in proc.stderr, f"the error does not name {option}: {proc.stderr.strip()[-500:]}"
+
+
+# --------------------------------------------------------------------------------------- fixtures/gpus.py
+
+def uuids(n: int) -> list[str]:
+    return [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(n)]
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_workers_gw0_to_gw7_spread_over_the_gpus_round_robin(gpus: int) -> None:
+    devices = uuids(gpus)
+    pinned = [pin(f"gw{i}", devices) for i in range(8)]
+    assert pinned == [devices[i % gpus] for i in range(8)]
+    assert set(pinned) == set(devices)                           # every GPU gets a worker
+
+
+def test_eight_workers_on_eight_gpus_each_get_their_own() -> None:
+    assert len({pin(f"gw{i}", uuids(8)) for i in range(8)}) == 8
+
+
+def test_no_gpu_pins_nothing() -> None:
+    assert pin("gw3", []) is None
+    assert pin(None, []) is None
+
+
+def test_without_xdist_the_first_gpu_is_used() -> None:
+    assert pin(None, uuids(4)) == uuids(4)[0]
+    assert pin("master", uuids(4)) == uuids(4)[0]
+
+
+def test_worker_index() -> None:
+    assert [worker_index(w) for w in (None, "master", "gw0", "gw7", "gw12")] == [0, 0, 0, 7, 12]
+    with pytest.raises(ValueError, match=r"unexpected xdist worker id 'worker-1'"):
+        worker_index("worker-1")
+
+
+@pytest.mark.parametrize("gpus, cpus, workers", [(1, 16, 1), (2, 32, 2), (4, 64, 4), (8, 128, 8),
+                                                 (0, 16, 2), (0, 2, 2), (0, 1, 1), (0, 0, 1)])
+def test_auto_workers_is_one_per_gpu_else_at_most_two_cpu_workers(gpus: int, cpus: int, workers: int) -> None:
+    assert auto_workers(gpus, cpus) == workers
+
+
+def test_repository_root_is_where_the_scenarios_are() -> None:
+    assert (Path(ROOT) / "scenarios" / "planted_oob.py").is_file()

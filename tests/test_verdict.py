@@ -1,0 +1,182 @@
+"""harness.verdict: each rule of the module docstring, one test each, and the matching it relies on.
+
+The verdict is where "the harness never passes silently" is decided: a detector that did not run, a known
+bug that went missing, a finding nobody expected. Each outcome below is reached by the smallest input that
+should reach it, and the neighbouring outcome is checked too, so a rule that silently changes shows up.
+"""
+from __future__ import annotations
+
+from harness import layout as L
+from harness.model import (DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, ByteRange,
+                           DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
+from harness.verdict import decide
+
+GUARD_RAN = [DetectorRun(GUARD, True, "markers verified")]
+MEMCHECK_RAN = [DetectorRun(MEMCHECK, True, "compute-sanitizer 2025.3.1")]
+BOTH_RAN = GUARD_RAN + MEMCHECK_RAN
+MEMCHECK_MISSING = DetectorRun(MEMCHECK, False, "compute-sanitizer not found (searched: /usr/local/cuda/bin)")
+
+OVERWRITE_PAST_END = ExpectedFinding(OVERWRITE, "dst", (GUARD, MEMCHECK), bytes=1, ranges=((4000, 4001),))
+OVERREAD_PAST_END = ExpectedFinding(OVERREAD, "src", (MEMCHECK, POISON, GUARD_PAGE), bytes=4, ranges=((4000, 4004),))
+BACK_GUARD_ONLY = ExpectedFinding(OVERWRITE, "scale", (GUARD,), region="back_guard", bytes=56, ranges=((576, 632),))
+
+
+def guard_finding(buffer: str = "dst", region: str = "back_guard", start: int = 4000, end: int = 4001,
+                  kind: str = OVERWRITE) -> Finding:
+    return Finding(GUARD, kind, buffer, region, end - start, ranges=(ByteRange(region, start, end),), kernel="k")
+
+
+def memcheck_finding(buffer: str = "src", start: int = 4000, end: int = 4004, kind: str = OVERREAD) -> Finding:
+    return Finding(MEMCHECK, kind, buffer, "past_end", end - start, ranges=(ByteRange("past_end", start, end),), kernel="k")
+
+
+# ------------------------------------------------------------------------------------------- the rules
+
+def test_no_detector_ran_is_unsupported_with_each_reason() -> None:
+    v = decide(Expectation(), [], [MEMCHECK_MISSING])
+    assert v.outcome is Outcome.UNSUPPORTED
+    assert "no detector ran" in v.message and "searched: /usr/local/cuda/bin" in v.message
+
+
+def test_no_detector_requested_is_unsupported_not_clean() -> None:
+    v = decide(Expectation(), [], [])
+    assert v.outcome is Outcome.UNSUPPORTED
+    assert "no detector was requested" in v.message
+
+
+def test_nothing_expected_nothing_seen_is_clean_naming_the_detectors() -> None:
+    v = decide(Expectation(), [], BOTH_RAN)
+    assert v.outcome is Outcome.CLEAN
+    assert v.message == "clean under guard, memcheck"
+
+
+def test_clean_names_only_detectors_that_ran() -> None:
+    v = decide(Expectation(), [], GUARD_RAN + [MEMCHECK_MISSING])
+    assert v.outcome is Outcome.CLEAN
+    assert v.message == "clean under guard"
+
+
+def test_every_expected_finding_matched_is_expected_finding() -> None:
+    v = decide(Expectation((OVERWRITE_PAST_END,)), [guard_finding()], GUARD_RAN)
+    assert v.outcome is Outcome.EXPECTED_FINDING
+    assert not v.outcome.is_failure
+    assert "overwrite of dst, 1 B" in v.message
+
+
+def test_expected_finding_not_seen_by_a_detector_that_ran_is_unexpectedly_clean() -> None:
+    v = decide(Expectation((OVERWRITE_PAST_END,)), [], GUARD_RAN)
+    assert v.outcome is Outcome.UNEXPECTEDLY_CLEAN
+    assert v.outcome.is_failure
+    assert v.missing == (OVERWRITE_PAST_END.describe(),)
+    assert "may be fixed" not in v.message
+
+
+def test_unexpectedly_clean_known_upstream_bug_says_the_workaround_may_be_retired() -> None:
+    upstream = ExpectedFinding(OVERREAD, "w_scale", (MEMCHECK,), upstream="triton-lang/triton#10772")
+    v = decide(Expectation((upstream,)), [], MEMCHECK_RAN)
+    assert v.outcome is Outcome.UNEXPECTEDLY_CLEAN
+    assert "upstream triton-lang/triton#10772 may be fixed" in v.message
+
+
+def test_anything_seen_that_nothing_expects_is_a_finding() -> None:
+    stray = guard_finding(buffer="q")
+    v = decide(Expectation(), [stray], GUARD_RAN)
+    assert v.outcome is Outcome.FINDING
+    assert v.outcome.is_failure
+    assert v.unexpected == (stray,)
+    assert "guard overwrite of q/back_guard 1 B by k" in v.message
+
+
+def test_a_finding_of_the_wrong_size_is_unexpected_and_the_expected_one_missing() -> None:
+    v = decide(Expectation((OVERWRITE_PAST_END,)), [guard_finding(end=4002)], GUARD_RAN)
+    assert v.outcome is Outcome.FINDING
+    assert v.missing == (OVERWRITE_PAST_END.describe(),)
+    assert "also missing" in v.message
+
+
+def test_only_detector_that_could_see_it_did_not_run_is_unsupported() -> None:
+    """The planted overread in guard mode: only memcheck/poison/guard_page see reads."""
+    v = decide(Expectation((OVERREAD_PAST_END,)), [], GUARD_RAN + [MEMCHECK_MISSING])
+    assert v.outcome is Outcome.UNSUPPORTED
+    assert not v.outcome.is_failure
+    assert "guard_page/memcheck/poison" in v.message and "ran: guard" in v.message
+
+
+def test_a_detector_that_did_not_run_is_never_counted_as_seeing_nothing() -> None:
+    v = decide(Expectation((OVERREAD_PAST_END,)), [], [DetectorRun(GUARD, True), DetectorRun(MEMCHECK, False, "x")])
+    assert v.outcome is not Outcome.UNEXPECTEDLY_CLEAN
+
+
+def test_unexpected_finding_beats_an_uncheckable_expectation() -> None:
+    v = decide(Expectation((OVERREAD_PAST_END,)), [guard_finding(buffer="other")], GUARD_RAN)
+    assert v.outcome is Outcome.FINDING
+
+
+def test_back_guard_expectation_is_checked_where_there_is_a_back_guard() -> None:
+    v = decide(Expectation((BACK_GUARD_ONLY,)), [], GUARD_RAN, placement=L.GUARDED)
+    assert v.outcome is Outcome.UNEXPECTEDLY_CLEAN
+
+
+def test_back_guard_expectation_under_flush_end_is_unsupported_not_unexpectedly_clean() -> None:
+    v = decide(Expectation((BACK_GUARD_ONLY,)), [], GUARD_RAN, placement=L.FLUSH_END)
+    assert v.outcome is Outcome.UNSUPPORTED
+
+
+def test_back_guard_unsupported_message_gives_the_real_reason() -> None:
+    """guard ran; what is missing is a back guard (flush-end placement), and the message must say so
+    instead of claiming that guard did not run."""
+    v = decide(Expectation((BACK_GUARD_ONLY,)), [], GUARD_RAN, placement=L.FLUSH_END)
+    assert "did not run" not in v.message, v.message
+    assert "back guard" in v.message or "back_guard" in v.message or "flush" in v.message, v.message
+
+
+def test_strided_on_packed_under_both_checks_only_the_memcheck_part() -> None:
+    """Guard back_guard (56 B) is uncheckable under flush_end; memcheck's past_end is checked and matched."""
+    expected = Expectation((BACK_GUARD_ONLY, ExpectedFinding(OVERWRITE, "scale", (MEMCHECK,), region="past_end")))
+    seen = memcheck_finding(buffer="scale", start=576, end=580, kind=OVERWRITE)
+    v = decide(expected, [seen], BOTH_RAN, placement=L.FLUSH_END)
+    assert v.outcome is Outcome.EXPECTED_FINDING
+    assert decide(expected, [], BOTH_RAN, placement=L.FLUSH_END).outcome is Outcome.UNEXPECTEDLY_CLEAN
+
+
+def test_expectation_seen_by_one_of_several_detectors_is_enough() -> None:
+    v = decide(Expectation((OVERREAD_PAST_END,)), [memcheck_finding()], MEMCHECK_RAN)
+    assert v.outcome is Outcome.EXPECTED_FINDING
+
+
+# ------------------------------------------------------------------------------------------------ matching
+
+def test_match_needs_detector_kind_buffer() -> None:
+    e = OVERREAD_PAST_END
+    assert e.matches(memcheck_finding())
+    assert not e.matches(memcheck_finding(kind=OVERWRITE))
+    assert not e.matches(memcheck_finding(buffer="dst"))
+    assert not e.matches(Finding(GUARD, OVERREAD, "src", "past_end", 4, ranges=(ByteRange("past_end", 4000, 4004),)))
+
+
+def test_match_region_none_is_any_region_and_a_region_must_equal() -> None:
+    anywhere = ExpectedFinding(OVERWRITE, "dst", (GUARD,))
+    assert anywhere.matches(guard_finding(region="front_guard", start=-1, end=0))
+    assert not BACK_GUARD_ONLY.matches(guard_finding(buffer="scale", region="padding", start=576, end=632))
+
+
+def test_match_ranges_in_any_order_but_all_of_them() -> None:
+    e = ExpectedFinding(OVERWRITE, "scale", (GUARD,), region="padding", bytes=16, ranges=((232, 240), (72, 80)))
+    both = Finding(GUARD, OVERWRITE, "scale", "padding", 16,
+                   ranges=(ByteRange("padding[row 0]", 72, 80), ByteRange("padding[row 2]", 232, 240)))
+    one = Finding(GUARD, OVERWRITE, "scale", "padding", 16, ranges=(ByteRange("padding[row 0]", 72, 88),))
+    assert e.matches(both)
+    assert not e.matches(one)
+
+
+def test_inexact_detectors_match_whatever_their_byte_count() -> None:
+    fault = Finding(GUARD_PAGE, OVERREAD, "src", "past_end", 0, exact=False)
+    assert OVERREAD_PAST_END.matches(fault)
+    assert not OVERREAD_PAST_END.matches(Finding(GUARD_PAGE, OVERREAD, "src", "past_end", 0))
+
+
+def test_outcomes_are_a_closed_set_that_know_if_they_fail() -> None:
+    failing = {o for o in Outcome if o.is_failure}
+    assert failing == {Outcome.FINDING, Outcome.UNEXPECTEDLY_CLEAN, Outcome.UNRESOLVED, Outcome.TIMEOUT, Outcome.CRASHED}
+    assert Outcome.from_label("unexpectedly clean") is Outcome.UNEXPECTEDLY_CLEAN
+    assert set(DETECTORS) == {GUARD, MEMCHECK, GUARD_PAGE, POISON}
