@@ -228,10 +228,8 @@ class Runner:
                attempt: _Attempt) -> int:
         started_at = time.monotonic()
         startup = (SANITIZER_STARTUP_S if sanitized else STARTUP_S) * self.o.timeout_scale
-        reported: set[int] = set()
         while True:
             code = proc.poll()
-            self._progress(items, out, reported)
             if code is not None:
                 return code
             current = self._current(items, out)
@@ -249,11 +247,6 @@ class Runner:
                     attempt.timed_out[index] = limit
                     return proc.wait()
             time.sleep(0.05)
-
-    def _progress(self, items: list[tuple[Scenario, Case]], out: Path, reported: set[int]) -> None:
-        for index in range(len(items)):
-            if index not in reported and (out / f"{index}.json").exists():
-                reported.add(index)
 
     @staticmethod
     def _current(items: list[tuple[Scenario, Case]], out: Path) -> tuple[int, float] | None:
