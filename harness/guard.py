@@ -43,6 +43,32 @@ class GuardedBuffer:
             self.marker = marker
         self.storage.fill_(self.marker)
 
+    def marker_views(self) -> list[torch.Tensor]:
+        """uint8 views (1-D, or 2-D for row padding) over every byte that must still hold the marker."""
+        lay, st = self.layout, self.storage
+        views = []
+        if lay.front:
+            views.append(st[: lay.front])
+        if lay.back:
+            views.append(st[lay.front + lay.nbytes : lay.total])
+        rows = lay.rows
+        if rows is not None:
+            grid = self.body().view(rows.rows, rows.row_stride)
+            if rows.row_stride > rows.row_bytes and rows.used_rows:
+                views.append(grid[: rows.used_rows, rows.row_bytes :])
+            if rows.used_rows < rows.rows:
+                views.append(grid[rows.used_rows :].reshape(-1))
+        return views
+
+    def fill_markers(self) -> None:
+        """Reset only the marker bytes (guards, padding, unused rows); the tensor's contents stay."""
+        for view in self.marker_views():
+            view.fill_(self.marker)
+
+    def changed_counts(self) -> list[torch.Tensor]:
+        """Per marker view, the number of changed words, as device scalars: no host sync."""
+        return [_count_changed(view, self.marker) for view in self.marker_views()]
+
     def verify(self) -> list[ByteRange]:
         """Every marker byte that changed, as runs cut at region boundaries (offsets relative to the tensor)."""
         runs: list[tuple[int, int]] = []
@@ -87,6 +113,24 @@ class GuardedBuffer:
             "shape": list(self.tensor.shape),
             "stride": list(self.tensor.stride()),
         }
+
+
+_WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16))
+
+
+def _count_changed(view: torch.Tensor, marker: int) -> torch.Tensor:
+    """Words of `view` that are not all marker bytes, counted on the device.
+
+    Compares in the widest word the view's address, width and row stride allow (8 bytes for guards and
+    most padding), so a clean check reads each byte once and writes an eighth of a byte per byte.
+    """
+    width = view.shape[-1]
+    aligned = lambda w: view.data_ptr() % w == 0 and width % w == 0 and (view.dim() == 1 or view.stride(0) % w == 0)  # noqa: E731
+    for size, dtype in _WORDS:
+        if aligned(size):
+            pattern = int.from_bytes(bytes([marker]) * size, "little", signed=True)
+            return torch.count_nonzero(view.view(dtype) != pattern)
+    return torch.count_nonzero(view != marker)
 
 
 def _changed_runs(flat: torch.Tensor, marker: int, base: int) -> list[tuple[int, int]]:
@@ -178,7 +222,23 @@ class Arena:
         return buf
 
     def verify(self) -> dict[str, list[ByteRange]]:
-        return {name: buf.verify() for name, buf in self.buffers.items()}
+        """Changed marker bytes per buffer. One device pass and one host sync when nothing changed; only a
+        buffer with changes is searched byte by byte for its runs."""
+        counts = self.changed_counts()
+        if counts is None:
+            return {name: [] for name in self.buffers}
+        owners = [name for name, buf in self.buffers.items() for _ in buf.marker_views()]
+        dirty = {owner for owner, n in zip(owners, counts.cpu().tolist()) if n}
+        return {name: (buf.verify() if name in dirty else []) for name, buf in self.buffers.items()}
+
+    def changed_counts(self) -> torch.Tensor | None:
+        """All marker views' changed-word counts in one device tensor (no sync), or None without markers."""
+        counts = [c for buf in self.buffers.values() for c in buf.changed_counts()]
+        return torch.stack(counts) if counts else None
+
+    def fill_markers(self) -> None:
+        for buf in self.buffers.values():
+            buf.fill_markers()
 
     def refill(self, marker: int | None = None) -> None:
         for buf in self.buffers.values():

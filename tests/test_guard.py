@@ -291,3 +291,40 @@ def test_buffer_map_record_describes_the_allocation() -> None:
     assert (rec["nbytes"], rec["alloc_size"]) == (12, 64 + 12 + 64)
     assert (rec["dtype"], rec["shape"], rec["stride"]) == ("bfloat16", [2, 3], [3, 1])
     assert L.GuardLayout.from_json(rec["layout"]) == a.buffers["x"].layout
+
+
+# ------------------------------------------------------------------------------- fast clean check (words)
+
+@pytest.mark.parametrize("row_bytes,row_stride", [(72, 80), (90, 96), (30, 32), (13, 16), (3, 7)])
+def test_every_padding_byte_is_seen_whatever_word_size_the_check_uses(row_bytes: int, row_stride: int) -> None:
+    """Padding widths of 8, 6, 2, 3 and 4 bytes take the int64, int16 and byte paths; each byte counts."""
+    for col in range(row_bytes, row_stride):
+        a = arena(guard=64)
+        a.rows("scale", rows=6, row_bytes=row_bytes, row_stride=row_stride, used_rows=4)
+        buf = a.buffers["scale"]
+        poke(buf, 2 * row_stride + col)
+        assert a.verify()["scale"] == [ByteRange("padding[row 2]", 2 * row_stride + col, 2 * row_stride + col + 1)]
+
+
+def test_changed_counts_stay_on_the_device_and_count_words() -> None:
+    a = arena(guard=64)
+    a.tensor("x", (100,), torch.uint8)
+    a.tensor("y", (64,), torch.uint8)
+    counts = a.changed_counts()
+    assert counts is not None and counts.tolist() == [0, 0, 0, 0]
+    poke(a.buffers["y"], 64, length=9)       # 9 bytes past y's end span two 8-byte words
+    assert a.changed_counts().tolist() == [0, 0, 0, 2]
+
+
+def test_fill_markers_restores_the_guards_and_keeps_the_tensor() -> None:
+    a = arena(guard=64)
+    t = a.tensor("x", (16,), torch.uint8)
+    t.fill_(7)
+    poke(a.buffers["x"], 16, length=4)
+    a.fill_markers()
+    assert a.verify() == {"x": []}
+    assert t.tolist() == [7] * 16
+
+
+def test_arena_without_buffers_verifies_to_nothing() -> None:
+    assert arena().verify() == {} and arena().changed_counts() is None
