@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 REPORTS ?= reports
 MODE ?= both
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: test sanitize smoke bench env triton-kernels clean
 
@@ -26,7 +27,7 @@ smoke: $(VENV)/.bootstrap-gpu
 	$(PY) -m pytest scenarios -p no:cacheprovider --tag smoke --mode $(MODE) --report-dir $(REPORTS) $(PYTEST_ARGS)
 
 bench: $(VENV)/.bootstrap-gpu
-	$(PY) -m harness bench --out $(REPORTS)/bench
+	$(PY) -m harness bench --out $(REPORTS)/bench $(BENCH_ARGS)
 
 env: $(VENV)/.bootstrap-gpu
 	$(PY) -m harness env

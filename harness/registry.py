@@ -11,8 +11,16 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIO_DIR = ROOT / "scenarios"
 
 
+def scenario_dirs() -> list[Path]:
+    """Every directory of the `scenarios` package: the repository's, and any a site hook appended."""
+    import scenarios
+    dirs = [Path(p).resolve() for p in getattr(scenarios, "__path__", [])]
+    return dirs if SCENARIO_DIR in dirs else [SCENARIO_DIR, *dirs]
+
+
 def scenario_modules() -> list[str]:
-    return sorted(f"scenarios.{m.name}" for m in pkgutil.iter_modules([str(SCENARIO_DIR)]) if not m.name.startswith("_"))
+    names = {m.name for m in pkgutil.iter_modules([str(d) for d in scenario_dirs()]) if not m.name.startswith("_")}
+    return sorted(f"scenarios.{name}" for name in names)
 
 
 def load(module_name: str) -> Scenario:

@@ -347,6 +347,12 @@ class Runner:
         runs = self._detector_runs(scenario, res, attempt, sanitized)
         if status == "unsupported":
             return self._result(scenario, case, Outcome.UNSUPPORTED, res.get("message", ""), [], runs, res)
+        if status == "oom":
+            mem = res.get("memory") or {}
+            where = (f" ({mem['free_bytes_after_release'] / 2**30:.1f} GiB of {mem['total_bytes'] / 2**30:.1f} GiB free after "
+                     f"releasing the case)") if mem else ""
+            return self._result(scenario, case, Outcome.UNRESOLVED, f"out of memory{where}: the case did not run to the end; "
+                                f"nothing was checked\n{res.get('message')}\n{res.get('traceback', '')}", [], runs, res)
         if status == "error":
             return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.get('message')}\n{res.get('traceback', '')}", [], runs, res)
         findings: list[Finding] = []
@@ -431,7 +437,7 @@ class Runner:
     def _result(self, scenario: Scenario, case: Case, outcome: Outcome, message: str, findings: list[Finding],
                 runs: list[DetectorRun], res: dict[str, Any] | None = None) -> CaseResult:
         res = res or {}
-        details = {k: res[k] for k in ("notes", "kernel_seconds", "seconds", "stress_iterations", "poison", "device") if k in res}
+        details = {k: res[k] for k in ("notes", "kernel_seconds", "seconds", "stress_iterations", "poison", "device", "memory") if k in res}
         return CaseResult(case_id=case.id, scenario=scenario.name, variant=case.variant, params=dict(case.params),
                           kernel=res.get("kernel") or scenario.kernel(case), arch=res.get("arch", ""),
                           mode=self.o.mode.name, outcome=outcome, expected=scenario.expect(case).describe(),

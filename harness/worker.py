@@ -33,6 +33,14 @@ def _is_unsupported(exc: BaseException) -> bool:
     return any(cls.__name__ == "Unsupported" for cls in type(exc).__mro__)
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """torch's OutOfMemoryError (CUDA caching allocator), or an allocator message saying the same."""
+    if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
+        return True
+    text = str(exc)
+    return "out of memory" in text.lower() or "can't allocate memory" in text
+
+
 def _context_lost(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}"
     return any(s in text for s in ("illegal memory access", "unspecified launch failure", "AcceleratorError",
@@ -78,6 +86,7 @@ class Worker:
     def _run_case(self, case: Any, index: int) -> dict[str, Any]:
         base = {"case_id": case.id, "pid": os.getpid(), "device": str(self.device), "mode": self.mode}
         start = time.perf_counter()
+        kept = len(self.keep)
         try:
             from harness import registry
             scenario = registry.load(f"scenarios.{case.scenario}")
@@ -87,6 +96,8 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case
             body = {}
             kind = "unsupported" if _is_unsupported(exc) else ("fault" if _context_lost(exc) else "error")
+            if kind == "error" and _out_of_memory(exc):
+                kind = "oom"
             status = {"status": kind, "message": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=20)}
             if kind == "fault":
@@ -98,6 +109,10 @@ class Worker:
                 self._write(index, {**base, **status, **body, "seconds": time.perf_counter() - start})
                 sys.stdout.flush()
                 os._exit(CONTEXT_LOST)
+            if kind == "oom":
+                # Release this case's buffers so that the cases after it get the memory back; its own result
+                # says how much there was.
+                body = {"memory": self._release(kept)}
             if self.job.get("debug") and kind == "error":
                 raise
         return {**base, **status, **body, "seconds": time.perf_counter() - start}
@@ -108,6 +123,17 @@ class Worker:
         if self.mode == "stress":
             return self._stress(adapter, case)
         return self._once(adapter, case, watch_placement=self.job.get("watch_placement", self.L.GUARDED))
+
+    def _release(self, kept: int) -> dict[str, int]:
+        del self.keep[kept:]
+        self._current = None
+        if self.device.type != "cuda":
+            return {}
+        import gc
+        gc.collect()
+        self.torch.cuda.empty_cache()
+        free, total = self.torch.cuda.mem_get_info(self.device)
+        return {"free_bytes_after_release": int(free), "total_bytes": int(total)}
 
     def _context(self, case: Any, *, marker: int = 0xA5, watch_placement: str | None = None,
                  production: bool = False, marker_for: dict[str, int] | None = None) -> Any:

@@ -395,3 +395,92 @@ def test_merge_without_output_option_is_a_usage_error_without_traceback(tmp_path
 def test_fake_sanitizer_source_is_valid_python() -> None:
     """A typo in the generated script would make every sanitizer test above pass for the wrong reason."""
     compile(FAKE_SANITIZER.format(behavior="overread"), "fake-compute-sanitizer", "exec")
+
+
+# ---------------------------------------------------------------------------------- (g) out of memory
+
+@pytest.fixture(scope="module")
+def oom_batch(worker_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    workdir = tmp_path_factory.mktemp("oom-batch")
+    items = [item("oom"), item("clean"), item("overwrite")]
+    return {"results": by_id(make_runner(workdir).run(items)), "workdir": workdir}
+
+
+def test_out_of_memory_is_a_failing_unresolved_result_never_a_skip(oom_batch: dict[str, Any]) -> None:
+    result = oom_batch["results"]["fake_faults[oom-n4000]"]
+    assert result.outcome is Outcome.UNRESOLVED and result.failed
+    assert result.message.startswith("out of memory") and "nothing was checked" in result.message
+    assert "tried to allocate" in result.message.lower()       # the allocator's own words follow
+
+
+def test_cases_after_an_out_of_memory_run_in_the_same_process_and_pass(oom_batch: dict[str, Any]) -> None:
+    results = oom_batch["results"]
+    assert results["fake_faults[clean-n4000]"].outcome is Outcome.CLEAN
+    assert results["fake_faults[overwrite-n4000]"].outcome is Outcome.EXPECTED_FINDING
+    assert not (oom_batch["workdir"] / "batch-002").exists()     # no relaunch: the process went on
+
+
+# ---------------------------------------------------------------------------- (h) a pytest-xdist worker killed
+
+def test_killed_xdist_worker_reports_its_case_as_crashed_and_the_others_run(worker_env: Path, tmp_path: Path) -> None:
+    """The adapter SIGKILLs the pytest-xdist worker above the harness worker (once, as the OOM killer
+    would); xdist restarts the worker; the report has every case once, the killed one crashed."""
+    fake_file = FAKE_DIR / "fake_scenarios" / "fake_faults.py"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), FAKE_FAULTS_DIR=str(worker_env))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(fake_file), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+         "--batch-size", "1", "--mode", "guard", "--report-dir", str(tmp_path / "r"),
+         "-k", "kill_pytest_worker or clean or overwrite"],
+        cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (worker_env / "pytest-worker-killed").exists()
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    outcomes = {r["id"]: r["outcome"] for r in doc["cases"]}
+    assert outcomes == {"fake_faults[kill_pytest_worker-n4000]": "crashed", "fake_faults[clean-n4000]": "clean",
+                        "fake_faults[clean-n64]": "clean", "fake_faults[overwrite-n4000]": "expected finding"}
+    crashed = next(r for r in doc["cases"] if r["outcome"] == "crashed")
+    assert "the pytest worker running this case crashed" in crashed["message"]
+    assert "crashed while running" in crashed["message"]      # xdist's own words
+
+
+# --------------------------------------------------------------------- (i) on the GPU: real OOM, real illegal address
+
+def _cuda_available() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+NO_GPU = "needs a CUDA GPU; found none (torch.cuda.is_available() is False)"
+
+
+@pytest.fixture(scope="module")
+def gpu_batch(worker_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """On the GPU, one batch: clean, a 4 TiB allocation, clean, a Triton store 1 TiB out, clean, overwrite."""
+    workdir = tmp_path_factory.mktemp("gpu-batch")
+    runner = Runner(RunOptions(mode=MODES["guard"], workdir=workdir, gpu_available=True))
+    items = [item("clean"), item("oom"), item("clean", "n64"), item("illegal_address"), item("overwrite")]
+    return {"results": by_id(runner.run(items)), "workdir": workdir}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason=NO_GPU)
+def test_gpu_out_of_memory_is_reported_with_the_memory_left_and_the_batch_goes_on(gpu_batch: dict[str, Any]) -> None:
+    results = gpu_batch["results"]
+    oom = results["fake_faults[oom-n4000]"]
+    assert oom.outcome is Outcome.UNRESOLVED and oom.message.startswith("out of memory (")
+    assert "GiB free after releasing the case" in oom.message and "OutOfMemoryError" in oom.message
+    assert results["fake_faults[clean-n64]"].outcome is Outcome.CLEAN
+    first = [json.loads(p.read_text()) for p in sorted((gpu_batch["workdir"] / "batch-001").glob("[0-9].json"))]
+    assert len({r["pid"] for r in first}) == 1 and len(first) >= 3     # oom and the case after it: one process
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason=NO_GPU)
+def test_gpu_illegal_address_is_crashed_and_the_rest_rerun_in_a_fresh_process(gpu_batch: dict[str, Any]) -> None:
+    results = gpu_batch["results"]
+    bad = results["fake_faults[illegal_address-n4000]"]
+    assert bad.outcome is Outcome.CRASHED and "CUDA context lost" in bad.message
+    assert "illegal memory access" in bad.message
+    assert results["fake_faults[overwrite-n4000]"].outcome is Outcome.EXPECTED_FINDING
+    rerun = json.loads((gpu_batch["workdir"] / "batch-002" / "0.json").read_text())
+    assert rerun["case_id"] == "fake_faults[overwrite-n4000]" and rerun["device"].startswith("cuda")

@@ -1,7 +1,8 @@
 """Adapters that misbehave on purpose, for tests/test_fault_injection.py (CPU only, no kernel at all).
 
 Each variant of the `fake_faults` scenario picks one way for a case to go wrong inside the worker process:
-hang forever, kill its own process, raise, declare itself unsupported; the others allocate guarded buffers
+hang forever, kill its own process or the pytest worker above it, raise, run out of memory, declare
+itself unsupported; the others allocate guarded buffers
 like a real adapter and optionally plant a 1-byte overwrite past the end of `dst`.
 """
 from __future__ import annotations
@@ -40,6 +41,20 @@ def run_case(case: Any, ctx: Any) -> Any:
         _hang()
     if variant == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if variant == "kill_pytest_worker":
+        # Stands for the OOM killer taking the pytest-xdist worker: once per test run (a marker file), so
+        # that the restarted worker can finish the remaining cases.
+        marker = Path(os.environ.get(SLEEPER_PID_DIR, "."), "pytest-worker-killed")
+        if not marker.exists():
+            marker.write_text(str(os.getppid()))
+            os.kill(os.getppid(), signal.SIGKILL)
+            os._exit(1)
+    if variant == "illegal_address":
+        if ctx.device.type != "cuda":
+            raise Unsupported("an illegal address needs a CUDA GPU; found none")
+        _wild_store(ctx.tensor("dst", (n,), torch.uint8))
+    if variant == "oom":
+        ctx.tensor("huge", (1 << 42,), torch.uint8)     # 4 TiB: a real allocation failure, CPU or GPU
     if variant == "raise":
         raise RuntimeError("planted adapter failure")
     if variant == "unsupported":
@@ -52,3 +67,17 @@ def run_case(case: Any, ctx: Any) -> Any:
         buf = ctx.arena.buffers["dst"]
         buf.storage[buf.layout.front + n] = 0     # the first byte past dst's end
     return RunInfo(kernel="fake_copy", outputs={"dst": dst})
+
+
+def _wild_store(dst: Any) -> None:
+    """A Triton kernel that stores one byte 1 TiB past dst: an illegal address that ends the CUDA context."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def wild(ptr, offset):
+        tl.store(ptr + offset, 1)
+
+    wild[(1,)](dst, 1 << 40)
+    torch.cuda.synchronize()

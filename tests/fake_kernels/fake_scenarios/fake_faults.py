@@ -11,7 +11,7 @@ from harness.scenario import Case, Param, Scenario
 
 NAME = "fake_faults"
 N = 4000
-VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported")
+VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported", "oom", "kill_pytest_worker", "illegal_address")
 TIMEOUT_S = 10.0
 
 

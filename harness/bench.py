@@ -1,0 +1,730 @@
+"""`python -m harness bench`: what each detector costs, measured, with the issue's targets checked.
+
+    python -m harness bench --out reports/bench [--parts bandwidth,cases,cache,batching,matrix]
+
+Parts (each one's results are written to bench.json as soon as it ends, so a crash loses nothing done):
+
+- bandwidth: device-to-device copy bandwidth and guard-verification throughput on the same buffers.
+- cases: per case, the bare kernel (production allocations, caching allocator on), the kernel with guard
+  markers (refill the markers, launch, count changed marker words on the device), allocation and fill,
+  guard-page mode, poison mode (1 + watched launches per case) and the kernel under memcheck. Timings are
+  CUDA events around relaunches of the same kernel on the same buffers (RunInfo.relaunch), median of reps.
+  Each mode runs in its own child process; a child that dies is restarted after the case that killed it.
+- cache: one case per scenario in a fresh process with empty Triton and CUDA-extension caches, then again
+  with the caches warm (what a second run or a second xdist worker pays).
+- batching: the same cases under `make sanitize`'s mode (memcheck + guards) batched in one sanitized
+  process per scenario, then one sanitized process per case; wall times and whether the outcomes agree.
+- matrix: the wall time of `pytest scenarios -n auto --dist loadfile --mode both` (what `make sanitize` runs).
+
+Results: bench.json (schema: this docstring and the keys written below) and bench.md (tables).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from harness.fsutil import atomic_write_json
+from harness.registry import ROOT, all_scenarios
+from harness.scenario import Case, Scenario
+
+PARTS = ("bandwidth", "cases", "cache", "batching", "matrix")
+MIB = 1 << 20
+CHILD_EXIT_CONTEXT_LOST = 75
+# Targets from the performance issue, as ratios measured in one run.
+TARGETS = {
+    "guard_overhead_gpt_oss": 0.05,     # guard markers add at most 5% to the bare kernel on gpt-oss-sized cases
+    "verify_vs_copy": 0.50,             # verification reaches at least 50% of copy bandwidth, buffers >= 64 MiB
+    "batched_speedup": 3.0,             # batched memcheck at least 3x faster than one process per case
+    "guard_page_ratio": 1.2,            # guard-page mode within 1.2x the bare kernel
+}
+
+
+# ------------------------------------------------------------------------------------------- selection
+
+def default_cases(scenarios: dict[str, Scenario]) -> list[tuple[Scenario, Case]]:
+    """gpt-oss-sized and smoke cases of every scenario (isolated variants excluded: they cannot batch)."""
+    return [(s, c) for s in scenarios.values() for c in s.build()
+            if {"gpt-oss", "smoke"} & set(c.tags) and not s.isolated(c)]
+
+
+def matrix_cases(scenarios: dict[str, Scenario]) -> list[tuple[Scenario, Case]]:
+    return [(s, c) for s in scenarios.values() for c in s.build()]
+
+
+def spread_sample(items: list[tuple[Scenario, Case]], n: int) -> list[tuple[Scenario, Case]]:
+    """n non-isolated cases spread evenly over the matrix, every scenario represented when n allows."""
+    pool = [(s, c) for s, c in items if not s.isolated(c)]
+    by_scenario: dict[str, list[tuple[Scenario, Case]]] = {}
+    for s, c in pool:
+        by_scenario.setdefault(s.name, []).append((s, c))
+    picked: list[tuple[Scenario, Case]] = []
+    names = sorted(by_scenario)
+    share = {name: min(len(by_scenario[name]), max(1, round(n * len(by_scenario[name]) / max(1, len(pool))))) for name in names}
+    while sum(share.values()) > max(n, len(names)):
+        largest = max(names, key=lambda name: share[name])
+        share[largest] -= 1
+    for name in names:
+        group, k = by_scenario[name], min(share[name], len(by_scenario[name]))
+        step = len(group) / k
+        picked.extend(group[int(i * step)] for i in range(k))
+    return picked
+
+
+# --------------------------------------------------------------------------------------------- timing
+
+def time_calls(fn: Callable[[], Any], *, reps: int, warmup: int, device: Any) -> dict[str, Any]:
+    """Median and min per call: CUDA events around each call (no sync between calls) on a GPU, else wall."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for start, end in events:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(device)
+        samples = [start.elapsed_time(end) for start, end in events]
+    else:
+        samples = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    return {"median_ms": statistics.median(samples), "min_ms": min(samples), "reps": reps,
+            "clock": "cuda events" if device.type == "cuda" else "wall"}
+
+
+def wall(fn: Callable[[], Any], device: Any) -> float:
+    """Seconds for fn including a device sync."""
+    import torch
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------------ child: measuring
+
+class Child:
+    """`python -m harness.bench child JOB.json`: measures one part for each case, one result file per case."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        import torch
+        self.torch = torch
+        self.job = job
+        self.out = Path(job["out_dir"])
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.reps = int(job.get("reps", 20))
+        self.warmup = int(job.get("warmup", 3))
+        self.keep: list[Any] = []
+        self._index, self._case_id = 0, str(job["what"])
+
+    def run(self) -> int:
+        what = self.job["what"]
+        if what == "bandwidth":
+            atomic_write_json(self.out / "0.json", self._guarded(lambda: self.bandwidth(self.job["sizes_mib"])))
+            return 0
+        from harness.registry import find_case
+        for index, case_id in enumerate(self.job["cases"]):
+            if (self.out / f"{index}.json").exists():
+                continue                         # done by an earlier child of this part
+            (self.out / f"{index}.started").write_text(str(time.time()))
+            self._index, self._case_id = index, case_id
+            scenario, case = find_case(case_id)
+            measure = {"inproc": self.inproc, "guard_page": self.guard_page, "memcheck": self.memcheck}[what]
+            atomic_write_json(self.out / f"{index}.json", {"case_id": case_id, **self._guarded(lambda: measure(scenario, case))})
+        return 0
+
+    def _guarded(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return {"status": "ok", **fn()}
+        except Exception as exc:  # noqa: BLE001 - a case that cannot be measured says why
+            from harness.worker import _context_lost, _is_unsupported
+            status = "unsupported" if _is_unsupported(exc) else "error"
+            result = {"status": status, "message": f"{type(exc).__name__}: {exc}",
+                      "traceback": traceback.format_exc(limit=8)}
+            if _context_lost(exc):
+                # The CUDA context is gone: record this case and leave; the parent restarts after it.
+                result["status"] = "fault"
+                atomic_write_json(self.out / f"{self._index}.json", {"case_id": self._case_id, **result})
+                sys.stdout.flush()
+                os._exit(CHILD_EXIT_CONTEXT_LOST)
+            return result
+
+    # -- contexts -----------------------------------------------------------------------------------
+    def _ctx(self, *, production: bool = False, placement: str | None = None, marker: int = 0xA5) -> Any:
+        from harness import layout as L
+        from harness.context import RunContext
+        from harness.guard import Arena
+        flush = None
+        if placement in (L.FLUSH_END, L.GUARD_PAGE) and self.device.type == "cuda":
+            from harness import vmm
+            flush = vmm.allocate_flush_end
+        arena = Arena(self.device, marker=marker, flush_allocator=flush)
+        self.keep.append(arena)
+        return RunContext(self.device, arena, seed=int(self.job.get("seed", 0)), production=production,
+                          watch_placement=placement or L.GUARDED)
+
+    def _adapter(self, scenario: Scenario) -> Callable[..., Any]:
+        from harness.worker import _import_adapter
+        return _import_adapter(scenario.adapter)
+
+    def _time(self, fn: Callable[[], Any], reps: int | None = None, warmup: int | None = None) -> dict[str, Any]:
+        return time_calls(fn, reps=reps or self.reps, warmup=self.warmup if warmup is None else warmup, device=self.device)
+
+    @staticmethod
+    def _relaunch(info: Any) -> Callable[[], Any]:
+        if info.relaunch is None:
+            raise RuntimeError(f"adapter for {info.kernel} gives no relaunch hook: its kernel cannot be timed alone")
+        return info.relaunch
+
+    # -- parts --------------------------------------------------------------------------------------
+    def inproc(self, scenario: Scenario, case: Case) -> dict[str, Any]:
+        """Bare kernel, guard markers (kernel alone, and refill + kernel + on-device check), poison cycle."""
+        torch = self.torch
+        adapter = self._adapter(scenario)
+        bare_ctx = self._ctx(production=True)
+        bare_info = adapter(case, bare_ctx)
+        bare = self._time(self._relaunch(bare_info))
+        del bare_info, bare_ctx
+
+        ctx = self._ctx()
+        info = adapter(case, ctx)
+        arena, relaunch = ctx.arena, self._relaunch(info)
+        kernel = self._time(relaunch)
+        counts: list[Any] = []
+
+        def guarded_launch() -> None:
+            arena.fill_markers()
+            relaunch()
+            counts.append(arena.changed_counts())
+
+        launch = self._time(guarded_launch)
+        changed = sum(int(c.sum()) for c in counts if c is not None)
+        alloc_fill = self._alloc_cost(arena)
+        poison = self._poison_cycle(ctx, info)
+        return {"kernel": info.kernel, "arch": ctx.arch(), "buffers": len(arena.buffers),
+                "guarded_bytes": sum(b.layout.total for b in arena.buffers.values()),
+                "watched": sorted(ctx.watched), "bare": bare, "guard_kernel": kernel, "guard_launch": launch,
+                "guard_changed_words": changed, **alloc_fill, "poison": poison,
+                "torch_cuda_caching_allocator": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1",
+                "device": str(self.device), "torch": torch.__version__}
+
+    def _alloc_cost(self, arena: Any) -> dict[str, Any]:
+        """Allocating (and filling) the case's guarded buffers again, against plain allocations of the tensors."""
+        from harness.guard import Arena
+        layouts = [(b.name, b.layout) for b in arena.buffers.values()]
+        fresh: list[Any] = []
+
+        def guarded() -> None:
+            a = Arena(self.device)
+            for name, lay in layouts:
+                a._allocate(name, lay)      # noqa: SLF001 - same package: allocate exactly the case's layouts
+            fresh.append(a)
+
+        def plain() -> None:
+            fresh.append([self.torch.empty(lay.nbytes, dtype=self.torch.uint8, device=self.device) for _, lay in layouts])
+
+        samples_g = [wall(guarded, self.device) * 1e3 for _ in range(5)]
+        fresh.clear()
+        samples_p = [wall(plain, self.device) * 1e3 for _ in range(5)]
+        fresh.clear()
+        return {"alloc_fill_ms": statistics.median(samples_g), "plain_alloc_ms": statistics.median(samples_p)}
+
+    def _poison_cycle(self, ctx: Any, info: Any) -> dict[str, Any]:
+        """One poison-mode case on the same buffers: baseline pattern, then each watched buffer's guards in
+        the other pattern, each followed by the launch and an on-device comparison of the outputs."""
+        from harness.worker import POISON_PATTERNS
+        torch = self.torch
+        arena, relaunch = ctx.arena, self._relaunch(info)
+        base, poison = POISON_PATTERNS
+        watched = sorted(ctx.watched)
+
+        def outputs(returned: Any) -> dict[str, Any]:
+            if returned is None:
+                return info.outputs
+            if isinstance(returned, dict):
+                return returned
+            return {next(iter(info.outputs), "out"): returned}
+
+        def set_markers(poisoned: str | None) -> None:
+            for name, buf in arena.buffers.items():
+                buf.marker = poison if name == poisoned else base
+            arena.fill_markers()
+
+        def cycle() -> None:
+            set_markers(None)
+            baseline = {k: v.clone() for k, v in outputs(relaunch()).items()}
+            for name in watched:
+                set_markers(name)
+                after = outputs(relaunch())
+                for key, ref in baseline.items():
+                    torch.ne(after[key].float(), ref.float()).any()
+
+        timing = self._time(cycle, reps=max(3, self.reps // 4), warmup=1)
+        set_markers(None)
+        return {**timing, "launches": 1 + len(watched)}
+
+    def guard_page(self, scenario: Scenario, case: Case) -> dict[str, Any]:
+        from harness import layout as L
+        if self.device.type != "cuda":
+            raise _unsupported("guard-page mode needs a CUDA GPU")
+        ctx = self._ctx(placement=L.GUARD_PAGE)
+        info = self._adapter(scenario)(case, ctx)
+        backends = sorted({b.backend for b in ctx.arena.buffers.values() if b.name in ctx.watched})
+        return {"kernel": info.kernel, "guard_page": self._time(self._relaunch(info)), "watched_backends": backends}
+
+    def memcheck(self, scenario: Scenario, case: Case) -> dict[str, Any]:
+        from harness import layout as L
+        ctx = self._ctx(placement=L.FLUSH_END)
+        info = self._adapter(scenario)(case, ctx)
+        return {"kernel": info.kernel, "memcheck": self._time(self._relaunch(info), reps=max(3, self.reps // 5), warmup=1)}
+
+    def bandwidth(self, sizes_mib: Iterable[int]) -> dict[str, Any]:
+        """Copy bandwidth (bytes read + written per second) and verification throughput (checked bytes per
+        second) on the same sizes: a buffer whose every byte holds markers (unused rows), and row padding."""
+        from harness.guard import Arena
+        torch = self.torch
+        rows_out = []
+        for mib in sizes_mib:
+            size = int(mib) * MIB
+            src = torch.empty(size, dtype=torch.uint8, device=self.device).fill_(1)
+            dst = torch.empty_like(src)
+            copy = self._time(lambda: dst.copy_(src))
+            del src, dst
+            full = Arena(self.device, guard=1024)
+            full.rows("all_markers", rows=size // 4096, row_bytes=4096, row_stride=4096, used_rows=0)
+            check_full = self._time(lambda: full.changed_counts())
+            verify_full = self._time(lambda: full.verify(), reps=max(3, self.reps // 2))
+            del full
+            padded = Arena(self.device, guard=1024)
+            padded.rows("padded", rows=size // 80, row_bytes=72, row_stride=80, used_rows=size // 80)
+            check_pad = self._time(lambda: padded.changed_counts())
+            del padded
+            gbps = lambda nbytes, t: nbytes / (t["median_ms"] * 1e-3) / 1e9  # noqa: E731
+            rows_out.append({
+                "size_mib": int(mib), "copy": copy, "copy_GBps": gbps(2 * size, copy),
+                "check_all_markers": check_full, "check_all_markers_GBps": gbps(size, check_full),
+                "verify_all_markers": verify_full, "verify_all_markers_GBps": gbps(size, verify_full),
+                "check_padded_rows": check_pad, "check_padded_rows_buffer_GBps": gbps(size, check_pad),
+                "verify_vs_copy": gbps(size, verify_full) / gbps(2 * size, copy),
+            })
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        return {"device": str(self.device), "sizes": rows_out,
+                "note": "copy GB/s counts bytes read + written; verify counts bytes checked (read once); "
+                        "verify = on-device word compare + count + one host sync (Arena.verify on a clean buffer)"}
+
+
+def _unsupported(message: str) -> Exception:
+    from harness.errors import Unsupported
+    return Unsupported(message)
+
+
+def child_main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m harness.bench child JOB.json", file=sys.stderr)
+        return 2
+    return Child(json.loads(Path(argv[0]).read_text())).run()
+
+
+# ------------------------------------------------------------------------------------ parent: the parts
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.doc: dict[str, Any] = {"started": _now(), "argv": sys.argv[1:], "parts": {}, "targets": []}
+        self.scenarios = all_scenarios()
+
+    def log(self, message: str) -> None:
+        print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    def save(self) -> None:
+        self.doc["targets"] = evaluate_targets(self.doc["parts"])
+        self.doc["finished"] = _now()
+        atomic_write_json(self.out / "bench.json", self.doc)
+        (self.out / "bench.md").write_text(render_markdown(self.doc), encoding="utf-8")
+
+    def run(self) -> int:
+        from harness.env import discover, environment
+        disc = discover()
+        self.gpu = bool(disc.gpus)
+        self.doc["environment"] = environment(disc)
+        for part in self.args.parts:
+            self.log(f"part {part} ...")
+            t0 = time.perf_counter()
+            try:
+                result = getattr(self, f"part_{part}")()
+            except Exception as exc:  # noqa: BLE001 - one broken part must not lose the others
+                result = {"status": "error", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            result["part_seconds"] = time.perf_counter() - t0
+            self.doc["parts"][part] = result
+            self.save()
+            self.log(f"part {part} done in {result['part_seconds']:.1f} s")
+        self.save()
+        print(render_markdown(self.doc))
+        return 0
+
+    # -- children -----------------------------------------------------------------------------------
+    def _child(self, what: str, case_ids: list[str], *, sanitized: bool = False, **job: Any) -> list[dict[str, Any]]:
+        """Run a child over the cases; restart it after the case that killed it; one result per case."""
+        out = self.out / "work" / what
+        if out.exists():
+            import shutil
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        job = {"what": what, "cases": case_ids, "out_dir": str(out), "reps": self.args.reps, "seed": 0, **job}
+        job_path = out / "job.json"
+        job_path.write_text(json.dumps(job, indent=1))
+        argv = [sys.executable, "-m", "harness.bench", "child", str(job_path)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   PYTHONUNBUFFERED="1")
+        if not self.gpu:
+            env["TRITON_INTERPRET"] = "1"
+        if sanitized:
+            argv, env = self._sanitized(argv, env, out)
+        expected = max(1, len(case_ids))
+        for attempt in range(expected + 1):
+            with open(out / f"child-{attempt}.log", "wb") as log:
+                code = subprocess.run(argv, cwd=str(ROOT), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, timeout=self.args.child_timeout).returncode
+            missing = [i for i in range(expected) if not (out / f"{i}.json").exists()]
+            if not missing:
+                break
+            for i in missing:
+                if (out / f"{i}.started").exists():   # died in this case: record it, go on after it
+                    tail = (out / f"child-{attempt}.log").read_text(errors="replace")[-1500:]
+                    atomic_write_json(out / f"{i}.json", {"case_id": case_ids[i] if case_ids else what, "status": "crashed",
+                                                          "message": f"child exited with code {code}\n{tail}"})
+                    break
+            else:
+                tail = (out / f"child-{attempt}.log").read_text(errors="replace")[-1500:]
+                for i in missing:
+                    atomic_write_json(out / f"{i}.json", {"case_id": case_ids[i] if case_ids else what, "status": "error",
+                                                          "message": f"child exited with code {code} before the case\n{tail}"})
+                break
+        return [json.loads((out / f"{i}.json").read_text()) for i in range(expected)]
+
+    def _sanitized(self, argv: list[str], env: dict[str, str], out: Path) -> tuple[list[str], dict[str, str]]:
+        from harness import sanitizer
+        found = sanitizer.locate().found
+        if found is None:
+            raise RuntimeError("compute-sanitizer not found")
+        env = {**env, **(getattr(found, "env", {}) or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+        return sanitizer.memcheck_command(found, tool="memcheck", xml_path=out / "sanitizer.xml", target_argv=argv), env
+
+    # -- parts --------------------------------------------------------------------------------------
+    def part_bandwidth(self) -> dict[str, Any]:
+        sizes = self.args.sizes_mib
+        return self._child("bandwidth", [], sizes_mib=sizes)[0]
+
+    def _selected(self) -> list[tuple[Scenario, Case]]:
+        if self.args.case:
+            from harness.registry import find_case
+            return [find_case(cid) for cid in self.args.case]
+        items = default_cases(self.scenarios)
+        if self.args.scenario:
+            items = [(s, c) for s, c in items if s.name in self.args.scenario]
+        return items
+
+    def part_cases(self) -> dict[str, Any]:
+        items = self._selected()
+        ids = [c.id for _, c in items]
+        self.log(f"{len(ids)} cases: bare, guard, poison")
+        inproc = self._child("inproc", ids)
+        rows = {r["case_id"]: {"case_id": r["case_id"], "tags": list(c.tags), **_strip(r)} for r, (_, c) in zip(inproc, items)}
+        for mode, detector in (("guard_page", "guard_page"), ("memcheck", "memcheck")):
+            if not self.gpu:
+                for row in rows.values():
+                    row[mode] = {"status": "not run", "message": f"{mode} needs a CUDA GPU; none found"}
+                continue
+            timed, skipped = [], []
+            for s, c in items:
+                (skipped if _expects(s, c, detector) else timed).append(c.id)
+            for cid in skipped:
+                rows[cid][mode] = {"status": "not timed",
+                                   "message": f"{mode} stops this kernel at its out-of-bounds access (its expected finding)"}
+            self.log(f"{len(timed)} cases: {mode}")
+            try:
+                results = self._child(mode, timed, sanitized=(mode == "memcheck")) if timed else []
+            except Exception as exc:  # noqa: BLE001
+                results = [{"case_id": cid, "status": "error", "message": str(exc)} for cid in timed]
+            for r in results:
+                rows[r["case_id"]][mode] = r.get(mode) or {"status": r.get("status"), "message": r.get("message", "")}
+        for row in rows.values():
+            row["ratios"] = _ratios(row)
+        return {"cases": list(rows.values()), "reps": self.args.reps}
+
+    def part_cache(self) -> dict[str, Any]:
+        """One case per scenario, fresh process each time: empty Triton and CUDA-extension caches, then warm."""
+        from harness.runner import MODES, RunOptions, Runner
+        picks = []
+        for s, c in default_cases(self.scenarios):
+            if s.name not in {p[0].name for p in picks} and "smoke" in c.tags:
+                if s.name == "planted_oob" and c.params.get("impl") != "cuda" and self.gpu:
+                    continue      # the CUDA planted case also exercises the extension build cache
+                picks.append((s, c))
+        rows = []
+        with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
+            saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "GPU_MEMSAFETY_CACHE")}
+            os.environ["TRITON_CACHE_DIR"] = str(Path(tmp, "triton"))
+            os.environ["GPU_MEMSAFETY_CACHE"] = str(Path(tmp, "ext"))
+            try:
+                for s, c in picks:
+                    row: dict[str, Any] = {"case_id": c.id}
+                    for label in ("cold", "warm"):
+                        runner = Runner(RunOptions(mode=MODES["guard"], workdir=self.out / "work" / "cache" / f"{s.name}-{label}",
+                                                   gpu_available=self.gpu))
+                        t0 = time.perf_counter()
+                        result = runner.run([(s, c)])[0]
+                        row[label] = {"wall_s": time.perf_counter() - t0, "outcome": result.outcome.label}
+                    rows.append(row)
+                    self.log(f"cache {c.id}: cold {row['cold']['wall_s']:.1f} s, warm {row['warm']['wall_s']:.1f} s")
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        return {"cases": rows, "note": "wall time of one case in a fresh worker process (guard mode): Python and torch start, "
+                                       "kernel compile or cache load, the case. Cold: empty TRITON_CACHE_DIR and GPU_MEMSAFETY_CACHE."}
+
+    def part_batching(self) -> dict[str, Any]:
+        from harness import sanitizer
+        from harness.runner import MODES, RunOptions, Runner
+        mode = MODES[self.args.batch_mode]
+        san = sanitizer.locate() if mode.sanitizer else None
+        if mode.sanitizer and (not self.gpu or san is None or san.found is None):
+            return {"status": "not run", "message": "batched vs per-process memcheck needs a GPU and compute-sanitizer"}
+        items = spread_sample(matrix_cases(self.scenarios), self.args.sample)
+        opts = dict(mode=mode, gpu_available=self.gpu, sanitizer=san)
+        self.log(f"batching: {len(items)} cases, mode {mode.name}, batched per scenario")
+        t0 = time.perf_counter()
+        batched: dict[str, str] = {}
+        groups: dict[str, list[tuple[Scenario, Case]]] = {}
+        for s, c in items:
+            groups.setdefault(s.name, []).append((s, c))
+        for name, group in groups.items():
+            runner = Runner(RunOptions(workdir=self.out / "work" / "batching" / f"batched-{name}", **opts))
+            batched.update({r.case_id: r.outcome.label for r in runner.run(group)})
+        batched_s = time.perf_counter() - t0
+        self.log(f"batching: batched {batched_s:.1f} s; now one process per case")
+        t0 = time.perf_counter()
+        single: dict[str, str] = {}
+        per_case_s = []
+        for i, (s, c) in enumerate(items):
+            t1 = time.perf_counter()
+            runner = Runner(RunOptions(workdir=self.out / "work" / "batching" / f"single-{i:03d}", **opts))
+            single.update({r.case_id: r.outcome.label for r in runner.run([(s, c)])})
+            per_case_s.append(time.perf_counter() - t1)
+        single_s = time.perf_counter() - t0
+        disagree = {cid: {"batched": batched.get(cid), "single": single.get(cid)} for cid in single if single[cid] != batched.get(cid)}
+        return {"mode": mode.name, "cases": [c.id for _, c in items], "batched_s": batched_s, "single_s": single_s,
+                "single_per_case_s": per_case_s, "speedup": single_s / batched_s if batched_s else None,
+                "outcomes_batched": batched, "outcomes_single": single, "disagreements": disagree,
+                "batched_processes": len(groups), "single_processes": len(items)}
+
+    def part_matrix(self) -> dict[str, Any]:
+        out = self.out / "matrix"
+        argv = [sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadfile",
+                "--mode", self.args.batch_mode, "--report-dir", str(out), "-q"]
+        self.log("matrix: " + " ".join(argv[1:]))
+        t0 = time.perf_counter()
+        with open(self.out / "matrix.log", "wb") as log:
+            code = subprocess.run(argv, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        seconds = time.perf_counter() - t0
+        counts: dict[str, int] = {}
+        report = out / "report.json"
+        cases = 0
+        if report.exists():
+            doc = json.loads(report.read_text())
+            for r in doc.get("cases", []):
+                counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+                cases += 1
+        return {"argv": argv[1:], "exit_code": code, "wall_s": seconds, "cases": cases, "outcomes": counts}
+
+
+def _expects(scenario: Scenario, case: Case, detector: str) -> bool:
+    return any(detector in f.detectors for f in scenario.expect(case).findings)
+
+
+def _strip(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k not in ("case_id",)}
+
+
+def _ratios(row: dict[str, Any]) -> dict[str, Any]:
+    bare = (row.get("bare") or {}).get("median_ms")
+    out: dict[str, Any] = {}
+    if not bare:
+        return out
+    for key, src in (("guard_kernel", "guard_kernel"), ("guard_launch", "guard_launch"), ("poison", "poison"),
+                     ("guard_page", "guard_page"), ("memcheck", "memcheck")):
+        ms = (row.get(src) or {}).get("median_ms")
+        if ms:
+            out[key] = ms / bare
+    return out
+
+
+# ------------------------------------------------------------------------------------------- targets
+
+def evaluate_targets(parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target: measured value and met / missed, or 'not measured' with the reason. Never a silent pass."""
+    targets = []
+    cases = (parts.get("cases") or {}).get("cases") or []
+    gpt = [r for r in cases if "gpt-oss" in r.get("tags", []) and "guard_launch" in r.get("ratios", {})]
+    targets.append(_target("guard markers (refill + kernel + check) vs bare kernel, gpt-oss-sized cases, worst case",
+                           "<= 1.05x", max((r["ratios"]["guard_launch"] for r in gpt), default=None),
+                           lambda v: v <= 1 + TARGETS["guard_overhead_gpt_oss"], "no gpt-oss case was timed"))
+    bw = [s for s in (parts.get("bandwidth") or {}).get("sizes", []) if s["size_mib"] >= 64]
+    targets.append(_target("guard verification vs copy bandwidth, buffers >= 64 MiB, worst size", ">= 0.50",
+                           min((s["verify_vs_copy"] for s in bw), default=None),
+                           lambda v: v >= TARGETS["verify_vs_copy"], "no buffer of 64 MiB or more was measured"))
+    batching = parts.get("batching") or {}
+    targets.append(_target("batched sanitized run vs one sanitized process per case (same cases, same run)", ">= 3.0x",
+                           batching.get("speedup"), lambda v: v >= TARGETS["batched_speedup"],
+                           batching.get("message", "batching part not run")))
+    gp = [r["ratios"]["guard_page"] for r in cases if "guard_page" in r.get("ratios", {})]
+    targets.append(_target("guard-page mode vs bare kernel, worst case timed", "<= 1.2x", max(gp, default=None),
+                           lambda v: v <= TARGETS["guard_page_ratio"], "no case was timed in guard-page mode"))
+    return targets
+
+
+def _target(name: str, goal: str, value: float | None, ok: Callable[[float], bool], why_missing: str) -> dict[str, Any]:
+    if value is None:
+        return {"target": name, "goal": goal, "measured": None, "status": "not measured", "why": why_missing}
+    return {"target": name, "goal": goal, "measured": value, "status": "met" if ok(value) else "missed"}
+
+
+# ------------------------------------------------------------------------------------------- markdown
+
+def _ms(t: Any) -> str:
+    if isinstance(t, dict) and t.get("median_ms") is not None:
+        v = t["median_ms"]
+        return f"{v * 1e3:.1f} us" if v < 1 else f"{v:.2f} ms"
+    if isinstance(t, dict) and t.get("status"):
+        return str(t["status"])
+    return "-"
+
+
+def _x(v: Any) -> str:
+    return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    env = doc.get("environment", {})
+    gpus = ", ".join(f"{g['name']} ({g['arch']})" for g in env.get("gpus", [])) or "no GPU"
+    lines = [f"# Benchmark ({doc.get('started', '')})", "", f"GPU: {gpus}; torch {env.get('torch')}, triton {env.get('triton')}, "
+             f"compute-sanitizer {env.get('compute_sanitizer', {}).get('version', 'none')}", "", "## Targets", "",
+             "| target | goal | measured | status |", "|---|---|---|---|"]
+    for t in doc.get("targets", []):
+        measured = "-" if t["measured"] is None else f"{t['measured']:.3f}"
+        lines.append(f"| {t['target']} | {t['goal']} | {measured} | {t['status']}{': ' + t['why'] if t.get('why') else ''} |")
+    parts = doc.get("parts", {})
+    for name, part in parts.items():
+        if part.get("status") in ("error", "not run"):
+            lines += ["", f"## {name}: {part['status']}", "", "```", part.get("message", ""), "```"]
+    bw = parts.get("bandwidth", {})
+    if bw.get("sizes"):
+        lines += ["", "## Guard verification vs copy bandwidth", "", bw.get("note", ""), "",
+                  "| MiB | copy GB/s | check (device) GB/s | verify (with sync) GB/s | padded rows 72/80, buffer GB/s | verify / copy |",
+                  "|---|---|---|---|---|---|"]
+        for s in bw["sizes"]:
+            lines.append(f"| {s['size_mib']} | {s['copy_GBps']:.0f} | {s['check_all_markers_GBps']:.0f} | "
+                         f"{s['verify_all_markers_GBps']:.0f} | {s['check_padded_rows_buffer_GBps']:.0f} | {s['verify_vs_copy']:.2f} |")
+    cases = parts.get("cases", {}).get("cases", [])
+    if cases:
+        lines += ["", "## Per case (median per launch; ratios to the bare kernel)", "",
+                  "| case | bare | guard kernel | guard refill+kernel+check | alloc+fill (plain alloc) | guard-page | poison cycle | memcheck |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in cases:
+            if r.get("status") != "ok":
+                lines.append(f"| {r['case_id']} | {r.get('status')}: {r.get('message', '')[:80]} | | | | | | |")
+                continue
+            q = r.get("ratios", {})
+            lines.append(f"| {r['case_id']} | {_ms(r.get('bare'))} | {_ms(r.get('guard_kernel'))} ({_x(q.get('guard_kernel'))}) | "
+                         f"{_ms(r.get('guard_launch'))} ({_x(q.get('guard_launch'))}) | {r.get('alloc_fill_ms', 0):.2f} ms "
+                         f"({r.get('plain_alloc_ms', 0):.2f} ms) | {_ms(r.get('guard_page'))} ({_x(q.get('guard_page'))}) | "
+                         f"{_ms(r.get('poison'))} ({_x(q.get('poison'))}) | {_ms(r.get('memcheck'))} ({_x(q.get('memcheck'))}) |")
+    cache = parts.get("cache", {}).get("cases", [])
+    if cache:
+        lines += ["", "## Compiled-kernel caches (one case, fresh process)", "", "| case | cold | warm |", "|---|---|---|"]
+        for r in cache:
+            lines.append(f"| {r['case_id']} | {r['cold']['wall_s']:.1f} s | {r['warm']['wall_s']:.1f} s |")
+    b = parts.get("batching", {})
+    if b.get("speedup"):
+        lines += ["", f"## Batched vs one process per case ({b['mode']}, {len(b['cases'])} cases)", "",
+                  f"batched ({b['batched_processes']} processes): {b['batched_s']:.1f} s; one process per case: "
+                  f"{b['single_s']:.1f} s ({statistics.mean(b['single_per_case_s']):.1f} s per case); speedup {b['speedup']:.2f}x; "
+                  f"outcome disagreements: {len(b['disagreements'])}"]
+    m = parts.get("matrix", {})
+    if m.get("wall_s"):
+        lines += ["", "## make sanitize matrix", "", f"`{' '.join(m['argv'])}`: {m['cases']} cases in {m['wall_s']:.1f} s "
+                  f"(exit {m['exit_code']}); outcomes {m['outcomes']}"]
+    return "\n".join(lines) + "\n"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["child"]:
+        return child_main(args_list[1:])
+    ap = argparse.ArgumentParser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="directory for bench.json, bench.md and the work files")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--case", action="append", default=[], help="time these case ids (default: gpt-oss and smoke cases)")
+    ap.add_argument("--scenario", action="append", default=[], help="only cases of these scenarios")
+    ap.add_argument("--reps", type=_positive, default=20, help="timed launches per measurement (default 20)")
+    ap.add_argument("--sizes-mib", default="64,256,1024", help="buffer sizes for the bandwidth part (MiB)")
+    ap.add_argument("--sample", type=_positive, default=12, help="cases in the batched vs per-process comparison")
+    ap.add_argument("--batch-mode", default="both", choices=("both", "memcheck"), help="mode of the batching and matrix parts")
+    ap.add_argument("--child-timeout", type=_positive, default=1800, help="seconds before a measuring child is killed")
+    args = ap.parse_args(args_list)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        ap.error(f"--parts: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(PARTS)}")
+    try:
+        args.sizes_mib = [int(x) for x in args.sizes_mib.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--sizes-mib: expected comma-separated integers, got {args.sizes_mib!r}")
+    if not args.sizes_mib or any(x <= 0 for x in args.sizes_mib):
+        ap.error("--sizes-mib: sizes must be positive")
+    args.parts = parts
+    if args.case:
+        from harness.registry import find_case
+        from harness.scenario import ScenarioError
+        for cid in args.case:
+            try:
+                find_case(cid)
+            except ScenarioError as exc:
+                ap.error(f"--case: {exc}")
+    return Bench(args).run()
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return number
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""harness.bench on CPU: the JSON and Markdown it writes, targets never passed without a measurement,
+a measuring child that dies is restarted after the case that killed it, and bad options are refused.
+
+The numbers themselves only mean something on the GPU (evidence/h200/bench-*); here they must exist.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import bench
+from harness.registry import ROOT, all_scenarios
+
+FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+PLANTED_CLEAN = "planted_oob[clean-triton-n4000-x1]"
+
+
+def run_bench(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "-m", "harness", "bench", "--out", str(out), *args], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def cpu_bench(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench")
+    proc = run_bench(out, "--parts", "bandwidth,cases", "--sizes-mib", "1", "--reps", "2",
+                     "--case", "fake_faults[kill-n4000]", "--case", PLANTED_CLEAN, "--case", "fake_faults[clean-n4000]")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {"doc": json.loads((out / "bench.json").read_text()), "md": (out / "bench.md").read_text(), "out": out}
+
+
+def rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["case_id"]: r for r in doc["parts"]["cases"]["cases"]}
+
+
+def test_child_killed_by_a_case_is_recorded_and_the_next_case_is_measured(cpu_bench: dict[str, Any]) -> None:
+    r = rows(cpu_bench["doc"])
+    assert r["fake_faults[kill-n4000]"]["status"] == "crashed"
+    assert "exited with code -9" in r["fake_faults[kill-n4000]"]["message"]
+    planted = r[PLANTED_CLEAN]
+    assert planted["status"] == "ok"
+    assert planted["bare"]["median_ms"] > 0 and planted["guard_launch"]["median_ms"] > 0
+    assert planted["guard_changed_words"] == 0
+    assert planted["poison"]["launches"] == 3            # baseline + src + dst
+    assert set(planted["ratios"]) >= {"guard_kernel", "guard_launch", "poison"}
+
+
+def test_adapter_without_a_relaunch_hook_is_an_error_that_says_so(cpu_bench: dict[str, Any]) -> None:
+    r = rows(cpu_bench["doc"])["fake_faults[clean-n4000]"]
+    assert r["status"] == "error" and "no relaunch hook" in r["message"]
+
+
+def test_gpu_only_modes_say_they_did_not_run_and_why(cpu_bench: dict[str, Any]) -> None:
+    planted = rows(cpu_bench["doc"])[PLANTED_CLEAN]
+    for mode in ("guard_page", "memcheck"):
+        assert planted[mode]["status"] == "not run" and "needs a CUDA GPU" in planted[mode]["message"]
+
+
+def test_bandwidth_part_measures_copy_and_verify_on_the_same_size(cpu_bench: dict[str, Any]) -> None:
+    (size,) = cpu_bench["doc"]["parts"]["bandwidth"]["sizes"]
+    assert size["size_mib"] == 1 and size["copy_GBps"] > 0 and size["verify_all_markers_GBps"] > 0
+    assert size["verify_vs_copy"] == pytest.approx(size["verify_all_markers_GBps"] / size["copy_GBps"])
+
+
+def test_unmeasured_targets_are_not_measured_never_met(cpu_bench: dict[str, Any]) -> None:
+    status = {t["target"].split(",")[0]: t for t in cpu_bench["doc"]["targets"]}
+    assert all(t["status"] in ("not measured", "met", "missed") for t in status.values())
+    not_measured = [t for t in status.values() if t["status"] == "not measured"]
+    # no gpt-oss case, no buffer of 64 MiB (1 MiB only), no batching, no guard page on CPU
+    assert len(not_measured) == 4 and all(t["why"] for t in not_measured)
+    assert "| not measured:" in cpu_bench["md"]
+
+
+def test_markdown_has_a_row_per_case(cpu_bench: dict[str, Any]) -> None:
+    for cid in ("fake_faults[kill-n4000]", PLANTED_CLEAN, "fake_faults[clean-n4000]"):
+        assert f"| {cid} |" in cpu_bench["md"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--parts", "bandwidth,nope"], "unknown nope"),
+    (["--sizes-mib", "64,x"], "--sizes-mib"),
+    (["--reps", "0"], "--reps"),
+    (["--case", "planted_oob[nope]"], "no case with id"),
+])
+def test_bad_options_are_refused_with_the_option_named(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = run_bench(tmp_path, *args)
+    assert proc.returncode == 2 and needle in proc.stderr
+    assert not (tmp_path / "bench.json").exists()
+
+
+def _parts(guard: float | None = None, verify: float | None = None, speedup: float | None = None,
+           page: float | None = None) -> dict[str, Any]:
+    ratios: dict[str, float] = {}
+    if guard is not None:
+        ratios["guard_launch"] = guard
+    if page is not None:
+        ratios["guard_page"] = page
+    return {"cases": {"cases": [{"case_id": "x", "tags": ["gpt-oss"], "ratios": ratios}]},
+            "bandwidth": {"sizes": [] if verify is None else [{"size_mib": 64, "verify_vs_copy": verify},
+                                                              {"size_mib": 1, "verify_vs_copy": 0.01}]},
+            "batching": {} if speedup is None else {"speedup": speedup}}
+
+
+@pytest.mark.parametrize("values,expected", [
+    ((1.04, 0.6, 3.5, 1.1), ["met"] * 4),
+    ((1.06, 0.4, 2.9, 1.3), ["missed"] * 4),
+    ((None, None, None, None), ["not measured"] * 4),
+])
+def test_targets_follow_the_issue_thresholds(values: tuple[Any, ...], expected: list[str]) -> None:
+    assert [t["status"] for t in bench.evaluate_targets(_parts(*values))] == expected
+
+
+def test_small_buffers_do_not_count_for_the_bandwidth_target() -> None:
+    (_, verify, _, _) = bench.evaluate_targets(_parts(verify=0.6))
+    assert verify["measured"] == 0.6        # the 1 MiB row's 0.01 is below the 64 MiB floor and ignored
+
+
+def test_sample_spreads_over_every_scenario_and_skips_isolated_cases() -> None:
+    items = bench.matrix_cases(all_scenarios())
+    sample = bench.spread_sample(items, 12)
+    assert 3 <= len(sample) <= 12
+    assert {s.name for s, _ in sample} == {s.name for s, _ in items}
+    assert not any(s.isolated(c) for s, c in sample)
+    assert len({c.id for _, c in sample}) == len(sample)
