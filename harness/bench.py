@@ -102,7 +102,25 @@ def time_calls(fn: Callable[[], Any], *, reps: int, warmup: int, device: Any) ->
             fn()
             samples.append((time.perf_counter() - t0) * 1e3)
     return {"median_ms": statistics.median(samples), "min_ms": min(samples), "reps": reps,
-            "clock": "cuda events" if device.type == "cuda" else "wall"}
+            "clock": "cuda events" if device.type == "cuda" else "wall", "samples": samples}
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any]], *, reps: int, warmup: int, device: Any,
+                     rounds: int = 4) -> dict[str, dict[str, Any]]:
+    """Time several variants in alternating rounds (A B C A B C ...) so that clock and load drift hits them
+    alike; each variant's median and min over all its calls."""
+    per_round = max(1, reps // rounds)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time_calls(fn, reps=per_round, warmup=0, device=device)
+            samples[name].extend(t.pop("samples"))
+    clock = "cuda events" if device.type == "cuda" else "wall"
+    return {name: {"median_ms": statistics.median(v), "min_ms": min(v), "reps": len(v), "clock": clock,
+                   "interleaved_with": sorted(set(fns) - {name})} for name, v in samples.items()}
 
 
 def wall(fn: Callable[[], Any], device: Any) -> float:
@@ -196,15 +214,10 @@ class Child:
         """Bare kernel, guard markers (kernel alone, and refill + kernel + on-device check), poison cycle."""
         torch = self.torch
         adapter = self._adapter(scenario)
-        bare_ctx = self._ctx(production=True)
-        bare_info = adapter(case, bare_ctx)
-        bare = self._time(self._relaunch(bare_info))
-        del bare_info, bare_ctx
-
+        bare_info = adapter(case, self._ctx(production=True))
         ctx = self._ctx()
         info = adapter(case, ctx)
         arena, relaunch = ctx.arena, self._relaunch(info)
-        kernel = self._time(relaunch)
         counts: list[Any] = []
 
         def guarded_launch() -> None:
@@ -212,7 +225,10 @@ class Child:
             relaunch()
             counts.append(arena.changed_counts())
 
-        launch = self._time(guarded_launch)
+        timed = time_interleaved({"bare": self._relaunch(bare_info), "guard_kernel": relaunch, "guard_launch": guarded_launch},
+                                 reps=self.reps, warmup=self.warmup, device=self.device)
+        bare, kernel, launch = timed["bare"], timed["guard_kernel"], timed["guard_launch"]
+        del bare_info
         changed = sum(int(c.sum()) for c in counts if c is not None)
         alloc_fill = self._alloc_cost(arena)
         poison = self._poison_cycle(ctx, info)
@@ -282,10 +298,15 @@ class Child:
         from harness import layout as L
         if self.device.type != "cuda":
             raise _unsupported("guard-page mode needs a CUDA GPU")
+        adapter = self._adapter(scenario)
+        bare_info = adapter(case, self._ctx(production=True))
         ctx = self._ctx(placement=L.GUARD_PAGE)
-        info = self._adapter(scenario)(case, ctx)
+        info = adapter(case, ctx)
         backends = sorted({b.backend for b in ctx.arena.buffers.values() if b.name in ctx.watched})
-        return {"kernel": info.kernel, "guard_page": self._time(self._relaunch(info)), "watched_backends": backends}
+        timed = time_interleaved({"bare": self._relaunch(bare_info), "guard_page": self._relaunch(info)},
+                                 reps=self.reps, warmup=self.warmup, device=self.device)
+        return {"kernel": info.kernel, "guard_page": timed["guard_page"], "guard_page_bare": timed["bare"],
+                "watched_backends": backends}
 
     def memcheck(self, scenario: Scenario, case: Case) -> dict[str, Any]:
         from harness import layout as L
@@ -309,6 +330,9 @@ class Child:
             full.rows("all_markers", rows=size // 4096, row_bytes=4096, row_stride=4096, used_rows=0)
             check_full = self._time(lambda: full.changed_counts())
             verify_full = self._time(lambda: full.verify(), reps=max(3, self.reps // 2))
+            fill_full = self._time(lambda: full.fill_markers())
+            full.checker = "torch"
+            check_torch = self._time(lambda: full.changed_counts())
             del full
             padded = Arena(self.device, guard=1024)
             padded.rows("padded", rows=size // 80, row_bytes=72, row_stride=80, used_rows=size // 80)
@@ -320,13 +344,17 @@ class Child:
                 "check_all_markers": check_full, "check_all_markers_GBps": gbps(size, check_full),
                 "verify_all_markers": verify_full, "verify_all_markers_GBps": gbps(size, verify_full),
                 "check_padded_rows": check_pad, "check_padded_rows_buffer_GBps": gbps(size, check_pad),
+                "fill_all_markers": fill_full, "fill_all_markers_GBps": gbps(size, fill_full),
+                "check_all_markers_torch_ops": check_torch, "check_all_markers_torch_ops_GBps": gbps(size, check_torch),
                 "verify_vs_copy": gbps(size, verify_full) / gbps(2 * size, copy),
             })
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
         return {"device": str(self.device), "sizes": rows_out,
-                "note": "copy GB/s counts bytes read + written; verify counts bytes checked (read once); "
-                        "verify = on-device word compare + count + one host sync (Arena.verify on a clean buffer)"}
+                "checker": "triton span table" if self.device.type == "cuda" else "torch ops",
+                "note": "copy GB/s counts bytes read + written; check/verify/fill count the marker bytes (each read or "
+                        "written once). check = Arena.changed_counts (on the device, no sync); verify = Arena.verify on a "
+                        "clean buffer (check + one host sync); torch ops = the CPU path's word compares, for comparison"}
 
 
 def _unsupported(message: str) -> Exception:
@@ -466,6 +494,8 @@ class Bench:
                 results = [{"case_id": cid, "status": "error", "message": str(exc)} for cid in timed]
             for r in results:
                 rows[r["case_id"]][mode] = r.get(mode) or {"status": r.get("status"), "message": r.get("message", "")}
+                if r.get(f"{mode}_bare"):
+                    rows[r["case_id"]][f"{mode}_bare"] = r[f"{mode}_bare"]
         for row in rows.values():
             row["ratios"] = _ratios(row)
         return {"cases": list(rows.values()), "reps": self.args.reps}
@@ -572,11 +602,12 @@ def _ratios(row: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not bare:
         return out
-    for key, src in (("guard_kernel", "guard_kernel"), ("guard_launch", "guard_launch"), ("poison", "poison"),
-                     ("guard_page", "guard_page"), ("memcheck", "memcheck")):
-        ms = (row.get(src) or {}).get("median_ms")
+    for key in ("guard_kernel", "guard_launch", "poison", "guard_page", "memcheck"):
+        ms = (row.get(key) or {}).get("median_ms")
+        # guard-page is timed against a bare run interleaved with it in its own process
+        base = (row.get(f"{key}_bare") or {}).get("median_ms") or bare
         if ms:
-            out[key] = ms / bare
+            out[key] = ms / base
     return out
 
 
@@ -641,11 +672,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
     bw = parts.get("bandwidth", {})
     if bw.get("sizes"):
         lines += ["", "## Guard verification vs copy bandwidth", "", bw.get("note", ""), "",
-                  "| MiB | copy GB/s | check (device) GB/s | verify (with sync) GB/s | padded rows 72/80, buffer GB/s | verify / copy |",
-                  "|---|---|---|---|---|---|"]
+                  "| MiB | copy GB/s | check (device) GB/s | verify (with sync) GB/s | fill GB/s | check, torch ops GB/s | padded rows 72/80, buffer GB/s | verify / copy |",
+                  "|---|---|---|---|---|---|---|---|"]
         for s in bw["sizes"]:
             lines.append(f"| {s['size_mib']} | {s['copy_GBps']:.0f} | {s['check_all_markers_GBps']:.0f} | "
-                         f"{s['verify_all_markers_GBps']:.0f} | {s['check_padded_rows_buffer_GBps']:.0f} | {s['verify_vs_copy']:.2f} |")
+                         f"{s['verify_all_markers_GBps']:.0f} | {s.get('fill_all_markers_GBps', 0):.0f} | "
+                         f"{s.get('check_all_markers_torch_ops_GBps', 0):.0f} | {s['check_padded_rows_buffer_GBps']:.0f} | {s['verify_vs_copy']:.2f} |")
     cases = parts.get("cases", {}).get("cases", [])
     if cases:
         lines += ["", "## Per case (median per launch; ratios to the bare kernel)", "",

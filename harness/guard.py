@@ -180,7 +180,10 @@ class Arena:
     flush_allocator: Allocator | None = None
     marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
     on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
+    checker: str = "auto"      # "auto": Triton on a GPU, torch ops elsewhere; "triton" or "torch" to force one
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
+    _table: Any = field(default=None, repr=False)
+    _table_key: tuple = field(default=(), repr=False)
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, placement: str | None = None) -> torch.Tensor:
         itemsize = _itemsize(name, dtype)
@@ -233,12 +236,34 @@ class Arena:
 
     def changed_counts(self) -> torch.Tensor | None:
         """All marker views' changed-word counts in one device tensor (no sync), or None without markers."""
+        table = self._span_table()
+        if table is not None:
+            return table.count()
         counts = [c for buf in self.buffers.values() for c in buf.changed_counts()]
         return torch.stack(counts) if counts else None
 
     def fill_markers(self) -> None:
+        table = self._span_table()
+        if table is not None:
+            table.fill()
+            return
         for buf in self.buffers.values():
             buf.fill_markers()
+
+    def _span_table(self) -> Any:
+        """On a GPU, the marker spans of every buffer for one-launch fill and check (rebuilt when a buffer is
+        added or a marker changes); None where the torch ops are used."""
+        if self.checker not in ("auto", "triton", "torch"):
+            raise ValueError(f"checker {self.checker!r} is not one of auto, triton, torch")
+        if self.checker == "torch" or (self.checker == "auto" and self.device.type != "cuda"):
+            return None
+        key = tuple((name, buf.marker, buf.storage.data_ptr()) for name, buf in self.buffers.items())
+        if key != self._table_key:
+            from harness.markcheck import Span, SpanTable
+            spans = [Span.of(view, buf.marker) for buf in self.buffers.values() for view in buf.marker_views()]
+            self._table = SpanTable(spans, self.device) if spans else None
+            self._table_key = key
+        return self._table
 
     def refill(self, marker: int | None = None) -> None:
         for buf in self.buffers.values():

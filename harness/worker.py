@@ -95,9 +95,13 @@ class Worker:
             status = {"status": "ok"}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case
             body = {}
-            kind = "unsupported" if _is_unsupported(exc) else ("fault" if _context_lost(exc) else "error")
-            if kind == "error" and _out_of_memory(exc):
+            # Out of memory first: cudaMalloc's "CUDA error: out of memory" leaves the context usable.
+            if _is_unsupported(exc):
+                kind = "unsupported"
+            elif _out_of_memory(exc):
                 kind = "oom"
+            else:
+                kind = "fault" if _context_lost(exc) else "error"
             status = {"status": kind, "message": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=20)}
             if kind == "fault":

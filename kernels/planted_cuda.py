@@ -41,6 +41,10 @@ def run_case(case: Any, ctx: Any) -> Any:
     r = extra if case.variant == "overread" else 0
     w = extra if case.variant == "overwrite" else 0
     lo = extra if case.variant == "underwrite" else 0
-    stream = torch.cuda.current_stream(ctx.device).cuda_stream
-    module.launch(src.data_ptr(), dst.data_ptr(), total.data_ptr(), n, r, lo, w, stream)
-    return RunInfo(kernel="planted_copy_sum_cuda", outputs={"total": total})
+
+    def once() -> None:
+        stream = torch.cuda.current_stream(ctx.device).cuda_stream
+        module.launch(src.data_ptr(), dst.data_ptr(), total.data_ptr(), n, r, lo, w, stream)
+
+    once()
+    return RunInfo(kernel="planted_copy_sum_cuda", outputs={"total": total}, relaunch=once)

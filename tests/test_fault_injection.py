@@ -426,7 +426,8 @@ def test_killed_xdist_worker_reports_its_case_as_crashed_and_the_others_run(work
     """The adapter SIGKILLs the pytest-xdist worker above the harness worker (once, as the OOM killer
     would); xdist restarts the worker; the report has every case once, the killed one crashed."""
     fake_file = FAKE_DIR / "fake_scenarios" / "fake_faults.py"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), FAKE_FAULTS_DIR=str(worker_env))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTEST_XDIST"))}  # not the outer run's
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), FAKE_FAULTS_DIR=str(worker_env))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(fake_file), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
          "--batch-size", "1", "--mode", "guard", "--report-dir", str(tmp_path / "r"),

@@ -1,0 +1,136 @@
+"""Marker fill and check for a whole arena in one kernel launch each (Triton), for the GPU.
+
+A case's marker bytes are a handful of spans: front and back guards, row padding (a 2-D span: rows of
+`width` bytes, `stride` apart), unused rows. The span table holds each span's address, rows, width, stride
+and marker; one launch fills them all, one launch counts the changed words of each. The counts land in a
+device tensor, so checking costs no host sync until the caller reads them, and the clean check reads every
+marker byte once. Spans whose address, width and stride are multiples of 8 go through 8-byte words; any
+other span through bytes (guards of odd-sized tensors, 90-byte rows).
+
+Off the GPU, harness/guard.py checks with torch ops instead (the CPU tests run this kernel in Triton's
+interpreter and compare the two).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+WORD = 8
+BLOCK = 1024
+MAX_PROGRAMS = 1024       # per span: enough to fill an H100/H200 (132 SMs) with one large span
+_FIELDS = 6               # addr, rows, width (elements), stride (elements), pattern, count slot
+
+
+@dataclass(frozen=True)
+class Span:
+    addr: int       # first byte
+    rows: int
+    width: int      # bytes per row
+    stride: int     # bytes from one row to the next
+    marker: int     # the byte every position must hold
+
+    @classmethod
+    def of(cls, view: torch.Tensor, marker: int) -> "Span":
+        if view.dim() == 1:
+            return cls(view.data_ptr(), 1, view.shape[0], view.shape[0], marker)
+        return cls(view.data_ptr(), view.shape[0], view.shape[1], view.stride(0), marker)
+
+    @property
+    def words(self) -> bool:
+        return self.addr % WORD == 0 and self.width % WORD == 0 and (self.rows == 1 or self.stride % WORD == 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.width
+
+
+def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr):
+    span = tl.program_id(0)
+    pid = tl.program_id(1)
+    programs = tl.num_programs(1)
+    row = table_ptr + span * 6
+    addr = tl.load(row)
+    rows = tl.load(row + 1).to(tl.int32)
+    width = tl.load(row + 2).to(tl.int32)
+    stride = tl.load(row + 3)
+    pattern = tl.load(row + 4)
+    slot = tl.load(row + 5)
+    if WORDS:
+        ptr = addr.to(tl.pointer_type(tl.int64))
+        value = pattern
+        filler = tl.zeros((BLOCK,), dtype=tl.int64) + value
+    else:
+        ptr = addr.to(tl.pointer_type(tl.uint8))
+        value = pattern.to(tl.uint8)
+        filler = tl.zeros((BLOCK,), dtype=tl.uint8) + value
+    total = rows * width
+    offs = tl.arange(0, BLOCK)
+    changed = tl.zeros((BLOCK,), dtype=tl.int32)
+    for start in range(pid * BLOCK, total, programs * BLOCK):
+        idx = start + offs
+        mask = idx < total
+        if rows == 1:
+            where = ptr + idx
+        else:
+            r = idx // width
+            where = ptr + r.to(tl.int64) * stride + (idx - r * width)
+        if FILL:
+            tl.store(where, filler, mask=mask)
+        else:
+            got = tl.load(where, mask=mask, other=value)
+            changed += (got != value).to(tl.int32)
+    if not FILL:
+        tl.atomic_add(counts_ptr + slot, tl.sum(changed, 0))
+
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _kernel(device: torch.device) -> Any:
+    """The jitted kernel; with TRITON_INTERPRET=1 set before triton was imported, Triton's interpreter
+    (how the CPU tests run it)."""
+    if "k" not in _COMPILED:
+        _COMPILED["k"] = triton.jit(fill_or_count)
+    return _COMPILED["k"]
+
+
+class SpanTable:
+    """The marker spans of an arena, laid out for the kernels; built once, reused for every fill and check."""
+
+    def __init__(self, spans: Sequence[Span], device: torch.device) -> None:
+        self.spans = list(spans)
+        self.device = device
+        self.groups: list[tuple[bool, torch.Tensor, int, int]] = []     # (words, table, spans, programs)
+        for words in (True, False):
+            rows = [(i, s) for i, s in enumerate(self.spans) if s.words == words]
+            if not rows:
+                continue
+            size = WORD if words else 1
+            table = [[s.addr, s.rows, s.width // size, s.stride // size, _pattern(s.marker, words), i] for i, s in rows]
+            longest = max(s.nbytes // size for _, s in rows)
+            if longest >= 2**31:
+                raise ValueError(f"a marker span of {longest} elements is too long for one check (limit 2**31)")
+            programs = max(1, min(MAX_PROGRAMS, -(-longest // BLOCK)))
+            self.groups.append((words, torch.tensor(table, dtype=torch.int64, device=device), len(rows), programs))
+
+    def fill(self) -> None:
+        for words, table, n, programs in self.groups:
+            _kernel(self.device)[(n, programs)](table, table, FILL=True, WORDS=words, BLOCK=BLOCK)
+
+    def count(self) -> torch.Tensor:
+        """Changed words (or bytes, for byte spans) per span, in span order, on the device."""
+        counts = torch.zeros(len(self.spans), dtype=torch.int32, device=self.device)
+        for words, table, n, programs in self.groups:
+            _kernel(self.device)[(n, programs)](table, counts, FILL=False, WORDS=words, BLOCK=BLOCK)
+        return counts
+
+
+def _pattern(marker: int, words: bool) -> int:
+    if not words:
+        return marker
+    return int.from_bytes(bytes([marker]) * WORD, "little", signed=True)

@@ -1,0 +1,73 @@
+"""Run by tests/test_markcheck.py in a subprocess with TRITON_INTERPRET=1: the one-launch Triton marker
+check (harness/markcheck.py) against an independent numpy count and against the torch path, on random
+layouts and random corruptions. Prints one JSON line of mismatches (empty lists when all agree)."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import torch
+
+from harness import layout as L
+from harness.guard import Arena
+from harness.markcheck import WORD, Span, SpanTable
+
+
+def reference(span: Span, memory: np.ndarray, base: int) -> int:
+    """Changed words (word spans) or bytes (byte spans), counted by hand from a host copy."""
+    size = WORD if span.words else 1
+    changed = 0
+    for r in range(span.rows):
+        start = span.addr - base + r * span.stride
+        row = memory[start : start + span.width]
+        if size == 1:
+            changed += int((row != span.marker).sum())
+        else:
+            changed += int((row.reshape(-1, size) != span.marker).any(axis=1).sum())
+    return changed
+
+
+def main() -> None:
+    rng = random.Random(7)
+    problems: list[str] = []
+    checked = 0
+    for trial in range(40):
+        kind = {"checker": "triton"}
+        a, b = Arena(torch.device("cpu"), guard=rng.choice([16, 64, 1024]), **kind), Arena(torch.device("cpu"), checker="torch")
+        for arena in (a, b):
+            rng_local = random.Random(trial)
+            arena.guard = a.guard
+            for i in range(rng_local.randint(1, 4)):
+                if rng_local.random() < 0.5:
+                    arena.tensor(f"t{i}", (rng_local.randint(1, 5000),), torch.uint8)
+                else:
+                    row_bytes = rng_local.choice([72, 90, 30, 13, 64, 3])
+                    stride = row_bytes + rng_local.choice([0, 1, 6, 8, 16])
+                    rows = rng_local.randint(1, 40)
+                    arena.rows(f"r{i}", rows=rows, row_bytes=row_bytes, row_stride=stride, used_rows=rng_local.randint(0, rows))
+        for name in a.buffers:
+            for arena in (a, b):
+                st = arena.buffers[name].storage
+                poke = random.Random(trial * 100 + len(name))
+                for _ in range(poke.randint(0, 6)):
+                    st[poke.randrange(st.numel())] = poke.randrange(256)
+        spans = [Span.of(v, buf.marker) for buf in a.buffers.values() for v in buf.marker_views()]
+        counts = SpanTable(spans, torch.device("cpu")).count().tolist()
+        for span, got in zip(spans, counts):
+            owner = next(buf for buf in a.buffers.values() if buf.storage.data_ptr() <= span.addr < buf.storage.data_ptr() + buf.storage.numel())
+            want = reference(span, owner.storage.numpy(), owner.storage.data_ptr())
+            checked += 1
+            if got != want:
+                problems.append(f"trial {trial}: span {span}: kernel {got}, reference {want}")
+        if a.verify() != b.verify():
+            problems.append(f"trial {trial}: verify differs: triton {a.verify()} torch {b.verify()}")
+        a.fill_markers()
+        b.fill_markers()
+        if any(a.verify().values()) or any(b.verify().values()):
+            problems.append(f"trial {trial}: markers not restored by fill_markers")
+    print(json.dumps({"problems": problems, "spans_checked": checked}))
+
+
+if __name__ == "__main__":
+    main()
