@@ -231,11 +231,14 @@ class Arena:
         if counts is None:
             return {name: [] for name in self.buffers}
         owners = [name for name, buf in self.buffers.items() for _ in buf.marker_views()]
-        dirty = {owner for owner, n in zip(owners, counts.cpu().tolist()) if n}
+        per_view = counts.cpu().reshape(len(owners), -1).sum(dim=1).tolist()
+        dirty = {owner for owner, n in zip(owners, per_view) if n}
         return {name: (buf.verify() if name in dirty else []) for name, buf in self.buffers.items()}
 
     def changed_counts(self) -> torch.Tensor | None:
-        """All marker views' changed-word counts in one device tensor (no sync), or None without markers."""
+        """Changed-word counts of every marker view on the device (no sync), or None without markers: one
+        count per view (torch ops), or a row of partial counts per view (Triton); either way, nonzero means
+        changed and `.reshape(views, -1).sum(1)` gives the count per view."""
         table = self._span_table()
         if table is not None:
             return table.count()

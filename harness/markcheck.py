@@ -84,7 +84,8 @@ def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr
             got = tl.load(where, mask=mask, other=value)
             changed += (got != value).to(tl.int32)
     if not FILL:
-        tl.atomic_add(counts_ptr + slot, tl.sum(changed, 0))
+        # Every (span, program) writes its own slot, work or not: no zeroing launch, no atomics.
+        tl.store(counts_ptr + slot * programs + pid, tl.sum(changed, 0))
 
 
 
@@ -105,29 +106,33 @@ class SpanTable:
     def __init__(self, spans: Sequence[Span], device: torch.device) -> None:
         self.spans = list(spans)
         self.device = device
-        self.groups: list[tuple[bool, torch.Tensor, int, int]] = []     # (words, table, spans, programs)
+        self.groups: list[tuple[bool, torch.Tensor, int]] = []     # (words, table, spans in the group)
+        longest = 1
         for words in (True, False):
             rows = [(i, s) for i, s in enumerate(self.spans) if s.words == words]
             if not rows:
                 continue
             size = WORD if words else 1
             table = [[s.addr, s.rows, s.width // size, s.stride // size, _pattern(s.marker, words), i] for i, s in rows]
-            longest = max(s.nbytes // size for _, s in rows)
-            if longest >= 2**31:
-                raise ValueError(f"a marker span of {longest} elements is too long for one check (limit 2**31)")
-            programs = max(1, min(MAX_PROGRAMS, -(-longest // BLOCK)))
-            self.groups.append((words, torch.tensor(table, dtype=torch.int64, device=device), len(rows), programs))
+            elements = max(s.nbytes // size for _, s in rows)
+            if elements >= 2**31:
+                raise ValueError(f"a marker span of {elements} elements is too long for one check (limit 2**31)")
+            longest = max(longest, elements)
+            self.groups.append((words, torch.tensor(table, dtype=torch.int64, device=device), len(rows)))
+        # One program count for every group, so that together they write every slot of the partial counts.
+        self.programs = max(1, min(MAX_PROGRAMS, -(-longest // BLOCK)))
 
     def fill(self) -> None:
-        for words, table, n, programs in self.groups:
-            _kernel(self.device)[(n, programs)](table, table, FILL=True, WORDS=words, BLOCK=BLOCK)
+        for words, table, n in self.groups:
+            _kernel(self.device)[(n, self.programs)](table, table, FILL=True, WORDS=words, BLOCK=BLOCK)
 
     def count(self) -> torch.Tensor:
-        """Changed words (or bytes, for byte spans) per span, in span order, on the device."""
-        counts = torch.zeros(len(self.spans), dtype=torch.int32, device=self.device)
-        for words, table, n, programs in self.groups:
-            _kernel(self.device)[(n, programs)](table, counts, FILL=False, WORDS=words, BLOCK=BLOCK)
-        return counts
+        """Changed words (or bytes, for byte spans) as [spans, programs] partial counts on the device: one
+        launch per group, no sync. Sum over the last axis for the count of each span (in span order)."""
+        partials = torch.empty((len(self.spans), self.programs), dtype=torch.int32, device=self.device)
+        for words, table, n in self.groups:
+            _kernel(self.device)[(n, self.programs)](table, partials, FILL=False, WORDS=words, BLOCK=BLOCK)
+        return partials
 
 
 def _pattern(marker: int, words: bool) -> int:

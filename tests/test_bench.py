@@ -73,8 +73,8 @@ def test_unmeasured_targets_are_not_measured_never_met(cpu_bench: dict[str, Any]
     status = {t["target"].split(",")[0]: t for t in cpu_bench["doc"]["targets"]}
     assert all(t["status"] in ("not measured", "met", "missed") for t in status.values())
     not_measured = [t for t in status.values() if t["status"] == "not measured"]
-    # no gpt-oss case, no buffer of 64 MiB (1 MiB only), no batching, no guard page on CPU
-    assert len(not_measured) == 4 and all(t["why"] for t in not_measured)
+    # no gpt-oss case (GPU time, elapsed), no buffer of 64 MiB (1 MiB only), no batching, no guard page on CPU
+    assert len(not_measured) == 5 and all(t["why"] for t in not_measured)
     assert "| not measured:" in cpu_bench["md"]
 
 
@@ -99,7 +99,7 @@ def _parts(guard: float | None = None, verify: float | None = None, speedup: flo
            page: float | None = None) -> dict[str, Any]:
     ratios: dict[str, float] = {}
     if guard is not None:
-        ratios["guard_launch"] = guard
+        ratios["guard_launch"] = ratios["guard_launch_gpu"] = guard
     if page is not None:
         ratios["guard_page"] = page
     return {"cases": {"cases": [{"case_id": "x", "tags": ["gpt-oss"], "ratios": ratios}]},
@@ -109,16 +109,16 @@ def _parts(guard: float | None = None, verify: float | None = None, speedup: flo
 
 
 @pytest.mark.parametrize("values,expected", [
-    ((1.04, 0.6, 3.5, 1.1), ["met"] * 4),
-    ((1.06, 0.4, 2.9, 1.3), ["missed"] * 4),
-    ((None, None, None, None), ["not measured"] * 4),
+    ((1.04, 0.6, 3.5, 1.1), ["met"] * 5),
+    ((1.06, 0.4, 2.9, 1.3), ["missed"] * 5),
+    ((None, None, None, None), ["not measured"] * 5),
 ])
 def test_targets_follow_the_issue_thresholds(values: tuple[Any, ...], expected: list[str]) -> None:
     assert [t["status"] for t in bench.evaluate_targets(_parts(*values))] == expected
 
 
 def test_small_buffers_do_not_count_for_the_bandwidth_target() -> None:
-    (_, verify, _, _) = bench.evaluate_targets(_parts(verify=0.6))
+    (_, _, verify, _, _) = bench.evaluate_targets(_parts(verify=0.6))
     assert verify["measured"] == 0.6        # the 1 MiB row's 0.01 is below the 64 MiB floor and ignored
 
 

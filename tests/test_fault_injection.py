@@ -469,7 +469,8 @@ def test_gpu_out_of_memory_is_reported_with_the_memory_left_and_the_batch_goes_o
     results = gpu_batch["results"]
     oom = results["fake_faults[oom-n4000]"]
     assert oom.outcome is Outcome.UNRESOLVED and oom.message.startswith("out of memory (")
-    assert "GiB free after releasing the case" in oom.message and "OutOfMemoryError" in oom.message
+    assert "GiB free after releasing the case" in oom.message
+    assert "out of memory" in oom.message.split("\n", 1)[1].lower()     # the allocator's own message follows
     assert results["fake_faults[clean-n64]"].outcome is Outcome.CLEAN
     first = [json.loads(p.read_text()) for p in sorted((gpu_batch["workdir"] / "batch-001").glob("[0-9].json"))]
     assert len({r["pid"] for r in first}) == 1 and len(first) >= 3     # oom and the case after it: one process
