@@ -190,6 +190,7 @@ class Arena:
         nbytes = itemsize * _numel(shape)
         buf = self._allocate(name, L.plan(nbytes, placement=self._placement(placement), guard=self.guard))
         buf.tensor = buf.body().view(dtype).view(shape)
+        self._changed()
         return buf.tensor
 
     def rows(self, name: str, *, rows: int, row_bytes: int, row_stride: int, used_rows: int,
@@ -202,6 +203,7 @@ class Arena:
         buf = self._allocate(name, L.plan(spec.nbytes, placement=self._placement(placement), guard=self.guard, rows=spec))
         flat = buf.body().view(dtype)
         buf.tensor = flat.as_strided((rows, row_bytes // itemsize), (row_stride // itemsize, 1))
+        self._changed()
         return buf.tensor
 
     def _placement(self, placement: str | None) -> str:
@@ -220,9 +222,12 @@ class Arena:
         buf = GuardedBuffer(name, lay, storage, storage, marker, backend, base, size, keep)
         buf.refill()
         self.buffers[name] = buf
+        return buf
+
+    def _changed(self) -> None:
+        """Tell the owner (the worker writes the buffer map to disk before any launch)."""
         if self.on_change is not None:
             self.on_change()
-        return buf
 
     def verify(self) -> dict[str, list[ByteRange]]:
         """Changed marker bytes per buffer. One device pass and one host sync when nothing changed; only a
@@ -244,6 +249,16 @@ class Arena:
             return table.count()
         counts = [c for buf in self.buffers.values() for c in buf.changed_counts()]
         return torch.stack(counts) if counts else None
+
+    def check_and_rearm(self) -> torch.Tensor | None:
+        """changed_counts, then every marker back in place (one pass on a GPU: a clean span is only read)."""
+        table = self._span_table()
+        if table is not None:
+            return table.count(rearm=True)
+        counts = self.changed_counts()
+        for buf in self.buffers.values():
+            buf.fill_markers()
+        return counts
 
     def fill_markers(self) -> None:
         table = self._span_table()

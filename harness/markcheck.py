@@ -48,7 +48,8 @@ class Span:
         return self.rows * self.width
 
 
-def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr):
+def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
+                  REARM: tl.constexpr = False):
     span = tl.program_id(0)
     pid = tl.program_id(1)
     programs = tl.num_programs(1)
@@ -82,7 +83,10 @@ def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr
             tl.store(where, filler, mask=mask)
         else:
             got = tl.load(where, mask=mask, other=value)
-            changed += (got != value).to(tl.int32)
+            bad = got != value
+            changed += bad.to(tl.int32)
+            if REARM:
+                tl.store(where, filler, mask=mask & bad)     # a clean span is only read
     if not FILL:
         # Every (span, program) writes its own slot, work or not: no zeroing launch, no atomics.
         tl.store(counts_ptr + slot * programs + pid, tl.sum(changed, 0))
@@ -126,12 +130,13 @@ class SpanTable:
         for words, table, n in self.groups:
             _kernel(self.device)[(n, self.programs)](table, table, FILL=True, WORDS=words, BLOCK=BLOCK)
 
-    def count(self) -> torch.Tensor:
+    def count(self, *, rearm: bool = False) -> torch.Tensor:
         """Changed words (or bytes, for byte spans) as [spans, programs] partial counts on the device: one
-        launch per group, no sync. Sum over the last axis for the count of each span (in span order)."""
+        launch per group, no sync. Sum over the last axis for the count of each span (in span order).
+        rearm=True also writes the marker back where it changed, so the next launch starts armed."""
         partials = torch.empty((len(self.spans), self.programs), dtype=torch.int32, device=self.device)
         for words, table, n in self.groups:
-            _kernel(self.device)[(n, self.programs)](table, partials, FILL=False, WORDS=words, BLOCK=BLOCK)
+            _kernel(self.device)[(n, self.programs)](table, partials, FILL=False, WORDS=words, BLOCK=BLOCK, REARM=rearm)
         return partials
 
 

@@ -62,6 +62,12 @@ def main() -> None:
                 problems.append(f"trial {trial}: span {span}: kernel {got}, reference {want}")
         if a.verify() != b.verify():
             problems.append(f"trial {trial}: verify differs: triton {a.verify()} torch {b.verify()}")
+        rearmed = SpanTable(spans, torch.device("cpu")).count(rearm=True).sum(dim=1).tolist()
+        if rearmed != counts:
+            problems.append(f"trial {trial}: check-and-rearm counted {rearmed}, check counted {counts}")
+        if any(SpanTable(spans, torch.device("cpu")).count().sum(dim=1).tolist()):
+            problems.append(f"trial {trial}: markers not restored by check-and-rearm")
+        b.check_and_rearm()
         a.fill_markers()
         b.fill_markers()
         if any(a.verify().values()) or any(b.verify().values()):

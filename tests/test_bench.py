@@ -67,6 +67,7 @@ def test_bandwidth_part_measures_copy_and_verify_on_the_same_size(cpu_bench: dic
     (size,) = cpu_bench["doc"]["parts"]["bandwidth"]["sizes"]
     assert size["size_mib"] == 1 and size["copy_GBps"] > 0 and size["verify_all_markers_GBps"] > 0
     assert size["verify_vs_copy"] == pytest.approx(size["verify_all_markers_GBps"] / size["copy_GBps"])
+    assert size["check_vs_copy"] == pytest.approx(size["check_all_markers_GBps"] / size["copy_GBps"])
 
 
 def test_unmeasured_targets_are_not_measured_never_met(cpu_bench: dict[str, Any]) -> None:
@@ -103,8 +104,8 @@ def _parts(guard: float | None = None, verify: float | None = None, speedup: flo
     if page is not None:
         ratios["guard_page"] = page
     return {"cases": {"cases": [{"case_id": "x", "tags": ["gpt-oss"], "ratios": ratios}]},
-            "bandwidth": {"sizes": [] if verify is None else [{"size_mib": 64, "verify_vs_copy": verify},
-                                                              {"size_mib": 1, "verify_vs_copy": 0.01}]},
+            "bandwidth": {"sizes": [] if verify is None else [{"size_mib": 64, "check_vs_copy": verify},
+                                                              {"size_mib": 1, "check_vs_copy": 0.01}]},
             "batching": {} if speedup is None else {"speedup": speedup}}
 
 

@@ -486,3 +486,26 @@ def test_gpu_illegal_address_is_crashed_and_the_rest_rerun_in_a_fresh_process(gp
     assert results["fake_faults[overwrite-n4000]"].outcome is Outcome.EXPECTED_FINDING
     rerun = json.loads((gpu_batch["workdir"] / "batch-002" / "0.json").read_text())
     assert rerun["case_id"] == "fake_faults[overwrite-n4000]" and rerun["device"].startswith("cuda")
+
+
+# ------------------------------------------------------- (j) the target aborts after memcheck ended its kernel
+
+def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failure(tmp_path: Path) -> None:
+    """Real H200 output: memcheck ends the mxfp4 kernel; a destructor's cudaFree then aborts the worker. The
+    sanitizer's records are complete, so the case is judged from them (not 'memcheck did not run')."""
+    from harness.runner import _Attempt
+    data = Path(__file__).parent / "data" / "sanitizer"
+    xml = tmp_path / "sanitizer.xml"
+    xml.write_bytes((data / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes())
+    attempt = _Attempt(log=(data / "memcheck-mxfp4-overread-target-aborted.txt").read_text())
+    make_runner(tmp_path)._read_sanitizer(attempt, xml)
+    assert attempt.sanitizer_problem == "" and attempt.sanitizer_ran
+    assert sum(r.category == "memory_access" for r in attempt.records) == 32
+
+
+def test_sanitizer_that_could_not_start_its_target_is_still_a_failure(tmp_path: Path) -> None:
+    from harness.runner import _Attempt
+    data = Path(__file__).parent / "data" / "sanitizer"
+    attempt = _Attempt(log=(data / "cpu-wheel-13.5.25-no-gpu.txt").read_text())
+    make_runner(tmp_path)._read_sanitizer(attempt, tmp_path / "missing.xml")
+    assert not attempt.sanitizer_ran and "internal error" in attempt.sanitizer_problem
