@@ -220,7 +220,12 @@ class Arena:
         storage, base, size, backend, keep = allocate(lay.total, self.device)
         marker = self.marker_for.get(name, self.marker)
         buf = GuardedBuffer(name, lay, storage, storage, marker, backend, base, size, keep)
-        buf.refill()
+        # The tensor's bytes start as the arena's marker, its guards and padding as its own: in poison mode
+        # only the guards differ between runs, so output bytes a kernel leaves unwritten cannot look like
+        # an overread.
+        storage.fill_(self.marker)
+        if marker != self.marker:
+            buf.fill_markers()
         self.buffers[name] = buf
         return buf
 

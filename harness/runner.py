@@ -393,7 +393,8 @@ class Runner:
 
     def _fault_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
         watched = res.get("watched") or [b["name"] for b in res.get("buffers", [])]
-        note = f"hardware fault, no sanitizer: {res.get('message', '')}"
+        note = (f"hardware fault on the unmapped page after the tensor (a read or a write: the fault does not say "
+                f"which), no sanitizer: {res.get('message', '')}")
         # The fault does not say which watched buffer was hit: one finding names them all ("src|dst").
         return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="|".join(watched), region="past_end", bytes=0,
                         kernel=kernel, arch=arch, note=note, exact=False)] if watched else []

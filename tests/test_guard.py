@@ -174,7 +174,9 @@ def test_per_buffer_marker() -> None:
     a.tensor("x", (8,), torch.uint8)
     a.tensor("y", (8,), torch.uint8)
     assert a.buffers["x"].marker == DEFAULT_MARKER and a.buffers["y"].marker == 0xFF
-    assert bool((a.buffers["y"].storage == 0xFF).all())
+    y = a.buffers["y"]
+    assert bool((y.storage[: y.layout.front] == 0xFF).all()) and bool((y.storage[y.layout.front + 8 :] == 0xFF).all())
+    assert bool((y.body() == DEFAULT_MARKER).all())     # the tensor's own bytes: the base marker
 
 
 def test_refill_with_a_new_marker() -> None:
@@ -328,3 +330,14 @@ def test_fill_markers_restores_the_guards_and_keeps_the_tensor() -> None:
 
 def test_arena_without_buffers_verifies_to_nothing() -> None:
     assert arena().verify() == {} and arena().changed_counts() is None
+
+
+def test_poisoned_buffer_differs_from_the_others_only_in_its_marker_bytes() -> None:
+    """Poison mode: bytes a kernel leaves unwritten inside the tensor must read the same in both runs."""
+    a = arena(guard=64, marker_for={"scale": 0xFF})
+    a.rows("scale", rows=4, row_bytes=72, row_stride=80, used_rows=3)
+    buf = a.buffers["scale"]
+    body = buf.body().view(4, 80)
+    assert bool((body[:3, :72] == DEFAULT_MARKER).all())          # the tensor: the arena's base marker
+    assert bool((body[:3, 72:] == 0xFF).all()) and bool((body[3] == 0xFF).all())
+    assert bool((buf.storage[:64] == 0xFF).all()) and a.verify() == {"scale": []}
