@@ -558,10 +558,19 @@ def _upstream_suffix(case: Mapping[str, Any]) -> str:
     return f" [upstream {upstream}]" if upstream else ""
 
 
-def _terminal_unsupported(cases: Sequence[Mapping[str, Any]]) -> str:
+def _terminal_unsupported(cases: Sequence[Mapping[str, Any]], shown: int = 3) -> str:
+    """One line per distinct reason (a CPU-only machine has one reason for a hundred cases), a few ids each."""
     skipped = [c for c in cases if c["outcome"] == Outcome.UNSUPPORTED.label]
-    lines = [f"  UNSUPPORTED {c['id']} ({c['arch'] or '-'}): {_first_line(c['message']) or 'no reason given'}"
-             for c in skipped]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c in skipped:
+        groups.setdefault((c["arch"] or "-", _first_line(c["message"]) or "no reason given"), []).append(c["id"])
+    lines = []
+    for (arch, reason), ids in groups.items():
+        if len(ids) == 1:
+            lines.append(f"  UNSUPPORTED {ids[0]} ({arch}): {reason}")
+            continue
+        more = f", and {len(ids) - shown} more" if len(ids) > shown else ""
+        lines.append(f"  UNSUPPORTED {plural(len(ids), 'case')} ({arch}): {reason}\n      {', '.join(ids[:shown])}{more}")
     return "\n".join([f"Unsupported {plural(len(skipped), 'case')}:", *lines]) if lines else ""
 
 

@@ -413,3 +413,17 @@ def test_fields_added_by_a_newer_writer_are_ignored(tmp_path: Path) -> None:
     (known, *_) = cases_from_report(load_report(path))
     assert known.findings == [w_scale_overread()]
     assert "1,024 B in 512 accesses" in render_terminal(load_report(path))
+
+
+def test_terminal_groups_unsupported_cases_by_reason() -> None:
+    from harness.report import _terminal_unsupported
+    cases = [{"id": f"s[c{i}]", "arch": "", "outcome": Outcome.UNSUPPORTED.label, "message": "needs a CUDA GPU; found none"}
+             for i in range(40)]
+    cases.append({"id": "s[odd]", "arch": "sm_90", "outcome": Outcome.UNSUPPORTED.label, "message": "no VMM\nmore"})
+    text = _terminal_unsupported(cases)
+    lines = text.splitlines()
+    assert lines[0] == "Unsupported 41 cases:"
+    assert lines[1] == "  UNSUPPORTED 40 cases (-): needs a CUDA GPU; found none"
+    assert lines[2].strip() == "s[c0], s[c1], s[c2], and 37 more"
+    assert lines[3] == "  UNSUPPORTED s[odd] (sm_90): no VMM"
+    assert len(lines) == 4
