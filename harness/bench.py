@@ -340,45 +340,51 @@ class Child:
     def bandwidth(self, sizes_mib: Iterable[int]) -> dict[str, Any]:
         """Copy bandwidth (bytes read + written per second) and verification throughput (checked bytes per
         second) on the same sizes: a buffer whose every byte holds markers (unused rows), and row padding."""
-        from harness.guard import Arena
-        torch = self.torch
         rows_out = []
         for mib in sizes_mib:
-            size = int(mib) * MIB
-            src = torch.empty(size, dtype=torch.uint8, device=self.device).fill_(1)
-            dst = torch.empty_like(src)
-            copy = self._time(lambda: dst.copy_(src))
-            del src, dst
-            full = Arena(self.device, guard=1024)
-            full.rows("all_markers", rows=size // 4096, row_bytes=4096, row_stride=4096, used_rows=0)
-            check_full = self._time(lambda: full.changed_counts())
-            verify_full = self._time(lambda: full.verify(), reps=max(3, self.reps // 2))
-            fill_full = self._time(lambda: full.fill_markers())
-            full.checker = "torch"
-            check_torch = self._time(lambda: full.changed_counts())
-            del full
-            padded = Arena(self.device, guard=1024)
-            padded.rows("padded", rows=size // 80, row_bytes=72, row_stride=80, used_rows=size // 80)
-            check_pad = self._time(lambda: padded.changed_counts())
-            del padded
-            gbps = lambda nbytes, t: nbytes / (t["median_ms"] * 1e-3) / 1e9  # noqa: E731
-            rows_out.append({
-                "size_mib": int(mib), "copy": copy, "copy_GBps": gbps(2 * size, copy),
-                "check_all_markers": check_full, "check_all_markers_GBps": gbps(size, check_full),
-                "verify_all_markers": verify_full, "verify_all_markers_GBps": gbps(size, verify_full),
-                "check_padded_rows": check_pad, "check_padded_rows_buffer_GBps": gbps(size, check_pad),
-                "fill_all_markers": fill_full, "fill_all_markers_GBps": gbps(size, fill_full),
-                "check_all_markers_torch_ops": check_torch, "check_all_markers_torch_ops_GBps": gbps(size, check_torch),
-                "verify_vs_copy": gbps(size, verify_full) / gbps(2 * size, copy),
-                "check_vs_copy": gbps(size, check_full) / gbps(2 * size, copy),
-            })
+            rows_out.append(self._bandwidth_at(int(mib)))
             if self.device.type == "cuda":
-                torch.cuda.empty_cache()
+                self.torch.cuda.empty_cache()
         return {"device": str(self.device), "sizes": rows_out,
                 "checker": "triton span table" if self.device.type == "cuda" else "torch ops",
                 "note": "copy GB/s counts bytes read + written; check/verify/fill count the marker bytes (each read or "
                         "written once). check = Arena.changed_counts (on the device, no sync); verify = Arena.verify on a "
                         "clean buffer (check + one host sync); torch ops = the CPU path's word compares, for comparison"}
+
+    def _copy_time(self, size: int) -> dict[str, Any]:
+        src = self.torch.empty(size, dtype=self.torch.uint8, device=self.device).fill_(1)
+        dst = self.torch.empty_like(src)
+        return self._time(lambda: dst.copy_(src))
+
+    def _marker_times(self, size: int) -> dict[str, Any]:
+        from harness.guard import Arena
+        full = Arena(self.device, guard=1024)
+        full.rows("all_markers", rows=size // 4096, row_bytes=4096, row_stride=4096, used_rows=0)
+        times = {"check_all_markers": self._time(full.changed_counts),
+                 "verify_all_markers": self._time(full.verify, reps=max(3, self.reps // 2)),
+                 "fill_all_markers": self._time(full.fill_markers)}
+        full.checker = "torch"
+        times["check_all_markers_torch_ops"] = self._time(full.changed_counts)
+        padded = Arena(self.device, guard=1024)
+        padded.rows("padded", rows=size // 80, row_bytes=72, row_stride=80, used_rows=size // 80)
+        times["check_padded_rows"] = self._time(padded.changed_counts)
+        return times
+
+    def _bandwidth_at(self, mib: int) -> dict[str, Any]:
+        size = mib * MIB
+        copy = self._copy_time(size)
+        t = self._marker_times(size)
+
+        def gbps(nbytes: int, timing: dict[str, Any]) -> float:
+            return nbytes / (timing["median_ms"] * 1e-3) / 1e9
+
+        row: dict[str, Any] = {"size_mib": mib, "copy": copy, "copy_GBps": gbps(2 * size, copy), **t}
+        for key in ("check_all_markers", "verify_all_markers", "fill_all_markers", "check_all_markers_torch_ops"):
+            row[f"{key}_GBps"] = gbps(size, t[key])
+        row["check_padded_rows_buffer_GBps"] = gbps(size, t["check_padded_rows"])
+        row["verify_vs_copy"] = row["verify_all_markers_GBps"] / row["copy_GBps"]
+        row["check_vs_copy"] = row["check_all_markers_GBps"] / row["copy_GBps"]
+        return row
 
 
 def _unsupported(message: str) -> Exception:

@@ -9,7 +9,6 @@ import random
 import numpy as np
 import torch
 
-from harness import layout as L
 from harness.guard import Arena
 from harness.markcheck import WORD, Span, SpanTable
 
