@@ -261,8 +261,7 @@ class Arena:
         if table is not None:
             return table.count(rearm=True)
         counts = self.changed_counts()
-        for buf in self.buffers.values():
-            buf.fill_markers()
+        self.fill_markers()
         return counts
 
     def fill_markers(self) -> None:

@@ -22,7 +22,6 @@ import triton.language as tl
 WORD = 8
 BLOCK = 1024
 MAX_PROGRAMS = 1024       # per span: enough to fill an H100/H200 (132 SMs) with one large span
-_FIELDS = 6               # addr, rows, width (elements), stride (elements), pattern, count slot
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr
     span = tl.program_id(0)
     pid = tl.program_id(1)
     programs = tl.num_programs(1)
-    row = table_ptr + span * 6
+    row = table_ptr + span * 6      # a table row: addr, rows, width, stride (elements), pattern, count slot
     addr = tl.load(row)
     rows = tl.load(row + 1).to(tl.int32)
     width = tl.load(row + 2).to(tl.int32)

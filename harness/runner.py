@@ -456,7 +456,7 @@ class Runner:
 
 
 def _target_died(text: str) -> bool:
-    return text.strip().startswith("Error: process didn't terminate successfully") and "Unified Memory" not in text
+    return text.strip().startswith("Error: process didn't terminate successfully")
 
 
 def _with(f: Finding, **changes: Any) -> Finding:
