@@ -41,6 +41,16 @@ def _out_of_memory(exc: BaseException) -> bool:
     return "out of memory" in text.lower() or "can't allocate memory" in text
 
 
+def classify(exc: BaseException) -> str:
+    """What an exception from a case means: unsupported, oom, fault (the CUDA context is gone) or error.
+    Out of memory comes before fault: cudaMalloc's "CUDA error: out of memory" leaves the context usable."""
+    if _is_unsupported(exc):
+        return "unsupported"
+    if _out_of_memory(exc):
+        return "oom"
+    return "fault" if _context_lost(exc) else "error"
+
+
 def _context_lost(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}"
     return any(s in text for s in ("illegal memory access", "unspecified launch failure", "AcceleratorError",
@@ -95,13 +105,7 @@ class Worker:
             status = {"status": "ok"}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case
             body = {}
-            # Out of memory first: cudaMalloc's "CUDA error: out of memory" leaves the context usable.
-            if _is_unsupported(exc):
-                kind = "unsupported"
-            elif _out_of_memory(exc):
-                kind = "oom"
-            else:
-                kind = "fault" if _context_lost(exc) else "error"
+            kind = classify(exc)
             status = {"status": kind, "message": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=20)}
             if kind == "fault":

@@ -130,3 +130,28 @@ def test_sample_spreads_over_every_scenario_and_skips_isolated_cases() -> None:
     assert {s.name for s, _ in sample} == {s.name for s, _ in items}
     assert not any(s.isolated(c) for s, c in sample)
     assert len({c.id for _, c in sample}) == len(sample)
+
+
+def test_a_child_past_its_time_limit_is_killed_and_its_case_recorded(tmp_path: Path) -> None:
+    """A hanging case: the child is killed at --child-timeout, that case is `crashed`, the next one is measured."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    env_extra = {"FAKE_FAULTS_DIR": str(pid_dir)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "harness", "bench", "--out", str(tmp_path / "b"), "--parts", "cases",
+                               "--reps", "2", "--child-timeout", "20", "--case", "fake_faults[hang-n4000]", "--case", PLANTED_CLEAN],
+                              cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]),
+                                                      CUDA_VISIBLE_DEVICES="", **env_extra),
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        sleeper = pid_dir / "sleeper.pid"                   # the hanging adapter's own child, orphaned by the kill
+        if sleeper.exists():
+            try:
+                os.kill(int(sleeper.read_text()), 9)
+            except ProcessLookupError:
+                pass
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    r = rows(json.loads((tmp_path / "b" / "bench.json").read_text()))
+    assert r["fake_faults[hang-n4000]"]["status"] == "crashed"
+    assert "killed after 20 s" in r["fake_faults[hang-n4000]"]["message"]
+    assert r[PLANTED_CLEAN]["status"] == "ok"
