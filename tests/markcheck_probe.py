@@ -27,30 +27,39 @@ def reference(span: Span, memory: np.ndarray, base: int) -> int:
     return changed
 
 
+def build(checker: str, guard: int, trial: int) -> Arena:
+    """The same random layout for a given trial: plain tensors and row buffers of every width class."""
+    arena = Arena(torch.device("cpu"), guard=guard, checker=checker)
+    rng = random.Random(trial)
+    for i in range(rng.randint(1, 4)):
+        if rng.random() < 0.5:
+            arena.tensor(f"t{i}", (rng.randint(1, 5000),), torch.uint8)
+        else:
+            row_bytes = rng.choice([72, 90, 30, 13, 64, 3])
+            stride = row_bytes + rng.choice([0, 1, 6, 8, 16])
+            rows = rng.randint(1, 40)
+            arena.rows(f"r{i}", rows=rows, row_bytes=row_bytes, row_stride=stride, used_rows=rng.randint(0, rows))
+    return arena
+
+
+def corrupt(arenas: tuple[Arena, ...], seed: int) -> None:
+    """The same random bytes overwritten in each arena (inside and outside the marker spans)."""
+    for name in arenas[0].buffers:
+        for arena in arenas:
+            st = arena.buffers[name].storage
+            poke = random.Random(seed * 100 + len(name))
+            for _ in range(poke.randint(0, 6)):
+                st[poke.randrange(st.numel())] = poke.randrange(256)
+
+
 def main() -> None:
     rng = random.Random(7)
     problems: list[str] = []
     checked = 0
     for trial in range(40):
-        kind = {"checker": "triton"}
-        a, b = Arena(torch.device("cpu"), guard=rng.choice([16, 64, 1024]), **kind), Arena(torch.device("cpu"), checker="torch")
-        for arena in (a, b):
-            rng_local = random.Random(trial)
-            arena.guard = a.guard
-            for i in range(rng_local.randint(1, 4)):
-                if rng_local.random() < 0.5:
-                    arena.tensor(f"t{i}", (rng_local.randint(1, 5000),), torch.uint8)
-                else:
-                    row_bytes = rng_local.choice([72, 90, 30, 13, 64, 3])
-                    stride = row_bytes + rng_local.choice([0, 1, 6, 8, 16])
-                    rows = rng_local.randint(1, 40)
-                    arena.rows(f"r{i}", rows=rows, row_bytes=row_bytes, row_stride=stride, used_rows=rng_local.randint(0, rows))
-        for name in a.buffers:
-            for arena in (a, b):
-                st = arena.buffers[name].storage
-                poke = random.Random(trial * 100 + len(name))
-                for _ in range(poke.randint(0, 6)):
-                    st[poke.randrange(st.numel())] = poke.randrange(256)
+        guard = rng.choice([16, 64, 1024])
+        a, b = build("triton", guard, trial), build("torch", guard, trial)
+        corrupt((a, b), trial)
         spans = [Span.of(v, buf.marker) for buf in a.buffers.values() for v in buf.marker_views()]
         counts = SpanTable(spans, torch.device("cpu")).count().sum(dim=1).tolist()
         for span, got in zip(spans, counts):
@@ -67,6 +76,9 @@ def main() -> None:
         if any(SpanTable(spans, torch.device("cpu")).count().sum(dim=1).tolist()):
             problems.append(f"trial {trial}: markers not restored by check-and-rearm")
         b.check_and_rearm()
+        if any(b.verify().values()):
+            problems.append(f"trial {trial}: markers not restored by the torch path's check_and_rearm")
+        corrupt((a, b), trial + 1000)             # fresh damage, for fill_markers to repair
         a.fill_markers()
         b.fill_markers()
         if any(a.verify().values()) or any(b.verify().values()):
