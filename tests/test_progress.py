@@ -1,0 +1,88 @@
+"""harness/progress.py: plain lines when stderr is not a terminal, a rich bar on one, honest endings."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from harness import progress as P
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_style_follows_the_stream_and_the_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    assert P.style(io.StringIO()) == "plain"
+    assert P.style(Tty()) == "rich"
+    monkeypatch.setenv(P.ENV, "plain")
+    assert P.style(Tty()) == "plain"
+    monkeypatch.setenv(P.ENV, "bogus")
+    with pytest.raises(ValueError, match="GPU_MEMSAFETY_PROGRESS='bogus'.*rich, plain, off"):
+        P.style(Tty())
+
+
+def test_plain_lines_one_per_tenth_and_a_done_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    out = io.StringIO()
+    with P.progress("stress K2880", total=200, unit="runs", stream=out) as bar:
+        for i in range(200):
+            bar.advance(1, note=f"{i // 50} crashed")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "stress K2880: started (200 runs)"
+    assert len(lines) == 1 + 9 + 1, lines          # start, 10%..90%, done: never one line per run
+    assert lines[1].startswith("stress K2880: 20 runs of 200 runs (10%)")
+    assert lines[-1].startswith("stress K2880: 200 runs of 200 runs (100%)")
+    assert lines[-1].endswith("3 crashed done")
+
+
+def test_a_step_that_raises_is_reported_stopped_not_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt), P.progress("bench", total=4, stream=out) as bar:
+        bar.advance(1)
+        raise KeyboardInterrupt
+    last = out.getvalue().splitlines()[-1]
+    assert "1 of 4 (25%)" in last and last.endswith("stopped (KeyboardInterrupt)") and "done" not in last
+
+
+def test_unknown_total_prints_by_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    out = io.StringIO()
+    bar = P.PlainBar("download", None, P.BYTES, out, clock=lambda: now[0])
+    bar.start()
+    for _ in range(5):
+        now[0] += P.PLAIN_EVERY_S / 2
+        bar.advance(3 << 20)
+    bar.finish(None)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "download: started"
+    assert lines[1:] == ["download: 6.0 MiB in 30.0 s", "download: 12.0 MiB in 60.0 s", "download: 15.0 MiB in 75.0 s done"]
+
+
+def test_copy_stream_copies_everything_and_refuses_a_short_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    data = bytes(range(256)) * 20000            # 5 MB: several chunks
+    dst, log = io.BytesIO(), io.StringIO()
+    assert P.copy_stream(io.BytesIO(data), dst, "wheel", total=len(data), stream=log) == len(data)
+    assert dst.getvalue() == data
+    assert log.getvalue().splitlines()[-1].startswith("wheel: 4.9 MiB of 4.9 MiB (100%)")
+    with pytest.raises(OSError, match="wheel: got 10 bytes, expected 11"):
+        P.copy_stream(io.BytesIO(b"x" * 10), io.BytesIO(), "wheel", total=11, stream=io.StringIO())
+
+
+def test_rich_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    out = Tty()
+    assert list(P.track(range(7), "cases", stream=out)) == list(range(7))
+    text = out.getvalue()
+    assert "cases" in text and "7/7" in text and "started" not in text    # drawn by rich, not plain lines
+
+
+def test_off_prints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(P.ENV, "off")
+    out = io.StringIO()
+    assert list(P.track([1, 2], "x", stream=out)) == [1, 2]
+    assert out.getvalue() == ""
