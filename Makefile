@@ -34,7 +34,7 @@ env: $(VENV)/.bootstrap-gpu
 
 # OpenAI's triton_kernels as bundled in the sgl-kernel 0.3.21 wheel (matmul_ogs API, runs on triton 3.6).
 # Only its pure-Python triton_kernels/ folder is unpacked into .vendor/ (the wheel's CUDA libraries are not
-# installed); the locator in kernels/triton_kernels_locator.py finds it there.
+# installed); the locator in kernels/mxfp4/triton_kernels_locator.py finds it there.
 TK_WHEEL_VERSION ?= 0.3.21
 triton-kernels: $(VENV)/.bootstrap-gpu
 	$(PY) -m pip download --no-deps --only-binary=:all: sgl-kernel==$(TK_WHEEL_VERSION) -d .cache/wheels

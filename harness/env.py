@@ -104,7 +104,7 @@ def environment(discovery: Discovery | None = None, sanitizer: Any = None) -> di
 
 def _triton_kernels_version() -> str:
     try:
-        from kernels.triton_kernels_locator import describe_installed
+        from kernels.mxfp4.triton_kernels_locator import describe_installed
         return describe_installed()
     except Exception as exc:  # noqa: BLE001 - a report must still be written
         return f"unknown ({type(exc).__name__}: {exc})"

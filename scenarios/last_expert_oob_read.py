@@ -10,7 +10,7 @@ Upstream triton has not fixed the unmasked load (triton-lang/triton#10772; PR #1
 Expectations: `unpadded` with K % 128 != 0 and an odd tile walk -> memcheck (and guard-page, poison)
 overread of `w_scale` past its end; `padded`, and every K where the walk stays inside the stored groups
 (K % 128 == 0, or K = 2912 whose 91 groups round up to 92), -> clean. The expected byte count past the end
-comes from the layout model in kernels/mxfp4_layout.py (64 B for K = 2880); memcheck ends the kernel at the
+comes from the layout model in kernels/mxfp4/layout.py (64 B for K = 2880); memcheck ends the kernel at the
 first bad warp, so the report gives the bytes it saw and the finding is matched on buffer and region.
 
 Batched mode (x [E, M, K], no routing) gave thousands of memcheck errors with and without the pad on the
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from harness.model import GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
 from harness.scenario import Case, Param, Scenario
-from kernels import mxfp4_layout as L
+from kernels.mxfp4 import layout as L
 
 UPSTREAM = "triton-lang/triton#10772"
 GPT_OSS = {"20b": 32, "120b": 128}
@@ -88,7 +88,7 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
 SCENARIO = Scenario(
     name="last_expert_oob_read",
     summary="triton_kernels mxfp4 MoE matmul on Hopper reads weight scales past the last expert (K % 128 != 0)",
-    adapter="kernels.mxfp4_adapter:run_case",
+    adapter="kernels.mxfp4.adapter:run_case",
     params=(Param("E", int, low=1, high=1024), Param("N", int, low=32, high=65536), Param("K", int, low=32, high=65536),
             Param("tokens", int, low=1, high=1 << 16), Param("top_k", int, low=1, high=16)),
     variants=("unpadded", "padded", "batched_unpadded", "batched_padded", "batched_splitk1_unpadded", "batched_splitk1_padded"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from harness import layout as L
 from harness.model import GUARD, MEMCHECK, OVERWRITE, Expectation, ExpectedFinding
 from harness.scenario import Case, Param, Scenario, grid
-from kernels import pre_dispatch_layout as PL
+from kernels.pre_dispatch import layout as PL
 
 PADDED_HIDDEN = (2176, 2304, 2432)        # 12, 8, 4 bytes of padding per scale row
 UNPADDED_HIDDEN = (2560, 4096, 7168)
@@ -102,7 +102,7 @@ def _cases() -> list[Case]:
 SCENARIO = Scenario(
     name="padded_stride_scale_write",
     summary="MXFP8 pre-dispatch: packed scale addressing into 16-byte-padded rows (sglang deepseek_v4)",
-    adapter="kernels.pre_dispatch_adapter:run_case",
+    adapter="kernels.pre_dispatch.adapter:run_case",
     params=(Param("impl", str, choices=("cuda", "triton")), Param("hidden", int, low=128, high=65536),
             Param("num_tokens", int, low=1, high=1 << 20), Param("padded_max", int, low=1, high=1 << 20)),
     variants=("packed", "strided", "strided_on_packed"),

@@ -1,7 +1,7 @@
 """Planted 1-byte bugs: calibration for every detector.
 
-Each variant plants one known bug in a small copy-and-sum kernel (`kernels/planted.py`, Triton; and a CUDA
-C++ twin in `kernels/planted_cuda.py`): the harness must report exactly those bytes, in the right buffer
+Each variant plants one known bug in a small copy-and-sum kernel (`kernels/planted/adapter.py`, Triton; and a CUDA
+C++ twin in `kernels/planted/cuda.py`): the harness must report exactly those bytes, in the right buffer
 and region, and nothing for the `clean` variant. If this scenario regresses, no other verdict can be trusted.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
 SCENARIO = Scenario(
     name="planted_oob",
     summary="planted 1-byte overread / overwrite / underwrite in a copy-and-sum kernel (detector calibration)",
-    adapter="kernels.planted:run_case",
+    adapter="kernels.planted.adapter:run_case",
     params=(Param("impl", str, choices=("triton", "cuda")), Param("n", int, low=1, high=1 << 30),
             Param("extra", int, low=1, high=4096)),
     variants=("clean", "overread", "overwrite", "underwrite"),

@@ -22,7 +22,7 @@ from harness.registry import ROOT
 from harness.runner import MODES, RunOptions, Runner
 
 FOREIGN = {"kernels": "kernels", "fixtures": "fixtures"}   # distribution -> top-level package it installs
-OWN_MODULES = ("harness", "harness.worker", "fixtures", "fixtures.plugin", "kernels", "kernels.planted",
+OWN_MODULES = ("harness", "harness.worker", "fixtures", "fixtures.plugin", "kernels", "kernels.planted.adapter",
                "scenarios", "scenarios.planted_oob")
 
 PROBE = f"""
@@ -93,7 +93,7 @@ def test_python_m_harness_list_from_the_root_lists_our_scenarios() -> None:
     proc = run(["-m", "harness", "list"], Path(ROOT), clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "planted_oob[overread-triton-n4000-x1]" in proc.stdout
-    assert "padded_stride_scale_write[" in proc.stdout          # imports kernels.pre_dispatch_layout
+    assert "padded_stride_scale_write[" in proc.stdout          # imports kernels.pre_dispatch.layout
 
 
 def test_imports_from_the_root_resolve_to_this_repository() -> None:
@@ -120,8 +120,8 @@ before = [fixtures.__file__, kernels.__file__]
 import pytest
 code = pytest.main([{str(Path(ROOT) / 'scenarios')!r}, "--collect-only", "-q", "-p", "no:cacheprovider",
                     "--rootdir", {str(ROOT)!r}, "-c", {str(Path(ROOT) / 'pyproject.toml')!r}])
-import kernels.planted
-after = {{name: sys.modules[name].__file__ for name in ("fixtures", "fixtures.plugin", "kernels", "kernels.planted")}}
+import kernels.planted.adapter
+after = {{name: sys.modules[name].__file__ for name in ("fixtures", "fixtures.plugin", "kernels", "kernels.planted.adapter")}}
 print(json.dumps({{"code": int(code), "before": before, "after": after}}))
 """
 
@@ -139,8 +139,8 @@ def test_root_conftest_reclaims_names_a_foreign_package_took_first(tmp_path: Pat
 
 def test_this_test_process_uses_the_repositorys_modules() -> None:
     import fixtures.plugin
-    import kernels.planted
+    import kernels.planted.adapter
     import scenarios.planted_oob
 
     import harness
-    assert all(own(m.__file__) for m in (harness, fixtures.plugin, kernels.planted, scenarios.planted_oob))
+    assert all(own(m.__file__) for m in (harness, fixtures.plugin, kernels.planted.adapter, scenarios.planted_oob))

@@ -1,7 +1,7 @@
 """CPU tests of the pre-dispatch kernel adapter (padded-stride scale write scenario).
 
 What runs here: the bit-exact reference against hand-computed bytes, the pure layout helpers, the host
-checks, the CUDA build's error path and a standalone nvcc compile of kernels/pre_dispatch.cu, and the Triton
+checks, the CUDA build's error path and a standalone nvcc compile of kernels/pre_dispatch/pre_dispatch.cu, and the Triton
 kernel itself under Triton's interpreter, compared byte for byte with the reference.
 
 The interpreter runs in ONE child process started with TRITON_INTERPRET=1 (this file run as a script).
@@ -30,9 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from kernels import pre_dispatch, pre_dispatch_cuda  # noqa: E402
+from kernels.pre_dispatch import cuda as pre_dispatch_cuda, launch as pre_dispatch  # noqa: E402
 from kernels.errors import KernelBuildError, Unsupported  # noqa: E402
-from kernels.pre_dispatch_layout import (  # noqa: E402
+from kernels.pre_dispatch.layout import (  # noqa: E402
     CUDA_KERNEL_NAME,
     TRITON_KERNEL_NAME,
     packed_write_bytes,
@@ -40,7 +40,7 @@ from kernels.pre_dispatch_layout import (  # noqa: E402
     scale_row_bytes,
     scale_write_end,
 )
-from kernels.pre_dispatch_ref import (  # noqa: E402
+from kernels.pre_dispatch.ref import (  # noqa: E402
     e4m3_bytes_torch,
     pre_dispatch_reference,
     sample_x,
@@ -143,7 +143,7 @@ def launch_case(case: Case, buffers: dict[str, Any]) -> None:
 
 def child_main(cases_path: str, results_path: str) -> None:
     """Interpreter child: launch every case on its buffers and save them back with any error text."""
-    from kernels import pre_dispatch_triton
+    from kernels.pre_dispatch import triton_twin as pre_dispatch_triton
 
     runs = torch.load(cases_path)
     for run in runs:

@@ -1,4 +1,4 @@
-"""CPU tests of kernels.triton_kernels_locator: the real triton_kernels is found, look-alikes are refused.
+"""CPU tests of kernels.mxfp4.triton_kernels_locator: the real triton_kernels is found, look-alikes are refused.
 
 Fake packages live in tmp_path; each test states which sources it searches, so whatever this machine has
 installed cannot decide the outcome. The vendored copy (what `make triton-kernels` unpacks) is imported for
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernels.errors import Unsupported
-from kernels import triton_kernels_locator as loc
+from kernels.mxfp4 import triton_kernels_locator as loc
 
 REPO = Path(__file__).resolve().parent.parent
 VENDORED = REPO / ".vendor" / "sgl-kernel-0.3.21" / "triton_kernels"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .pre_dispatch_layout import AMAX_FLOOR, FP8_E4M3_MAX, GROUP_SIZE, scale_row_bytes
+from .layout import AMAX_FLOOR, FP8_E4M3_MAX, GROUP_SIZE, scale_row_bytes
 
 _EXP_MASK = 0xFF
 _MANTISSA_MASK = 0x7FFFFF

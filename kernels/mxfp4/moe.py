@@ -5,7 +5,7 @@ expert weights the way sglang does (bf16 -> mxfp4 along K, optional sm90 scale p
 groups of byte 127, Hopper value and scale swizzle with num_warps=8), moves the swizzled scale storage into
 a buffer the harness allocates (so the storage ends flush with its allocation and memcheck sees the
 overread), routes tokens so the last expert is used, and launches the matmul.
-The byte arithmetic it must agree with lives in `kernels.mxfp4_layout` (pure); `prepare` checks the real
+The byte arithmetic it must agree with lives in `kernels.mxfp4.layout` (pure); `prepare` checks the real
 storage against it and stops loudly on any difference.
 
 API generations: `matmul_ogs` (triton <= 3.6, e.g. the sgl-kernel 0.3.21 copy) is what runs on the H200
@@ -21,9 +21,9 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from kernels import mxfp4_layout as L
+from kernels.mxfp4 import layout as L
 from kernels.errors import Unsupported
-from kernels.triton_kernels_locator import Located, find_triton_kernels
+from kernels.mxfp4.triton_kernels_locator import Located, find_triton_kernels
 
 if TYPE_CHECKING:
     import torch
@@ -189,7 +189,7 @@ def _api(gen: str) -> _Api:
 
 
 def kernel_names(api_gen: str = "matmul_ogs") -> tuple[str, ...]:
-    """Kernel-name prefixes the sanitizer reports for the matmul (see mxfp4_layout.parse_kernel_name).
+    """Kernel-name prefixes the sanitizer reports for the matmul (see kernels.mxfp4.layout.parse_kernel_name).
 
     Only the first (non-persistent) kernel runs on sm90 with mxfp4 weights.
     """
@@ -274,7 +274,7 @@ def _check_against_layout(data: Any, layout: L.ScaleLayout) -> None:
     got = (data.dtype, tuple(data.shape), tuple(data.stride()))
     want = (torch.uint8, layout.storage_shape, layout.storage_strides)
     if got != want:
-        raise RuntimeError(f"swizzled scale storage does not match kernels.mxfp4_layout:\n"
+        raise RuntimeError(f"swizzled scale storage does not match kernels.mxfp4.layout:\n"
                            f"  layout = E={layout.E} N={layout.N} K={layout.K} padded={layout.padded}\n"
                            f"  found = dtype {got[0]}, shape {got[1]}, strides {got[2]}\n"
                            f"  expected = dtype {want[0]}, shape {want[1]}, strides {want[2]}")

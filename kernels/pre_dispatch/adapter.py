@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import Unsupported
-from kernels import pre_dispatch_layout as PL
+from kernels.pre_dispatch import layout as PL
 
 TOPK = 8
 
@@ -17,7 +17,7 @@ def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
     from harness.context import RunInfo
-    from kernels.pre_dispatch import launch
+    from kernels.pre_dispatch.launch import launch
 
     p = case.params
     if p["impl"] == "cuda" and ctx.device.type != "cuda":

@@ -28,7 +28,7 @@ from kernels.errors import Unsupported
 
 PACKAGE = "triton_kernels"
 ENV_VAR = "TRITON_KERNELS_PATH"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # API generation -> (file inside the package, function it must define).
 GENERATIONS = {"matmul_ogs": ("matmul_ogs.py", "matmul_ogs"), "matmul": ("matmul.py", "matmul")}
 # Where to look, in this order (the default searches all of them).

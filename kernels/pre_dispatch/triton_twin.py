@@ -7,7 +7,7 @@ when TRITON_INTERPRET=1 was set before triton was first imported (triton.languag
 jit functions, fixed at that import), and refuses CPU tensors otherwise.
 
 Float8 rounding is done with integer arithmetic (round to nearest even), and the scale division with
-`div_rn`, so the compiled kernel and the interpreter give the same bits as kernels/pre_dispatch_ref.py.
+`div_rn`, so the compiled kernel and the interpreter give the same bits as kernels/pre_dispatch/ref.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .pre_dispatch_layout import GROUP_SIZE, TRITON_KERNEL_NAME, scale_row_bytes
+from .layout import GROUP_SIZE, TRITON_KERNEL_NAME, scale_row_bytes
 
 assert GROUP_SIZE == 32, "pre_dispatch_triton_kernel hard-codes 32-element groups"
 

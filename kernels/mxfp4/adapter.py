@@ -3,20 +3,20 @@
 The weight scale's swizzled storage is the watched buffer: the harness places it so that its last byte is
 the last byte of its allocation (memcheck: the overread leaves the allocation on every run), flush against
 an unmapped page (guard-page mode: the overread faults in hardware), or inside guards in a poison pattern.
-Everything else (quantization, swizzle, routing, the call) is kernels/mxfp4_moe.py.
+Everything else (quantization, swizzle, routing, the call) is kernels/mxfp4/moe.py.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from kernels import mxfp4_layout as L
+from kernels.mxfp4 import layout as L
 
 
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
     from harness.context import RunInfo
-    from kernels import mxfp4_moe as M
+    from kernels.mxfp4 import moe as M
 
     p = case.params
     M.check_device(ctx.device)

@@ -40,7 +40,7 @@ def run_case(case: Any, ctx: Any) -> Any:
 
     p = case.params
     if p["impl"] == "cuda":
-        from kernels import planted_cuda
+        from kernels.planted import cuda as planted_cuda
         return planted_cuda.run_case(case, ctx)
     if p["impl"] != "triton":
         raise Unsupported(f"unknown impl {p['impl']!r}")

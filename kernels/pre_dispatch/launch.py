@@ -1,13 +1,13 @@
 """Adapter for the padded-stride scale write scenario: one `launch` for the CUDA and the Triton kernel.
 
 The kernel quantizes bf16 tokens to float8 e4m3fn with one UE8M0 byte per 32 elements and copies the
-top-k ids and weights into padded buffers (kernels/pre_dispatch.cu says what it does byte by byte). The
+top-k ids and weights into padded buffers (kernels/pre_dispatch/pre_dispatch.cu says what it does byte by byte). The
 harness hands in the buffers, possibly views into larger guarded byte buffers, and picks the variant:
 mode "packed" is the buggy addressing (token*G + g), "strided" the fix (token*row_stride_bytes + g).
 `check=True` runs the fixed host wrapper's checks on the scale buffer (strided mode only); check=False with
 an explicit row_stride_bytes reproduces the reverse mismatch (padded stride on a packed allocation).
 
-The pure layout helpers are re-exported from kernels.pre_dispatch_layout, which imports no torch. The
+The pure layout helpers are re-exported from kernels.pre_dispatch.layout, which imports no torch. The
 kernel modules (and triton, or the CUDA build) are imported only when a launch needs them.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Sequence
 
 import torch
 
-from .errors import Unsupported
-from .pre_dispatch_layout import (
+from kernels.errors import Unsupported
+from .layout import (
     IMPLS,
     MODES,
     check_impl,
@@ -143,9 +143,9 @@ def _expect_same_device(impl: str, **tensors: torch.Tensor) -> None:
 
 def _kernel_module(impl: str) -> ModuleType:
     if impl == "cuda":
-        from . import pre_dispatch_cuda
+        from . import cuda
 
-        return pre_dispatch_cuda
-    from . import pre_dispatch_triton
+        return cuda
+    from . import triton_twin
 
-    return pre_dispatch_triton
+    return triton_twin
