@@ -1,72 +1,260 @@
-"""Set up the project's environment on first use; do nothing on later runs (stdlib only).
+"""Set up the project's environment on first use; do nothing on later runs (stdlib only, Python >= 3.10).
 
+- Refuses an interpreter older than pyproject.toml's `requires-python`, saying which one it found.
 - Creates `.venv` layered on the interpreter that runs this script: that interpreter's site-packages are
   made visible inside the venv (a .pth file), so a GPU runner's existing torch and triton are reused, never
   downloaded again, even when that interpreter is itself a venv (where --system-site-packages would not see them).
 - torch, when missing: a local CPU wheel where the machine provides one ($TORCH_WHEEL_DIR, /opt/wheels),
-  else on a machine without an NVIDIA driver the CPU build from PyTorch's CPU index, else PyPI's build.
-- Then the dependencies listed in pyproject.toml (and the `test` extra for `make test`). pip does not touch
-  the network for requirements already satisfied.
+  else on a machine without an NVIDIA driver the CPU build from PyTorch's CPU index, else (or when that index
+  cannot be reached, with a message) PyPI's build, together with the pinned triton so the two fit.
+- Then the dependencies listed in pyproject.toml (and the `gpu` or `test` extra). When torch was already
+  there (the runner's), its stack is left alone: torch and triton are not asked of pip, so a pinned triton is
+  never installed over (and in front of) the one the runner's torch was built with; cuda-bindings is held to
+  torch's CUDA major version. pip does not touch the network for requirements already satisfied, and runs
+  without -q, so downloads show progress.
 - Writes a stamp holding a hash of pyproject.toml and this file; `make` re-runs bootstrap only when they change.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import glob
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DEFAULT_WHEEL_DIRS = ("/opt/wheels",)
+REACH_TIMEOUT_S = 15        # how long to wait for PyTorch's CPU index before taking PyPI's torch
+RUNNER_STACK = ("torch", "triton")   # never asked of pip when torch is already there: the runner's stay
 
 
-def main() -> int:
+class BootstrapError(Exception):
+    """A problem the user must fix; printed as one message, no traceback."""
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--venv", default=str(ROOT / ".venv"))
     ap.add_argument("--extras", default="", help="comma-separated optional-dependency groups")
-    args = ap.parse_args()
-    venv = Path(args.venv)
-    extras = [e for e in args.extras.split(",") if e]
+    args = ap.parse_args(argv)
+    try:
+        project = read_project((ROOT / "pyproject.toml").read_text())
+        check_python(project.get("requires-python", ""), sys.version_info[:3])
+        return bootstrap(Path(args.venv), [e for e in args.extras.split(",") if e], project)
+    except BootstrapError as exc:
+        print(f"bootstrap: {exc}", file=sys.stderr)
+        return 1
+
+
+def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
     stamp = venv / f".bootstrap-{'-'.join(extras) or 'base'}"
     digest = _digest()
     if stamp.exists() and stamp.read_text() == digest:
         return 0
-    python = _make_venv(venv)
-    if not _has(python, "torch"):
-        _install_torch(python)
-    _pip(python, _requirements(extras))
+    python = make_venv(venv, base_layers())
+    reqs = requirements(project, extras)
+    found = installed(python, RUNNER_STACK)
+    if "torch" in found:
+        reqs = keep_runner_stack(reqs, found, torch_cuda(python))
+    else:
+        install_torch(python, reqs)
+    pip(python, reqs)
     stamp.write_text(digest)
     print(f"bootstrap: environment ready in {venv}")
     return 0
 
+
+# ---- pyproject.toml: tomllib where there is one (3.11+), else a reader of just what bootstrap needs ----
+
+def read_project(text: str) -> dict:
+    """The [project] table: requires-python, dependencies and optional-dependencies."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:      # Python 3.10: no tomllib, and nothing may be installed before bootstrap
+        return read_project_minimal(text)
+    return tomllib.loads(text)["project"]
+
+
+_STRING = r'"(?:[^"\\]|\\.)*"|\'[^\']*\''
+
+
+def read_project_minimal(text: str) -> dict:
+    """Python 3.10's reader: [project] `requires-python` and `dependencies`, [project.optional-dependencies]
+    arrays of strings (basic or literal, one or many lines, comments anywhere). Anything else in those two
+    tables that it cannot read is an error naming the line, never a silent guess."""
+    project: dict = {}
+    table = None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = _strip_comment(lines[i]).strip()
+        start = i
+        i += 1
+        if not line:
+            continue
+        if line.startswith("["):
+            table = line.strip("[] ")
+            if table == "project.optional-dependencies":
+                project.setdefault("optional-dependencies", {})
+            continue
+        if table not in ("project", "project.optional-dependencies"):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip().strip('"'), value.strip()
+        if not sep:
+            raise BootstrapError(f"pyproject.toml line {start + 1}: cannot read {lines[start]!r}")
+        if value.startswith(('"""', "'''")):           # a multi-line string (e.g. a description): skipped
+            quote = value[:3]
+            while value.count(quote) < 2:
+                if i == len(lines):
+                    raise BootstrapError(f"pyproject.toml line {start + 1}: string of {key!r} never closed")
+                value += "\n" + lines[i]
+                i += 1
+            continue
+        while _depth(value) > 0:                          # an array over several lines
+            if i == len(lines):
+                raise BootstrapError(f"pyproject.toml line {start + 1}: array of {key!r} never closed")
+            value += " " + _strip_comment(lines[i]).strip()
+            i += 1
+        wanted = table == "project.optional-dependencies" or key in ("requires-python", "dependencies")
+        if wanted:
+            target = project["optional-dependencies"] if table == "project.optional-dependencies" else project
+            target[key] = _value(value, start)
+    return project
+
+
+def _strip_comment(line: str) -> str:
+    """`line` without a trailing # comment (a # inside a string stays)."""
+    out, pos = "", 0
+    for m in re.finditer(_STRING + r"|#", line):
+        if m.group() == "#":
+            return out + line[pos:m.start()]
+        out += line[pos:m.end()]
+        pos = m.end()
+    return out + line[pos:]
+
+
+def _depth(value: str) -> int:
+    """Brackets opened and not closed in `value`, strings left out."""
+    bare = re.sub(_STRING, '""', value)
+    return bare.count("[") + bare.count("{") - bare.count("]") - bare.count("}")
+
+
+def _value(value: str, line: int) -> object:
+    """A TOML string or array of strings as Python; anything else is refused."""
+    body = re.sub(r",\s*]$", "]", value.strip())          # TOML allows a trailing comma; so does Python
+    if not re.fullmatch(rf"\s*(?:{_STRING}|\[\s*(?:(?:{_STRING})\s*,\s*)*(?:{_STRING})?\s*\])\s*", body):
+        raise BootstrapError(f"pyproject.toml line {line + 1}: expected a string or an array of strings, "
+                             f"found {value!r}")
+    return ast.literal_eval(body)
+
+
+# ---- Python version ----
+
+def check_python(requires: str, version: tuple[int, ...]) -> None:
+    """Refuse an interpreter older than `requires-python` (only the >=X.Y form is used here)."""
+    m = re.fullmatch(r"\s*>=\s*(\d+)\.(\d+)\s*", requires)
+    if not m:
+        raise BootstrapError(f"pyproject.toml requires-python = {requires!r}: expected '>=X.Y'")
+    need = (int(m.group(1)), int(m.group(2)))
+    if tuple(version[:2]) < need:
+        have = ".".join(map(str, version))
+        raise BootstrapError(f"Python {need[0]}.{need[1]} or newer is needed (requires-python {requires}); "
+                             f"this is Python {have} ({sys.executable}). Run make with PYTHON=python3.X "
+                             f"naming a newer interpreter.")
+
+
+# ---- the venv ----
 
 def _digest() -> str:
     data = (ROOT / "pyproject.toml").read_bytes() + Path(__file__).read_bytes()
     return hashlib.sha256(data).hexdigest()
 
 
-def _make_venv(venv: Path) -> Path:
+def base_layers() -> list[str]:
+    """site-packages of the interpreter running bootstrap, made visible inside the venv."""
+    return sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+
+
+def make_venv(venv: Path, layers: list[str]) -> Path:
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    layers = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     (Path(site) / "_gpu_memsafety_base.pth").write_text("".join(f"{p}\n" for p in layers))
     return python
 
 
-def _has(python: Path, module: str) -> bool:
-    code = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({module!r}) else 1)"
-    return subprocess.run([str(python), "-c", code]).returncode == 0
+def installed(python: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """Distributions the venv's interpreter sees (its own or a base layer's): name -> version."""
+    code = ("import importlib.metadata as m, json, sys\nout = {}\nfor n in sys.argv[1:]:\n"
+            "    try: out[n] = m.version(n)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
+    proc = subprocess.run([str(python), "-c", code, *names], check=True, capture_output=True, text=True)
+    return json.loads(proc.stdout)
 
+
+def torch_cuda(python: Path) -> str | None:
+    """torch.version.cuda of the torch the venv sees (None for a CPU build), read without importing torch."""
+    code = ("import importlib.util, pathlib, re\nspec = importlib.util.find_spec('torch')\n"
+            "p = pathlib.Path(spec.origin).parent / 'version.py' if spec and spec.origin else None\n"
+            "m = re.search(r\"^cuda[^=]*=\\s*'([^']*)'\", p.read_text(), re.M) if p and p.exists() else None\n"
+            "print(m.group(1) if m else '')")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout.strip()
+    return out or None
+
+
+def _name(req: str) -> str:
+    return re.split(r"[\s<>=!~;\[(]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def requirements(project: dict, extras: list[str]) -> list[str]:
+    reqs = list(project["dependencies"])
+    for extra in extras:
+        group = project.get("optional-dependencies", {}).get(extra)
+        if group is None:
+            raise BootstrapError(f"no optional-dependencies group {extra!r} in pyproject.toml "
+                                 f"(known: {', '.join(project.get('optional-dependencies', {}))})")
+        reqs += group
+    return reqs
+
+
+def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) -> list[str]:
+    """Requirements for pip when torch was already there: torch and triton are not asked for (pip would put
+    the pinned ones in the venv, in front of the runner's); cuda-bindings follows torch's CUDA major."""
+    print(f"bootstrap: reusing the existing torch {found['torch']}"
+          + (f" (CUDA {cuda})" if cuda else " (CPU build)")
+          + (f" and triton {found['triton']}" if "triton" in found else "") + "; neither is reinstalled")
+    wanted_triton = next((r for r in reqs if _name(r) == "triton"), None)
+    if "triton" in found and wanted_triton:
+        print(f"bootstrap: note: pyproject.toml pins {wanted_triton} for fresh installs (tested with the default "
+              f"triton_kernels copy); the runner's triton {found['triton']} is used as it is")
+    out = [r for r in reqs if _name(r) not in RUNNER_STACK]
+    if "triton" not in found and wanted_triton:
+        out.append(wanted_triton)      # a torch without triton (a CPU build): nothing to shadow
+    if cuda:
+        out = [_same_cuda_major(r, int(cuda.split(".")[0])) if _name(r) == "cuda-bindings" else r for r in out]
+    return out
+
+
+def _same_cuda_major(req: str, major: int) -> str:
+    """`req` further held to CUDA `major` (cuda-bindings 13 needs a CUDA 13 driver; torch knows which it has)."""
+    spec, _, marker = req.partition(";")
+    spec = spec.strip() + ("," if re.search(r"[<>=!~]", spec) else "") + f">={major},<{major + 1}"
+    return spec + (f"; {marker.strip()}" if marker else "")
+
+
+# ---- torch ----
 
 def _has_nvidia_driver() -> bool:
     return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia").exists()
@@ -82,28 +270,41 @@ def _local_torch_wheel() -> str | None:
     return None
 
 
-def _install_torch(python: Path) -> None:
+def reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> bool:
+    """Whether `url` answers at all (any HTTP status counts: the host is there)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def install_torch(python: Path, reqs: list[str]) -> None:
+    torch = next((r for r in reqs if _name(r) == "torch"), "torch")
     wheel = _local_torch_wheel()
     if wheel:
-        _pip(python, [wheel])
-    elif not _has_nvidia_driver():
-        _pip(python, ["torch", "--index-url", CPU_INDEX])
-    else:
-        _pip(python, ["torch"])
+        print(f"bootstrap: torch from the local wheel {wheel}")
+        pip(python, [wheel])
+        return
+    if not _has_nvidia_driver():
+        if reachable(CPU_INDEX + "/torch/"):
+            print(f"bootstrap: no NVIDIA driver: torch's CPU build from {CPU_INDEX}")
+            pip(python, [torch, "--index-url", CPU_INDEX])
+            return
+        print(f"bootstrap: PyTorch's CPU index {CPU_INDEX} cannot be reached (no answer in {REACH_TIMEOUT_S} s); "
+              "installing torch from PyPI instead: its CUDA build, several GB, which also runs on the CPU")
+    triton = [r for r in reqs if _name(r) == "triton"]
+    pip(python, [torch, *triton])      # together, so pip picks a torch whose triton pin fits ours
 
 
-def _requirements(extras: list[str]) -> list[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(project["dependencies"])
-    for extra in extras:
-        reqs += project.get("optional-dependencies", {}).get(extra, [])
-    return reqs
-
-
-def _pip(python: Path, args: list[str]) -> None:
-    cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args]
-    print("bootstrap:", " ".join(cmd[3:]))
-    subprocess.run(cmd, check=True)
+def pip(python: Path, args: list[str]) -> None:
+    cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", *args]
+    print("bootstrap: pip install", " ".join(args), flush=True)
+    proc = subprocess.run(cmd)
+    if proc.returncode != 0:
+        raise BootstrapError(f"pip install {' '.join(args)} failed (exit {proc.returncode}); its output is above")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,331 @@
+"""tools/bootstrap.py: Python 3.10 without tomllib, a clear refusal below requires-python, pins that fit
+together, the runner's torch and triton never shadowed (a fake base site-packages), PyPI's torch when the
+CPU index cannot be reached, and pip without -q."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from harness.registry import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import bootstrap  # noqa: E402
+
+PYPROJECT = (ROOT / "pyproject.toml").read_text()
+PYENV = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))) / "versions"
+
+
+def _wanted(project: dict) -> dict:
+    return {k: project[k] for k in ("requires-python", "dependencies", "optional-dependencies") if k in project}
+
+
+def find_python(minor: int) -> str | None:
+    """A python3.<minor> on this machine: $GPU_MEMSAFETY_PY3<minor>, PATH, or pyenv's versions."""
+    named = os.environ.get(f"GPU_MEMSAFETY_PY3{minor}")
+    candidates = [named] if named else []
+    candidates += [shutil.which(f"python3.{minor}") or ""]
+    candidates += sorted(str(p) for p in PYENV.glob(f"3.{minor}.*/bin/python3.{minor}"))
+    for c in filter(None, candidates):
+        proc = subprocess.run([c, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+        if proc.returncode == 0 and proc.stdout.strip() == f"(3, {minor})":
+            return c
+    return None
+
+
+# ---- reading pyproject.toml without tomllib ----
+
+def test_minimal_reader_reads_the_real_pyproject_as_tomllib_does() -> None:
+    assert bootstrap.read_project_minimal(PYPROJECT) == _wanted(tomllib.loads(PYPROJECT)["project"])
+
+
+TRICKY = '''
+# [project] in a comment
+[build-system]
+requires = ["setuptools"]
+[project]
+name = "x"   # a comment with ] and " in it
+description = """several
+lines = [ with brackets"""
+requires-python = '>=3.10'
+authors = [{name = "a", email = "b"}]
+dependencies = [  # comment [
+    "torch>=2.8,<2.15",            # PyPI's torch: a "quote" ]
+    'kernels[extra]>=0.4',
+    "a#b; python_version >= '3.10'",
+
+    "numpy>=1.26",]
+[project.urls]
+dependencies = "not this one"
+[project.optional-dependencies]
+gpu = ["cuda-bindings>=12.6,<14"]
+test = [
+  "junitparser",
+]
+[tool.x]
+nested = [
+  [1, 2],
+  ["project"],
+]
+'''
+
+
+def test_minimal_reader_agrees_with_tomllib_on_comments_quotes_and_layouts() -> None:
+    assert bootstrap.read_project_minimal(TRICKY) == _wanted(tomllib.loads(TRICKY)["project"])
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[project]\ndependencies = [1, 2]\n", "line 2: expected a string or an array of strings, found '[1, 2]'"),
+    ("[project]\ndependencies = [\n  \"a\",\n", "line 2: array of 'dependencies' never closed"),
+    ("[project]\nrequires-python\n", "line 2: cannot read 'requires-python'"),
+])
+def test_minimal_reader_refuses_what_it_cannot_read(text: str, message: str) -> None:
+    with pytest.raises(bootstrap.BootstrapError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        bootstrap.read_project_minimal(text)
+
+
+def test_without_tomllib_bootstrap_uses_the_minimal_reader() -> None:
+    code = ("import sys, json; sys.modules['tomllib'] = None; sys.path.insert(0, 'tools'); import bootstrap; "
+            "print(json.dumps(bootstrap.read_project(open('pyproject.toml').read())))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout) == _wanted(tomllib.loads(PYPROJECT)["project"])
+
+
+def test_bootstrap_reads_pyproject_on_python_3_10() -> None:
+    py310 = find_python(10)
+    if py310 is None:
+        pytest.skip("no Python 3.10 on this machine (set GPU_MEMSAFETY_PY310 to one)")
+    code = ("import sys, json; sys.path.insert(0, 'tools'); import bootstrap; "
+            "p = bootstrap.read_project(open('pyproject.toml').read()); "
+            "bootstrap.check_python(p['requires-python'], sys.version_info[:3]); print(json.dumps(p))")
+    proc = subprocess.run([py310, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == _wanted(tomllib.loads(PYPROJECT)["project"])
+
+
+def test_every_project_file_compiles_on_python_3_10() -> None:
+    """Syntax newer than 3.10 (PEP 695 generics, nested same-quote f-strings, except*) would fail here."""
+    py310 = find_python(10)
+    if py310 is None:
+        pytest.skip("no Python 3.10 on this machine (set GPU_MEMSAFETY_PY310 to one)")
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    code = ("import sys\nbad = []\nfor f in sys.argv[1:]:\n    try: compile(open(f).read(), f, 'exec')\n"
+            "    except SyntaxError as e: bad.append(f'{f}:{e.lineno}: {e.msg}')\nprint('\\n'.join(bad))")
+    proc = subprocess.run([py310, "-c", code, *files], cwd=ROOT, capture_output=True, text=True)
+    assert len(files) > 50 and proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
+
+
+# ---- Python version ----
+
+def test_python_older_than_requires_python_is_refused_clearly() -> None:
+    bootstrap.check_python(">=3.10", (3, 10, 0))
+    with pytest.raises(bootstrap.BootstrapError, match=r"Python 3.10 or newer is needed \(requires-python >=3.10\); "
+                                                       r"this is Python 3.9.18"):
+        bootstrap.check_python(">=3.10", (3, 9, 18))
+    with pytest.raises(bootstrap.BootstrapError, match="expected '>=X.Y'"):
+        bootstrap.check_python("~=3.10", (3, 11, 0))
+
+
+def test_a_real_python_3_9_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    py39 = find_python(9)
+    if py39 is None:
+        pytest.skip("no Python 3.9 on this machine (set GPU_MEMSAFETY_PY39 to one)")
+    proc = subprocess.run([py39, str(ROOT / "tools" / "bootstrap.py"), "--venv", str(tmp_path / "v")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "bootstrap: Python 3.10 or newer is needed (requires-python >=3.10); this is Python 3.9" in proc.stderr
+    assert not (tmp_path / "v").exists()
+
+
+# ---- pins ----
+
+# The triton each PyPI torch release pins (its Requires-Dist): a fresh GPU install takes torch and triton together.
+PYPI_TORCH_TRITON = {"2.4": "3.0.0", "2.5": "3.1.0", "2.6": "3.2.0", "2.7": "3.3.0", "2.8": "3.4.0",
+                     "2.9": "3.5.0", "2.10": "3.6.0", "2.14": "3.8.0"}
+TESTED_TRITON = "3.6.0"            # the default triton_kernels copy (sgl-kernel 0.3.21, matmul_ogs) runs on it
+NUMPY_BREAKS_TRITON_36 = "2.4.0"   # its interpreter: "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def _reqs() -> dict[str, Requirement]:
+    project = tomllib.loads(PYPROJECT)["project"]
+    deps = project["dependencies"] + [d for g in project["optional-dependencies"].values() for d in g]
+    return {Requirement(d).name: Requirement(d) for d in deps}
+
+
+def test_declared_bounds_fit_together() -> None:
+    reqs = _reqs()
+    runtime = ("torch", "triton", "numpy", "pytest", "pytest-xdist", "nvidia-ml-py", "rich", "cuda-bindings")
+    for name in runtime:
+        uppers = [s for s in reqs[name].specifier if s.operator in ("<", "<=", "==", "~=")]
+        assert uppers, f"{name} has no upper bound: a new major release could break a fresh machine"
+    assert TESTED_TRITON in reqs["triton"].specifier
+    assert not reqs["numpy"].specifier.contains(NUMPY_BREAKS_TRITON_36), "numpy 2.4 breaks triton 3.6's interpreter"
+    # every PyPI torch the range allows either pins a triton the range allows, or is newer than the triton range
+    # (pip then backtracks to an older torch), but the oldest allowed torch must fit
+    allowed = [v for v in PYPI_TORCH_TRITON if reqs["torch"].specifier.contains(f"{v}.0")]
+    fits = [v for v in allowed if PYPI_TORCH_TRITON[v] in reqs["triton"].specifier]
+    assert allowed and fits and fits[0] == allowed[0], (allowed, fits)
+    assert reqs["pytest"].specifier.contains("8.4.0") and not reqs["pytest"].specifier.contains("8.3.5")
+
+
+def test_requires_python_matches_what_bootstrap_accepts() -> None:
+    requires = tomllib.loads(PYPROJECT)["project"]["requires-python"]
+    assert requires == ">=3.10"
+    bootstrap.check_python(requires, (3, 10, 0))
+    with pytest.raises(bootstrap.BootstrapError):
+        bootstrap.check_python(requires, (3, 9, 99))
+
+
+# ---- the runner's stack, torch install, pip ----
+
+def fake_site(root: Path, dists: dict[str, str], cuda: str | None = None) -> Path:
+    """A base site-packages holding fake distributions (name -> version); torch gets a version.py."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, version in dists.items():
+        info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        pkg = root / name.replace("-", "_")
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text("")
+    if "torch" in dists:
+        (root / "torch" / "version.py").write_text(f"__version__ = '{dists['torch']}'\ncuda: str | None = {cuda!r}\n")
+    return root
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, python: Path, args: list[str]) -> None:
+        self.calls.append(list(args))
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    return tmp_path / "venv"
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, venv: Path, base: Path, extras: list[str], *, driver: bool = False,
+         reach: bool = True, wheel: str | None = None) -> Recorder:
+    rec = Recorder()
+    monkeypatch.setattr(bootstrap, "pip", rec)
+    monkeypatch.setattr(bootstrap, "base_layers", lambda: [str(base)])
+    monkeypatch.setattr(bootstrap, "_has_nvidia_driver", lambda: driver)
+    monkeypatch.setattr(bootstrap, "reachable", lambda url, timeout=0: reach)
+    monkeypatch.setattr(bootstrap, "_local_torch_wheel", lambda: wheel)
+    assert bootstrap.bootstrap(venv, extras, tomllib.loads(PYPROJECT)["project"]) == 0
+    return rec
+
+
+def test_runner_torch_and_triton_are_never_reinstalled(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    base = fake_site(tmp_path / "base", {"torch": "2.14.1", "triton": "3.8.0"}, cuda="12.8")
+    rec = _run(monkeypatch, venv, base, ["gpu"])
+    (only,) = rec.calls
+    names = [Requirement(r).name for r in only]
+    assert "torch" not in names and "triton" not in names
+    assert "numpy>=1.26,<2.4" in only and "rich>=13.7,<16" in only
+    bindings = Requirement(next(r for r in only if r.startswith("cuda-bindings")))
+    assert bindings.specifier.contains("12.9.0") and not bindings.specifier.contains("13.0.0")
+    out = capsys.readouterr().out
+    assert "reusing the existing torch 2.14.1 (CUDA 12.8) and triton 3.8.0; neither is reinstalled" in out
+    assert "the runner's triton 3.8.0 is used as it is" in out
+    assert (venv / ".bootstrap-gpu").read_text() == bootstrap._digest()
+    # the layering: the venv's interpreter sees the base's torch, which is how it was found
+    seen = bootstrap.installed(venv / "bin" / "python", ("torch", "triton"))
+    assert seen == {"torch": "2.14.1", "triton": "3.8.0"}
+
+
+def test_cuda_13_torch_gets_cuda_bindings_13(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = fake_site(tmp_path / "base", {"torch": "2.14.1", "triton": "3.8.0"}, cuda="13.0")
+    (only,) = _run(monkeypatch, venv, base, ["gpu"]).calls
+    bindings = Requirement(next(r for r in only if r.startswith("cuda-bindings")))
+    assert bindings.specifier.contains("13.5.0") and not bindings.specifier.contains("12.9.0")
+
+
+def test_a_torch_without_triton_gets_the_pinned_triton(venv: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    base = fake_site(tmp_path / "base", {"torch": "2.13.0+cpu"})
+    (only,) = _run(monkeypatch, venv, base, ["test"]).calls
+    assert "triton>=3.4,<3.7" in only and not any(Requirement(r).name == "torch" for r in only)
+
+
+def test_no_torch_no_driver_takes_the_cpu_index(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"])
+    assert rec.calls[0] == ["torch>=2.8,<2.15", "--index-url", bootstrap.CPU_INDEX]
+    assert "torch>=2.8,<2.15" in rec.calls[1] and "triton>=3.4,<3.7" in rec.calls[1]
+
+
+def test_unreachable_cpu_index_falls_back_to_pypi_with_a_message(venv: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"], reach=False)
+    assert rec.calls[0] == ["torch>=2.8,<2.15", "triton>=3.4,<3.7"]     # together: a torch whose triton fits
+    out = capsys.readouterr().out
+    assert f"PyTorch's CPU index {bootstrap.CPU_INDEX} cannot be reached" in out and "from PyPI instead" in out
+
+
+def test_a_local_wheel_comes_first(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), [], wheel="/w/torch-2.13.0+cpu-cp311.whl")
+    assert rec.calls[0] == ["/w/torch-2.13.0+cpu-cp311.whl"]
+
+
+def test_with_a_driver_torch_comes_from_pypi_with_its_triton(venv: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), [], driver=True)
+    assert rec.calls[0] == ["torch>=2.8,<2.15", "triton>=3.4,<3.7"]
+
+
+def test_unknown_extra_is_named(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(bootstrap.BootstrapError, match="no optional-dependencies group 'gpus'.*known: gpu, test"):
+        _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["gpus"])
+
+
+def test_pip_shows_progress_and_a_failure_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 3)
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", fake_run)
+    with pytest.raises(bootstrap.BootstrapError, match=r"pip install numpy<2.4 failed \(exit 3\)"):
+        bootstrap.pip(Path("/v/bin/python"), ["numpy<2.4"])
+    assert seen[0][:4] == ["/v/bin/python", "-m", "pip", "install"]
+    assert "-q" not in seen[0] and "--quiet" not in seen[0]
+
+
+def test_reachable_tells_an_answering_host_from_a_dead_one() -> None:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404 if "missing" in self.path else 200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert bootstrap.reachable(f"http://127.0.0.1:{port}/whl/cpu/torch/", timeout=5)
+        assert bootstrap.reachable(f"http://127.0.0.1:{port}/missing", timeout=5)     # a 404 is an answer
+    finally:
+        server.shutdown()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    assert not bootstrap.reachable(f"http://127.0.0.1:{dead}/", timeout=5)
