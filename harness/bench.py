@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from harness.fsutil import atomic_write_json, atomic_write_text
+from harness.progress import watch
 from harness.registry import ROOT, all_scenarios
 from harness.scenario import Case, Scenario
 
@@ -458,6 +459,13 @@ class Bench:
         if sanitized:
             argv, env = self._sanitized(argv, env, out)
         expected = max(1, len(case_ids))
+        with watch(f"bench {what}", expected, lambda: sum((out / f"{i}.json").exists() for i in range(expected)),
+                   unit="cases"):
+            self._attempts(argv, env, out, what, case_ids, expected)
+        return [json.loads((out / f"{i}.json").read_text()) for i in range(expected)]
+
+    def _attempts(self, argv: list[str], env: dict[str, str], out: Path, what: str, case_ids: list[str],
+                  expected: int) -> None:
         for attempt in range(expected + 1):
             with open(out / f"child-{attempt}.log", "wb") as log:
                 try:
@@ -480,7 +488,6 @@ class Bench:
                     atomic_write_json(out / f"{i}.json", {"case_id": case_ids[i] if case_ids else what, "status": "error",
                                                           "message": f"child exited with code {code} before the case\n{tail}"})
                 break
-        return [json.loads((out / f"{i}.json").read_text()) for i in range(expected)]
 
     def _sanitized(self, argv: list[str], env: dict[str, str], out: Path) -> tuple[list[str], dict[str, str]]:
         from harness import sanitizer

@@ -6,11 +6,13 @@ stderr is not a terminal (CI logs, pytest capture, a pipe) the same calls print 
 one per tenth of the total (or one per `PLAIN_EVERY_S` when the total is unknown), so a log stays short.
 `GPU_MEMSAFETY_PROGRESS=plain|rich|off` overrides the choice (e.g. plain lines in a terminal).
 
-    from harness.progress import progress, copy_stream
+    from harness.progress import progress, copy_stream, watch
     with progress("stress K2880", total=runs, unit="runs") as bar:
         for ...:
             bar.advance(1, note=f"{crashes} crashed")
     copy_stream(response, out_file, "sgl-kernel 0.3.21 wheel", total=size)   # bytes, with a bar
+    with watch("bench cases", total=n, count=lambda: len(list(out.glob("*.json")))):
+        subprocess.run(child)                                                  # another process's progress
 
 A step that ends with an exception is reported as stopped at its count, never as done.
 """
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import IO, BinaryIO, Protocol, TypeVar
+from typing import IO, Any, BinaryIO, Protocol, TypeVar
 
 ENV = "GPU_MEMSAFETY_PROGRESS"
 STYLES = ("rich", "plain", "off")
@@ -83,12 +86,12 @@ class PlainBar:
         return self._clock()
 
     def line(self, state: str = "") -> str:
-        done = amount(self.completed, self.unit)
         if self.total:
             pct = 100.0 * self.completed / self.total
+            done = amount(self.completed, self.unit if self.unit == BYTES else "")
             text = f"{self.description}: {done} of {amount(self.total, self.unit)} ({pct:.0f}%)"
         else:
-            text = f"{self.description}: {done}"
+            text = f"{self.description}: {amount(self.completed, self.unit)}"
         text += f" in {self._now() - self._started:.1f} s"
         if self.note:
             text += f", {self.note}"
@@ -125,23 +128,30 @@ class PlainBar:
 
 
 class RichBar:
-    """A rich bar on a terminal; left on screen when it ends so the last state stays readable."""
+    """A rich bar on a terminal; left on screen when it ends so the last state stays readable. Bars opened
+    while another is live (a bench part and its cases) share that one display, since rich draws one at a time."""
+
+    _live: list[Any] = []        # [rich Progress, bars open on it]
 
     def __init__(self, description: str, total: float | None, unit: str, stream: IO[str]) -> None:
         from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, SpinnerColumn,
                                    TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
                                    TransferSpeedColumn)
-        counts = (DownloadColumn(), TransferSpeedColumn()) if unit == BYTES else (MofNCompleteColumn(),)
-        self.unit = unit
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 TaskProgressColumn(), *counts, TimeElapsedColumn(), TimeRemainingColumn(),
-                                 TextColumn("{task.fields[note]}"), console=Console(file=stream))
+        if not self._live:
+            counts = (DownloadColumn(), TransferSpeedColumn()) if unit == BYTES else (MofNCompleteColumn(),)
+            shown = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                             *counts, TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[note]}"),
+                             console=Console(file=stream))
+            self._live[:] = [shown, 0]
+        self.progress = self._live[0]
         self.task = self.progress.add_task(description, total=total, note="")
         self.description = description
 
     def start(self) -> None:
-        self.progress.start()
+        if self._live[1] == 0:
+            self.progress.start()
+        self._live[1] += 1
 
     def advance(self, n: float = 1, note: str | None = None) -> None:
         self.progress.update(self.task, advance=n, **({"note": note} if note is not None else {}))
@@ -152,7 +162,10 @@ class RichBar:
     def finish(self, error: BaseException | None) -> None:
         if error is not None:
             self.progress.update(self.task, description=f"{self.description} [stopped: {type(error).__name__}]")
-        self.progress.stop()
+        self._live[1] -= 1
+        if self._live[1] == 0:
+            self.progress.stop()
+            self._live.clear()
 
 
 class NoBar:
@@ -198,6 +211,36 @@ def track(items: Iterable[T], description: str, total: int | None = None, unit: 
         for item in items:
             yield item
             bar.advance(1)
+
+
+@contextmanager
+def watch(description: str, total: float | None, count: Callable[[], float], unit: str = "",
+          interval: float = 0.5, stream: IO[str] | None = None) -> Iterator[Bar]:
+    """A bar for work another process does: `count()` (e.g. result files written so far) is polled every
+    `interval` seconds while the block runs, and once more at its end. A count that cannot be read yet
+    (a file being written) is skipped until the next poll."""
+    with progress(description, total, unit, stream) as bar:
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(interval):
+                _update(bar, count)
+
+        thread = threading.Thread(target=poll, name="progress-watch", daemon=True)
+        thread.start()
+        try:
+            yield bar
+        finally:
+            stop.set()
+            thread.join()
+            _update(bar, count)
+
+
+def _update(bar: Bar, count: Callable[[], float]) -> None:
+    try:
+        bar.update(count())
+    except (OSError, ValueError):
+        pass
 
 
 def copy_stream(src: BinaryIO, dst: BinaryIO, description: str, total: int | None = None,

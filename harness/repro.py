@@ -128,21 +128,32 @@ def stress(options: Any, scenario: Scenario, case: Case, runs: int) -> dict[str,
 
     from harness.model import Outcome
     from harness.runner import Runner
+    from harness.progress import watch
     done = crashes = 0
     messages: list[str] = []
     attempt = 0
-    while done < runs:
-        attempt += 1
-        runner = Runner(replace(options, iterations=runs - done, workdir=options.workdir / f"try-{attempt}"))
-        (result,) = runner.run([(scenario, case)])
-        if result.outcome in (Outcome.CRASHED, Outcome.UNRESOLVED, Outcome.TIMEOUT):
-            progress = sorted(runner.o.workdir.glob("batch-*/stress.progress"))
-            ran_ok = int(progress[-1].read_text()) if progress else 0
-            done += ran_ok + 1
-            crashes += 1
-            messages.append(result.message.splitlines()[0] if result.message else result.outcome.label)
-        else:
-            done += int(result.details.get("stress_iterations", runs - done))
+    current: list[Path] = []          # the running attempt's workdir, where the worker counts its iterations
+
+    def counted() -> int:
+        files = sorted(current[0].glob("batch-*/stress.progress")) if current else []
+        return done + (int(files[-1].read_text()) if files else 0)
+
+    with watch(f"stress {case.id}", runs, counted, unit="runs") as bar:
+        while done < runs:
+            attempt += 1
+            runner = Runner(replace(options, iterations=runs - done, workdir=options.workdir / f"try-{attempt}"))
+            current[:] = [runner.o.workdir]
+            (result,) = runner.run([(scenario, case)])
+            current.clear()
+            if result.outcome in (Outcome.CRASHED, Outcome.UNRESOLVED, Outcome.TIMEOUT):
+                progress = sorted(runner.o.workdir.glob("batch-*/stress.progress"))
+                ran_ok = int(progress[-1].read_text()) if progress else 0
+                done += ran_ok + 1
+                crashes += 1
+                messages.append(result.message.splitlines()[0] if result.message else result.outcome.label)
+            else:
+                done += int(result.details.get("stress_iterations", runs - done))
+            bar.update(done, note=f"{crashes} crashed")
     return {"runs": done, "crashes": crashes, "crash_rate": crashes / done if done else 0.0, "errors": messages[:5]}
 
 

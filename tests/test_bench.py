@@ -33,7 +33,8 @@ def cpu_bench(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proc = run_bench(out, "--parts", "bandwidth,cases", "--sizes-mib", "1", "--reps", "2",
                      "--case", "fake_faults[kill-n4000]", "--case", PLANTED_CLEAN, "--case", "fake_faults[clean-n4000]")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {"doc": json.loads((out / "bench.json").read_text()), "md": (out / "bench.md").read_text(), "out": out}
+    return {"doc": json.loads((out / "bench.json").read_text()), "md": (out / "bench.md").read_text(), "out": out,
+            "stdout": proc.stdout, "stderr": proc.stderr}
 
 
 def rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -50,6 +51,13 @@ def test_child_killed_by_a_case_is_recorded_and_the_next_case_is_measured(cpu_be
     assert planted["guard_changed_words"] == 0
     assert planted["poison"]["launches"] == 3            # baseline + src + dst
     assert set(planted["ratios"]) >= {"guard_kernel", "guard_launch", "poison"}
+
+
+def test_progress_goes_to_stderr_as_plain_lines_when_not_a_terminal(cpu_bench: dict[str, Any]) -> None:
+    err = cpu_bench["stderr"].splitlines()
+    assert "bench inproc: started (3 cases)" in err
+    assert any(line.startswith("bench inproc: 3 of 3 cases (100%)") and line.endswith("done") for line in err), err
+    assert "bench inproc" not in cpu_bench["stdout"]
 
 
 def test_adapter_without_a_relaunch_hook_is_an_error_that_says_so(cpu_bench: dict[str, Any]) -> None:

@@ -33,8 +33,8 @@ def test_plain_lines_one_per_tenth_and_a_done_line(monkeypatch: pytest.MonkeyPat
     lines = out.getvalue().splitlines()
     assert lines[0] == "stress K2880: started (200 runs)"
     assert len(lines) == 1 + 9 + 1, lines          # start, 10%..90%, done: never one line per run
-    assert lines[1].startswith("stress K2880: 20 runs of 200 runs (10%)")
-    assert lines[-1].startswith("stress K2880: 200 runs of 200 runs (100%)")
+    assert lines[1].startswith("stress K2880: 20 of 200 runs (10%)")
+    assert lines[-1].startswith("stress K2880: 200 of 200 runs (100%)")
     assert lines[-1].endswith("3 crashed done")
 
 
@@ -86,3 +86,55 @@ def test_off_prints_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     assert list(P.track([1, 2], "x", stream=out)) == [1, 2]
     assert out.getvalue() == ""
+
+
+def test_watch_follows_work_counted_elsewhere(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    import time
+    out = io.StringIO()
+    with P.watch("bench inproc", 10, lambda: len(list(tmp_path.glob("*.json"))), interval=0.01, stream=out):
+        for i in range(10):
+            (tmp_path / f"{i}.json").write_text("{}")
+            time.sleep(0.03)
+    lines = out.getvalue().splitlines()
+    assert lines[-1].startswith("bench inproc: 10 of 10 (100%)") and lines[-1].endswith("done")
+    assert len(lines) > 3      # polled while the block ran, not only at its end
+
+
+def test_watch_skips_a_count_that_cannot_be_read_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    import time
+    reads = iter(["", "", "3", "4"])
+    out = io.StringIO()
+    with P.watch("stress", 4, lambda: int(next(reads, "4")), interval=0.01, stream=out):
+        time.sleep(0.2)
+    assert out.getvalue().splitlines()[-1].startswith("stress: 4 of 4 (100%)")
+
+
+def test_nested_rich_bars_share_one_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(P.ENV, raising=False)
+    out = Tty()
+    with P.progress("bench parts", 2, stream=out) as parts:
+        with P.progress("bench cases", 3, stream=out) as cases:     # rich alone refuses a second live display
+            cases.advance(3)
+        parts.advance(2)
+    assert "bench parts" in out.getvalue() and "bench cases" in out.getvalue()
+    assert P.RichBar._live == []
+
+
+def test_repro_stress_counts_runs_on_stderr_while_they_run() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from harness.registry import ROOT
+    env = {k: v for k, v in os.environ.items() if k != P.ENV}
+    proc = subprocess.run([sys.executable, "-m", "harness", "repro", "planted_oob", "--variant", "clean", "--mode", "stress",
+                           "--loop", "40"], cwd=str(ROOT), env=dict(env, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    err = [line for line in proc.stderr.splitlines() if line.startswith("stress planted_oob[")]
+    assert err[0].endswith("started (40 runs)"), err
+    assert err[-1].split(": ", 1)[1].startswith("40 of 40 runs (100%)") and err[-1].endswith("0 crashed done"), err
+    assert len(err) > 2, err        # the worker's own count, read while it ran, not only the end
+    assert "started (40 runs)" not in proc.stdout

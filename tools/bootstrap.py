@@ -43,6 +43,7 @@ class BootstrapError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.stdout.reconfigure(line_buffering=True)   # type: ignore[union-attr]  # in order with pip's output in a log
     ap = argparse.ArgumentParser()
     ap.add_argument("--venv", default=str(ROOT / ".venv"))
     ap.add_argument("--extras", default="", help="comma-separated optional-dependency groups")
