@@ -40,11 +40,20 @@ GUARD = "guard"            # 0xA5 marker bytes changed (overwrites only)
 MEMCHECK = "memcheck"      # compute-sanitizer memcheck record
 GUARD_PAGE = "guard_page"  # hardware fault on an unmapped page right after the tensor
 POISON = "poison"          # output changed when the guard poison pattern changed (overread that matters)
-DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON)
+UNINIT = "uninit"          # two runs, never-written bytes in two fill patterns: reads of them, outputs left unwritten
+RACECHECK = "racecheck"    # compute-sanitizer racecheck: shared-memory hazards
+SYNCCHECK = "synccheck"    # compute-sanitizer synccheck: invalid barrier use
+DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, RACECHECK, SYNCCHECK)
 
 OVERREAD = "overread"
 OVERWRITE = "overwrite"
-KINDS = (OVERREAD, OVERWRITE)
+UNINIT_READ = "uninit_read"  # the kernel's results depend on bytes nobody wrote
+UNWRITTEN = "unwritten"      # output bytes the kernel never wrote (they still hold the fill, whatever it was)
+RACE = "race"                # two unordered accesses to one shared-memory location, at least one a write
+BARRIER = "barrier"          # a barrier used wrongly (divergent __syncthreads, bad mask, ...)
+KINDS = (OVERREAD, OVERWRITE, UNINIT_READ, UNWRITTEN, RACE, BARRIER)
+# Where a shared-memory hazard or a barrier error is: not a byte range of any watched buffer.
+SHARED = "__shared__"
 
 
 @dataclass(frozen=True)

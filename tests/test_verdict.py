@@ -7,7 +7,7 @@ should reach it, and the neighbouring outcome is checked too, so a rule that sil
 from __future__ import annotations
 
 from harness import layout as L
-from harness.model import (DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, ByteRange,
+from harness.model import (DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, ByteRange,
                            DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
 from harness.verdict import decide
 
@@ -179,4 +179,4 @@ def test_outcomes_are_a_closed_set_that_know_if_they_fail() -> None:
     failing = {o for o in Outcome if o.is_failure}
     assert failing == {Outcome.FINDING, Outcome.UNEXPECTEDLY_CLEAN, Outcome.UNRESOLVED, Outcome.TIMEOUT, Outcome.CRASHED}
     assert Outcome.from_label("unexpectedly clean") is Outcome.UNEXPECTEDLY_CLEAN
-    assert set(DETECTORS) == {GUARD, MEMCHECK, GUARD_PAGE, POISON}
+    assert set(DETECTORS) == {GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, RACECHECK, SYNCCHECK}

@@ -1,0 +1,125 @@
+"""racecheck and synccheck records -> findings: a hazard names the kernel, the source line and the two accesses.
+
+Pure (no torch, triton or CUDA), tested on CPU with text in the shape of real output (parse.py says which).
+A shared-memory hazard has no byte range in any buffer the harness allocated: its buffer is `__shared__`
+and its place is the pair of source lines. racecheck's analysis mode reports one access and every access it
+races with, each with its hazard count; its hazard mode reports one pair per record with the threads and the
+shared address. Both become one finding per kernel and unordered pair of accesses, so the same race reads
+the same whichever mode or order the tool used. A record the harness cannot read to the end (no second
+access) is kept as a finding with that said, never dropped.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from harness.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, Finding
+from harness.parse import HAZARD, SYNC_ERROR, HazardAccess, SanitizerRecord
+
+BARRIER_BUFFER = "barrier"   # the "buffer" of a synccheck finding: the synchronisation primitive, not memory
+SHARED_REGION = "shared"
+
+
+@dataclass(frozen=True)
+class _Side:
+    direction: str
+    source: str
+
+    @classmethod
+    def of(cls, access: HazardAccess) -> "_Side":
+        return cls(access.direction, access.source)
+
+    def describe(self) -> str:
+        return f"{self.direction or 'unknown'} at {self.source or '?'}"
+
+
+@dataclass
+class _Race:
+    hazards: int = 0
+    records: int = 0
+    addresses: set[int] | None = None
+    level: str = ""
+    kinds: set[str] | None = None
+    first: SanitizerRecord | None = None
+
+
+def race_findings(records: Iterable[SanitizerRecord], *, arch: str = "") -> list[Finding]:
+    """One finding per kernel and unordered pair of accesses; counts add up over records."""
+    races: dict[tuple[str, _Side, _Side], _Race] = defaultdict(_Race)
+    incomplete: list[SanitizerRecord] = []
+    for rec in records:
+        if rec.category != HAZARD:
+            continue
+        if len(rec.accesses) < 2:
+            incomplete.append(rec)
+            continue
+        first = rec.accesses[0]
+        for other in rec.accesses[1:]:
+            _add(races, rec, first, other)
+    findings = [_race_finding(kernel, a, b, race, arch) for (kernel, a, b), race in races.items()]
+    findings += [_incomplete_finding(rec, arch) for rec in incomplete]
+    return findings
+
+
+def _add(races: dict[tuple[str, _Side, _Side], _Race], rec: SanitizerRecord, first: HazardAccess,
+         other: HazardAccess) -> None:
+    a, b = sorted((_Side.of(first), _Side.of(other)), key=lambda s: (s.direction != "write", s.source))
+    race = races[(rec.kernel or first.kernel, a, b)]
+    race.hazards += other.hazards if other.hazards is not None else 1
+    race.records += 1
+    if rec.address is not None:
+        race.addresses = (race.addresses or set()) | {rec.address}
+    if rec.hazard:
+        race.kinds = (race.kinds or set()) | {rec.hazard}
+    race.level = race.level or rec.level
+    race.first = race.first or rec
+
+
+def _race_finding(kernel: str, a: _Side, b: _Side, race: _Race, arch: str) -> Finding:
+    kinds = f" ({'/'.join(sorted(race.kinds))})" if race.kinds else ""
+    where = f", {len(race.addresses)} shared address(es)" if race.addresses else ""
+    level = f" [{race.level}]" if race.level else ""
+    note = (f"{a.describe()} races with {b.describe()}{kinds}: {race.hazards} hazard(s) in "
+            f"{race.records} record(s){where}{level}")
+    first = race.first
+    return Finding(detector=RACECHECK, kind=RACE, buffer=SHARED, region=SHARED_REGION,
+                   bytes=len(race.addresses or ()), count=race.hazards, kernel=kernel, arch=arch,
+                   first_thread=_xyz(first.thread if first else None), first_block=_xyz(first.block if first else None),
+                   source=f"{a.source} / {b.source}", note=note, exact=False)
+
+
+def _incomplete_finding(rec: SanitizerRecord, arch: str) -> Finding:
+    seen = ", ".join(_Side.of(a).describe() for a in rec.accesses) or "no access"
+    return Finding(detector=RACECHECK, kind=RACE, buffer=SHARED, region=SHARED_REGION, bytes=0, kernel=rec.kernel,
+                   arch=arch, source=rec.accesses[0].source if rec.accesses else "",
+                   note=f"racecheck record without a second access ({seen}): {rec.text}", exact=False)
+
+
+def sync_findings(records: Iterable[SanitizerRecord], *, arch: str = "") -> list[Finding]:
+    """One finding per kernel, source line and error message; `count` is the number of records (threads)."""
+    groups: dict[tuple[str, str, str], list[SanitizerRecord]] = defaultdict(list)
+    for rec in records:
+        if rec.category == SYNC_ERROR:
+            groups[(rec.kernel, _source(rec), rec.error)].append(rec)
+    out = []
+    for (kernel, source, error), recs in groups.items():
+        first = recs[0]
+        out.append(Finding(detector=SYNCCHECK, kind=BARRIER, buffer=BARRIER_BUFFER, region=SHARED_REGION, bytes=0,
+                           count=len(recs), kernel=kernel, arch=arch, first_thread=_xyz(first.thread),
+                           first_block=_xyz(first.block), source=source,
+                           note=f"{first.text} at {source or '?'}: {len(recs)} record(s)", exact=False))
+    return out
+
+
+def findings(records: Sequence[SanitizerRecord], *, arch: str = "") -> list[Finding]:
+    """Every hazard and barrier finding of a record list (either tool's)."""
+    return race_findings(records, arch=arch) + sync_findings(records, arch=arch)
+
+
+def _source(rec: SanitizerRecord) -> str:
+    return HazardAccess("", rec.kernel, rec.pc, rec.file, rec.line).source
+
+
+def _xyz(v: tuple[int, int, int] | None) -> str:
+    return f"({v[0]},{v[1]},{v[2]})" if v else ""
