@@ -179,6 +179,8 @@ class Arena:
     guard: int = L.DEFAULT_GUARD
     flush_allocator: Allocator | None = None
     marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
+    fill: int | None = None                                    # tensor bytes' first value (default: the marker)
+    fill_for: dict[str, int] = field(default_factory=dict)     # per-buffer fill (uninit mode's attribution runs)
     on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
     checker: str = "auto"      # "auto": Triton on a GPU, torch ops elsewhere; "triton" or "torch" to force one
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
@@ -224,7 +226,10 @@ class Arena:
         # only the guards differ between runs, so output bytes a kernel leaves unwritten cannot look like
         # an overread.
         storage.fill_(self.marker)
-        if marker != self.marker:
+        fill = self.fill_for.get(name, self.fill)
+        if fill is not None and fill != self.marker:
+            buf.body().fill_(fill)   # uninit mode: bytes nobody writes keep this value; markers are refilled below
+        if marker != self.marker or (fill is not None and fill != self.marker):
             buf.fill_markers()
         self.buffers[name] = buf
         return buf

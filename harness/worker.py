@@ -130,6 +130,9 @@ class Worker:
             return self._poison(adapter, case)
         if self.mode == "stress":
             return self._stress(adapter, case)
+        if self.mode == "uninit":
+            from harness import fillcheck
+            return fillcheck.run(self, adapter, case)
         return self._once(adapter, case, watch_placement=self.job.get("watch_placement", self.L.GUARDED))
 
     def _release(self, kept: int) -> dict[str, int]:
@@ -144,11 +147,13 @@ class Worker:
         return {"free_bytes_after_release": int(free), "total_bytes": int(total)}
 
     def _context(self, case: Any, *, marker: int = 0xA5, watch_placement: str | None = None,
-                 production: bool = False, marker_for: dict[str, int] | None = None) -> Any:
+                 production: bool = False, marker_for: dict[str, int] | None = None, fill: int | None = None,
+                 fill_for: dict[str, int] | None = None) -> Any:
         from harness.context import RunContext
         from harness.guard import Arena
         arena = Arena(self.device, marker=marker, guard=self.job.get("guard", self.L.DEFAULT_GUARD),
-                      flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}))
+                      flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}), fill=fill,
+                      fill_for=dict(fill_for or {}))
         self.keep.append(arena)
         ctx = RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
                          watch_placement=watch_placement or self.L.GUARDED, production=production)

@@ -1,0 +1,36 @@
+"""`fake_uninit`: CPU stand-ins for kernels that read never-written bytes (tests/test_uninit.py only).
+
+Loaded by the worker as `scenarios.fake_uninit` through tests/fake_kernels/sitecustomize.py."""
+from __future__ import annotations
+
+from harness.model import GUARD, UNINIT, UNINIT_READ, Expectation, ExpectedFinding
+from harness.scenario import Case, Param, Scenario
+
+NAME = "fake_uninit"
+N = 1000
+VARIANTS = ("clean", "input_half_written", "external_output", "nondeterministic")
+
+
+def _expect(case: Case) -> Expectation:
+    n = case.params["n"]
+    if case.variant == "input_half_written":
+        return Expectation((ExpectedFinding(UNINIT_READ, "x", (UNINIT,), region="inside", bytes=n // 2 * 4,
+                                            ranges=((n // 2 * 4, n * 4),)),))
+    if case.variant == "external_output":
+        return Expectation((ExpectedFinding(UNINIT_READ, "out", (UNINIT,), region="inside"),))
+    return Expectation()
+
+
+SCENARIO = Scenario(
+    name=NAME,
+    summary="CPU stand-ins for reads of never-written memory (uninit-mode tests only)",
+    adapter="fake_uninit_adapters:run_case",
+    params=(Param("n", int, low=2, high=1 << 20),),
+    variants=VARIANTS,
+    cases=lambda: [Case(NAME, v, {"n": N}, f"n{N}") for v in VARIANTS],
+    expect=_expect,
+    kernel=lambda case: "fake",
+    needs_gpu=lambda case: False,
+    detectors=(GUARD, UNINIT),
+    timeout_s=10.0,
+)

@@ -1,0 +1,30 @@
+"""Adapters for tests/fake_kernels/fake_scenarios/fake_uninit.py: torch ops on the CPU standing in for kernels
+that read bytes nobody wrote (uninit-mode tests). Each "kernel" is one torch expression."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.context import RunInfo
+
+
+def run_case(case: Any, ctx: Any) -> Any:
+    n = case.params["n"]
+    x = ctx.tensor("x", (n,), torch.float32)
+    out = ctx.tensor("out", (n,), torch.float32, watch=True)
+    if case.variant == "input_half_written":
+        x[: n // 2] = 1.0                   # the host writes only the first half of the input
+        out.copy_(x * 2)                    # the "kernel" reads all of it
+        return RunInfo(kernel="fake_scale", outputs={"out": out})
+    x.fill_(1.0)
+    if case.variant == "external_output":
+        total = torch.zeros(1, dtype=torch.float32)
+        total += out.sum()                  # reads out, which nobody wrote; the result is not in the arena
+        out.copy_(x)
+        return RunInfo(kernel="fake_sum", outputs={"total": total})
+    if case.variant == "nondeterministic":
+        out.copy_(torch.rand(n))            # differs from run to run whatever the fill: not judged
+        return RunInfo(kernel="fake_noise", outputs={"out": out})
+    out.copy_(x)                            # clean
+    return RunInfo(kernel="fake_copy", outputs={"out": out})

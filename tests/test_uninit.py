@@ -1,0 +1,152 @@
+"""Uninit mode: reads of never-written memory and unwritten outputs, found by running a case with two fill
+patterns in every byte the host did not write (harness/fillcheck.py in the worker, harness/uninit.py for the
+findings). The worker runs here on the CPU: the planted Triton kernels under TRITON_INTERPRET=1, and torch
+stand-ins (tests/fake_kernels/fake_uninit_adapters.py) for the cases the planted ones do not cover."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import layout as L
+from harness import uninit
+from harness.model import UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
+from harness.registry import ROOT
+from harness.verdict import decide
+
+FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+
+
+def _buffer(name: str, nbytes: int, rows: L.Rows | None = None) -> dict[str, Any]:
+    return {"name": name, "layout": L.plan(nbytes, rows=rows).to_json()}
+
+
+# ------------------------------------------------------------------------------------------ pure findings
+
+def test_unwritten_output_bytes_become_one_finding_per_region_class() -> None:
+    rows = L.Rows(rows=4, row_bytes=8, row_stride=16, used_rows=3)
+    report = {"fills": [0xA5, 0x5A], "unwritten": {"scale": [[16, 24], [32, 40]]}}
+    (f,) = uninit.findings(report, [_buffer("scale", rows.nbytes, rows)], kernel="k", arch="cpu",
+                           describe=lambda b, s, e: f"{b} bytes {s}..{e - 1}")
+    assert (f.detector, f.kind, f.buffer, f.region, f.bytes, f.count) == (UNINIT, UNWRITTEN, "scale", "inside", 16, 2)
+    assert [(r.start, r.end, r.logical) for r in f.ranges] == [(16, 24, "scale bytes 16..23"), (32, 40, "scale bytes 32..39")]
+    assert "0xa5/0x5a" in f.note
+
+
+def test_a_read_names_the_buffer_its_bytes_and_what_they_changed() -> None:
+    report = {"fills": [0xA5, 0x5A], "read": {"x": {"ranges": [[8, 16]], "effects": {
+        "out": {"bytes": 4, "ranges": [[0, 4]]}, "output:total": {"elements": 1, "of": 1}}}},
+        "nondeterministic": {"y": 3}}
+    (f,) = uninit.findings(report, [_buffer("x", 16), _buffer("out", 16)])
+    assert (f.kind, f.buffer, f.bytes, [(r.start, r.end) for r in f.ranges]) == (UNINIT_READ, "x", 8, [(8, 16)])
+    assert "out bytes 0..3 (4 B)" in f.note and "total: 1 of 1 elements" in f.note and "y: 3" in f.note
+
+
+def test_a_read_whose_bytes_were_overwritten_is_still_a_finding() -> None:
+    report = {"read": {"out": {"ranges": [], "effects": {"output:total": {"elements": 1, "of": 1}}}}}
+    (f,) = uninit.findings(report, [_buffer("out", 16)])
+    assert (f.kind, f.buffer, f.bytes, f.exact) == (UNINIT_READ, "out", 0, False)
+
+
+def test_differences_no_buffer_explains_are_never_dropped() -> None:
+    report = {"unexplained": {"out": {"bytes": 4, "ranges": [[0, 4]]}}}
+    (f,) = uninit.findings(report, [_buffer("out", 16)])
+    assert (f.kind, f.buffer) == (UNINIT_READ, uninit.UNKNOWN_BUFFER) and "out bytes 0..3" in f.note
+
+
+def test_without_declared_outputs_the_detector_says_what_it_did_not_check() -> None:
+    assert "not checked" in uninit.checked_outputs({"outputs": []})
+    assert "outputs out" in uninit.checked_outputs({"outputs": ["out"], "runs": 2, "fills": [0xA5, 0x5A]})
+
+
+# ----------------------------------------------------------------------------- the worker, on the CPU
+
+def _run_worker(tmp: Path, scenario: Any, cases: list[Any]) -> list[dict[str, Any]]:
+    job = {"cases": [c.to_json() for c in cases], "out_dir": str(tmp), "mode": "uninit", "watch_placement": L.GUARDED,
+           "check_markers": True, "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
+    (tmp / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]))
+    proc = subprocess.run([sys.executable, "-m", "harness.worker", str(tmp / "job.json")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads((tmp / f"{i}.json").read_text()) for i in range(len(cases))]
+
+
+def _judged(scenario: Any, case: Any, res: dict[str, Any]) -> tuple[Outcome, list[Any]]:
+    assert res["status"] == "ok", res
+    found = uninit.findings(res["uninit"], res["buffers"], kernel=res["kernel"], arch=res["arch"])
+    verdict = decide(scenario.expect(case), found, [DetectorRun(UNINIT, True, "two fills")])
+    return verdict.outcome, found
+
+
+@pytest.fixture(scope="module")
+def planted_triton(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from scenarios.planted_uninit import SCENARIO
+    cases = [c for c in SCENARIO.build() if c.params["impl"] == "triton"]
+    results = _run_worker(tmp_path_factory.mktemp("planted-uninit"), SCENARIO, cases)
+    return {c.variant: (SCENARIO, c, r) for c, r in zip(cases, results)}
+
+
+def test_accumulating_into_an_output_nobody_wrote_is_a_read_of_all_of_it(planted_triton: dict[str, Any]) -> None:
+    outcome, found = _judged(*planted_triton["accumulate_empty"])
+    assert outcome is Outcome.EXPECTED_FINDING
+    (f,) = found
+    assert (f.kind, f.buffer, f.region, f.bytes) == (UNINIT_READ, "out", "inside", 16000)
+    assert planted_triton["accumulate_empty"][2]["uninit"]["runs"] == 5   # A, B, A again, one per buffer (x, out)
+
+
+def test_a_grid_one_block_short_leaves_the_last_block_unwritten(planted_triton: dict[str, Any]) -> None:
+    outcome, found = _judged(*planted_triton["grid_short"])
+    assert outcome is Outcome.EXPECTED_FINDING
+    (f,) = found
+    assert (f.kind, f.buffer, [(r.start, r.end) for r in f.ranges]) == (UNWRITTEN, "out", [(3 * 1024 * 4, 16000)])
+
+
+@pytest.mark.parametrize("variant", ["accumulate_zeroed", "grid_full"])
+def test_fixed_twins_are_clean_in_two_runs(planted_triton: dict[str, Any], variant: str) -> None:
+    outcome, found = _judged(*planted_triton[variant])
+    assert outcome is Outcome.CLEAN and not found
+    assert planted_triton[variant][2]["uninit"]["runs"] == 2
+
+
+@pytest.fixture(scope="module")
+def fake_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fake_uninit_definition", FAKE_DIR / "fake_scenarios" / "fake_uninit.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases = module.SCENARIO.build()
+    results = _run_worker(tmp_path_factory.mktemp("fake-uninit"), module.SCENARIO, cases)
+    return {c.variant: (module.SCENARIO, c, r) for c, r in zip(cases, results)}
+
+
+def test_an_input_the_host_wrote_half_of_names_the_unwritten_half(fake_results: dict[str, Any]) -> None:
+    outcome, found = _judged(*fake_results["input_half_written"])
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    (f,) = found
+    assert (f.buffer, [(r.start, r.end) for r in f.ranges]) == ("x", [(2000, 4000)])
+    assert "out bytes 2000..3999 (2000 B)" in f.note
+
+
+def test_a_read_seen_only_in_an_output_outside_the_arena(fake_results: dict[str, Any]) -> None:
+    outcome, found = _judged(*fake_results["external_output"])
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    assert "total: 1 of 1 elements" in found[0].note
+
+
+def test_run_to_run_noise_is_set_aside_not_reported(fake_results: dict[str, Any]) -> None:
+    outcome, found = _judged(*fake_results["nondeterministic"])
+    report = fake_results["nondeterministic"][2]["uninit"]
+    assert outcome is Outcome.CLEAN and not found
+    assert report["nondeterministic"] == {"out": 4000} and report["runs"] == 3
+
+
+def test_a_clean_stand_in_is_clean(fake_results: dict[str, Any]) -> None:
+    assert _judged(*fake_results["clean"])[0] is Outcome.CLEAN
