@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
 from harness.scenario import Case, Param, Scenario
 
-N = 4000  # the size of the reference runs in shared/reference: a 4,000-byte tensor
+N = 4000  # a 4,000-byte tensor
 
 
 def _cases() -> list[Case]:

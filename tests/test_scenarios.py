@@ -3,7 +3,7 @@
 A scenario that silently builds fewer cases, or a typo that makes a case skip, would hide a regression, so
 definitions are validated when loaded. This module checks every scenario in scenarios/ and each validation
 rule, the layout errors an adapter can hit, and the expectation arithmetic of padded_stride_scale_write
-against numbers worked out by hand (DESIGN.md: H=2304, 5 tokens in 8 rows of 72 of 80 bytes).
+against numbers worked out by hand (H=2304, 5 tokens in 8 rows of 72 of 80 bytes).
 """
 from __future__ import annotations
 

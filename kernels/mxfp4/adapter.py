@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.mxfp4 import layout as L
-
 
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
@@ -28,9 +26,9 @@ def run_case(case: Any, ctx: Any) -> Any:
     prepared = M.prepare(p["E"], p["N"], p["K"], padded=padded, seed=ctx.seed, device=ctx.device, alloc_scale=alloc_scale)
     flags: dict[str, Any] = {}
     if case.variant.startswith("batched"):
-        variant = M.BatchedVariant("batched", split_k=1 if "splitk1" in case.variant else None)
+        split_k = 1 if "splitk1" in case.variant else None
         x = M.make_batched_input(prepared, p["tokens"], seed=ctx.seed)
-        once = lambda: M.run_batched(prepared, x, variant=variant, on_flags=flags.update)  # noqa: E731
+        once = lambda: M.run_batched(prepared, x, split_k=split_k, on_flags=flags.update)  # noqa: E731
         counts: tuple[int, ...] = (p["tokens"],) * p["E"]
     else:
         routing = M.route(prepared, p["tokens"], p["top_k"], seed=ctx.seed)
@@ -44,6 +42,3 @@ def run_case(case: Any, ctx: Any) -> Any:
     return RunInfo(kernel="_matmul_ogs" if prepared.api_gen == "matmul_ogs" else "_matmul", outputs={"y": y},
                    notes=notes, relaunch=once)
 
-
-def describe(E: int, N: int, K: int, padded: bool, start: int, end: int) -> str:
-    return L.describe_range(L.scale_layout(E, N, K, padded=padded), start, end)

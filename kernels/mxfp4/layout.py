@@ -1,6 +1,6 @@
 """Byte accounting for triton_kernels' Hopper mxfp4 weight scales, and where the unmasked K walk lands.
 
-Why this exists: the last-expert OOB read (DESIGN.md) is a question of arithmetic. The harness must know,
+Why this exists: the last-expert OOB read (scenarios/last_expert_oob_read.py) is a question of arithmetic. The harness must know,
 before anything runs, how many bytes the kernel reads past the scale storage, which logical scale each
 byte stands for, and which sizes are safe, so that a memcheck record can be checked against a prediction
 and not only counted. Pure: imports no torch, triton or CUDA; the device side is `kernels.mxfp4.moe`.

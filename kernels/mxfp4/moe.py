@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # The HOPPER_SCALE layout (and its unmasked load) is what triton_kernels picks on sm90 only.
 SUPPORTED_CAPABILITIES = ((9, 0),)
-# DESIGN.md: 64 tokens, top-2, last expert forced gave 35 memcheck records unpadded and 0 padded on the H200.
+# 64 tokens, top-2, last expert forced: 35 memcheck records unpadded and 0 padded on the H200 (evidence/h200/run3-last-expert).
 DEFAULT_TOKENS = 64
 DEFAULT_TOP_K = 2
 
@@ -46,13 +46,11 @@ class Prepared:
     N: int
     K: int
     padded: bool
-    seed: int
     device: Any                 # torch.device
     api_gen: str
     layout: L.ScaleLayout
     w: Any                      # triton_kernels Tensor, HOPPER_VALUE layout, logical [E, K, N] fp4
-    w_scale: Any                # triton_kernels Tensor, HOPPER_SCALE layout, storage = scale_storage
-    scale_storage: Any          # the 1-D uint8 tensor alloc_scale returned
+    w_scale: Any                # triton_kernels Tensor, HOPPER_SCALE layout, storage in alloc_scale's buffer
     precision_config: Any
     located: Located
 
@@ -61,9 +59,7 @@ class Prepared:
 class Routing:
     routing_data: Any           # matmul_ogs: RoutingData; matmul: RaggedTensorMetadata
     gather_indx: Any
-    scatter_indx: Any
     n_tokens: int
-    top_k: int
     expert_counts: tuple[int, ...]   # rows each expert got (last one > 0 when forced)
 
 
@@ -71,7 +67,6 @@ class Routing:
 class RouteParts:
     routing_data: Any
     gather_indx: Any
-    scatter_indx: Any
     hist: Any
 
 
@@ -113,8 +108,8 @@ class _OgsApi:
     def route(self, logits: Any, top_k: int) -> RouteParts:
         from triton_kernels.routing import routing
 
-        routing_data, gather, scatter = routing(logits, top_k)
-        return RouteParts(routing_data, gather, scatter, routing_data.expt_hist)
+        routing_data, gather, _scatter = routing(logits, top_k)
+        return RouteParts(routing_data, gather, routing_data.expt_hist)
 
     def matmul(self, x: Any, w: Any, pc: Any, routing: Routing | None) -> Any:
         from triton_kernels.matmul_ogs import matmul_ogs
@@ -169,7 +164,7 @@ class _MatmulApi:
         sparse = topk(logits, top_k, apply_softmax=True)
         col_sorted = sparse.mask_metadata.col_sorted_indx
         ragged = make_ragged_tensor_metadata(sparse.mask_metadata.col_sum, logits.shape[0] * top_k)
-        return RouteParts(ragged, col_sorted // top_k, col_sorted, sparse.mask_metadata.col_sum)
+        return RouteParts(ragged, col_sorted // top_k, sparse.mask_metadata.col_sum)
 
     def matmul(self, x: Any, w: Any, pc: Any, routing: Routing | None) -> Any:
         # NOT RUN HERE.
@@ -232,8 +227,8 @@ def prepare(E: int, N: int, K: int, *, padded: bool, seed: int, device: Any, all
         s = pad_scale_groups(s, layout.logical_groups)
     w, ws = api.swizzle(q, s, layout)
     del q, s
-    ws, buf = _move_scale(ws, layout, alloc_scale)
-    return Prepared(E, N, K, padded, seed, dev, found.api_gen, layout, w, ws, buf, api.precision_config(ws), found)
+    ws = _move_scale(ws, layout, alloc_scale)
+    return Prepared(E, N, K, padded, dev, found.api_gen, layout, w, ws, api.precision_config(ws), found)
 
 
 def quantize_experts(E: int, N: int, K: int, *, seed: int, device: Any, method: str = "triton") -> tuple[Any, Any]:
@@ -260,12 +255,12 @@ def pad_scale_groups(s: Any, groups: int) -> Any:
     return F.pad(s, (0, extra), value=L.E8M0_ONE) if extra else s
 
 
-def _move_scale(ws: Any, layout: L.ScaleLayout, alloc_scale: ScaleAllocator) -> tuple[Any, Any]:
+def _move_scale(ws: Any, layout: L.ScaleLayout, alloc_scale: ScaleAllocator) -> Any:
     """The same triton_kernels Tensor (layout object, shape, strides) over a copy in alloc_scale's buffer."""
     data = ws.storage.data
     _check_against_layout(data, layout)
-    moved, buf = _copy_into(data, alloc_scale)
-    return dataclasses.replace(ws, storage=dataclasses.replace(ws.storage, data=moved)), buf
+    moved = _copy_into(data, alloc_scale)
+    return dataclasses.replace(ws, storage=dataclasses.replace(ws.storage, data=moved))
 
 
 def _check_against_layout(data: Any, layout: L.ScaleLayout) -> None:
@@ -280,8 +275,8 @@ def _check_against_layout(data: Any, layout: L.ScaleLayout) -> None:
                            f"  expected = dtype {want[0]}, shape {want[1]}, strides {want[2]}")
 
 
-def _copy_into(data: Any, alloc: ScaleAllocator) -> tuple[Any, Any]:
-    """Copy a permuted-dense tensor into alloc's 1-D uint8 buffer; (the same view over it, the buffer)."""
+def _copy_into(data: Any, alloc: ScaleAllocator) -> Any:
+    """Copy a permuted-dense tensor into alloc's 1-D uint8 buffer; the same view over it."""
     order = sorted(range(data.dim()), key=lambda d: data.stride(d), reverse=True)
     dense = data.permute(order)
     if not dense.is_contiguous():
@@ -295,7 +290,7 @@ def _copy_into(data: Any, alloc: ScaleAllocator) -> tuple[Any, Any]:
     if tuple(moved.shape) != tuple(data.shape) or not _same_strides(moved, data):
         raise RuntimeError(f"relocated scale has shape {tuple(moved.shape)} strides {tuple(moved.stride())}, "
                            f"expected {tuple(data.shape)} {tuple(data.stride())}")
-    return moved, buf
+    return moved
 
 
 def _check_buffer(buf: Any, nbytes: int, like: Any) -> None:
@@ -342,7 +337,7 @@ def route(prepared: Prepared, n_tokens: int = DEFAULT_TOKENS, top_k: int = DEFAU
     counts = tuple(int(c) for c in parts.hist.tolist())
     if force_last_expert and counts[-1] != n_tokens:
         raise RuntimeError(f"routing gave the last expert {counts[-1]} of {n_tokens} tokens (counts {counts})")
-    return Routing(parts.routing_data, parts.gather_indx, parts.scatter_indx, n_tokens, top_k, counts)
+    return Routing(parts.routing_data, parts.gather_indx, n_tokens, counts)
 
 
 def make_tokens(prepared: Prepared, n_tokens: int = DEFAULT_TOKENS, *, seed: int) -> Any:
@@ -375,116 +370,26 @@ def run(prepared: Prepared, x: Any, routing: Routing, *, on_flags: FlagsCallback
     return y
 
 
-# --- the batched mode and the variants that tell its errors apart -----------------------------------------
-BATCHED_MODES = ("batched", "loop", "ragged")
-X_LAYOUTS = ("row_major", "col_major")
-
-
-@dataclass(frozen=True)
-class BatchedVariant:
-    """One way to run x [E, M, K] against the E experts, with the hypothesis it tests.
-
-    mode: "batched" (one matmul on 3-D x, no routing), "loop" (one 2-D matmul per expert on a one-expert
-    slice of the weights), "ragged" (x flattened to [E*M, K], top-1 routing sending rows e*M..e*M+M-1 to e).
-    split_k: force opt_flags' split_k (None: the library's choice). x_layout: "col_major" passes x K-major.
-    """
-
-    mode: str = "batched"
-    split_k: int | None = None
-    x_layout: str = "row_major"
-    hypothesis: str = ""
-
-    def __post_init__(self) -> None:
-        if self.mode not in BATCHED_MODES:
-            raise ValueError(f"mode must be one of {BATCHED_MODES}, got {self.mode!r}")
-        if self.x_layout not in X_LAYOUTS:
-            raise ValueError(f"x_layout must be one of {X_LAYOUTS}, got {self.x_layout!r}")
-        if self.split_k is not None and self.split_k < 1:
-            raise ValueError(f"split_k must be >= 1, got {self.split_k}")
-
-    @property
-    def id(self) -> str:
-        parts = [self.mode]
-        if self.split_k is not None:
-            parts.append(f"splitk{self.split_k}")
-        if self.x_layout != "row_major":
-            parts.append("xcolmajor")
-        return "-".join(parts)
-
-    def constraints(self) -> dict[str, int]:
-        return {} if self.split_k is None else {"split_k": self.split_k}
-
-
-BATCHED_VARIANTS = (
-    BatchedVariant("batched", hypothesis=(
-        "as run on the H200: the library picks split_k (5 for E=4, M=64, N=256); predicted: "
-        "(E-1)*M*N*4 B written past the [split_k, 1, M, N] fp32 scratchpad, plus the scale overread")),
-    BatchedVariant("batched", split_k=1, hypothesis=(
-        "H1, split-k scratchpad without a batch axis: predicted no writes out of bounds; only the scale "
-        "overread (64 B unpadded, 0 padded)")),
-    BatchedVariant("batched", split_k=2, hypothesis=(
-        "H1 slot arithmetic: slot = expert + split, the same (E-1)*M*N*4 B past the scratchpad as split_k 5, "
-        "from fewer programs")),
-    BatchedVariant("loop", hypothesis=(
-        "no batch axis at all (2-D call per expert, library's split_k): predicted like routing: only the "
-        "last expert's call reads past the scale storage")),
-    BatchedVariant("ragged", hypothesis=(
-        "the same rows through top-1 routing: predicted only the scale overread")),
-    BatchedVariant("batched", split_k=1, x_layout="col_major", hypothesis=(
-        "H2 caller layout: x K-major instead of row-major; predicted identical to batched-splitk1 "
-        "(x strides are passed to the kernel)")),
-)
-
-
-def run_batched(prepared: Prepared, x: Any, *, variant: BatchedVariant = BatchedVariant(),
+# --- the batched mode ---------------------------------------------------------------------------------------
+def run_batched(prepared: Prepared, x: Any, *, split_k: int | None = None,
                 on_flags: FlagsCallback | None = None) -> Any:
-    """x [E, M, K] against the E experts without routing (see BatchedVariant); returns [E, M, N]."""
+    """x [E, M, K] against the E experts in one matmul on 3-D x, no routing; returns [E, M, N].
+
+    split_k forces opt_flags' split_k for this call (None: the library's choice, 5 for E=4, M=64, N=256, whose
+    scratchpad has no batch axis in the matmul_ogs copy: the second bug the `batched` variants pin).
+    """
     import torch
 
     if x.dim() != 3 or x.shape[0] != prepared.E or x.shape[2] != prepared.K:
         raise ValueError(f"x must be [E={prepared.E}, M, K={prepared.K}], got {tuple(x.shape)}")
+    if split_k is not None and split_k < 1:
+        raise ValueError(f"split_k must be >= 1, got {split_k}")
     api = _api(prepared.api_gen)
-    x_in = x.transpose(-2, -1).contiguous().transpose(-2, -1) if variant.x_layout == "col_major" else x
-    with _opt_flag_constraints(api, variant.constraints()), _recording_flags(api, on_flags):
-        y = _BATCHED_RUNNERS[variant.mode](api, prepared, x_in)
+    constraints = {} if split_k is None else {"split_k": split_k}
+    with _opt_flag_constraints(api, constraints), _recording_flags(api, on_flags):
+        y = api.matmul(x, prepared.w, prepared.precision_config, None)
     torch.cuda.synchronize(prepared.device)
     return y
-
-
-def _run_3d(api: _Api, prepared: Prepared, x: Any) -> Any:
-    return api.matmul(x, prepared.w, prepared.precision_config, None)
-
-
-def _run_loop(api: _Api, prepared: Prepared, x: Any) -> Any:
-    import torch
-
-    outs = []
-    for e in range(prepared.E):
-        w_e, ws_e = _expert_slice(prepared.w, e), _expert_slice(prepared.w_scale, e)
-        outs.append(api.matmul(x[e], w_e, api.precision_config(ws_e), None))
-    return torch.stack(outs)
-
-
-def _run_ragged(api: _Api, prepared: Prepared, x: Any) -> Any:
-    import torch
-
-    E, M, K = x.shape
-    logits = torch.full((E * M, E), -1.0, device=prepared.device, dtype=torch.float32)
-    logits[torch.arange(E * M, device=prepared.device), torch.arange(E * M, device=prepared.device) // M] = 1.0
-    parts = api.route(logits.to(torch.bfloat16), 1)
-    routing = Routing(parts.routing_data, parts.gather_indx, parts.scatter_indx, E * M, 1,
-                      tuple(int(c) for c in parts.hist.tolist()))
-    y = api.matmul(x.reshape(E * M, K), prepared.w, prepared.precision_config, routing)
-    return y.reshape(E, M, -1)
-
-
-_BATCHED_RUNNERS = {"batched": _run_3d, "loop": _run_loop, "ragged": _run_ragged}
-
-
-def _expert_slice(t: Any, e: int) -> Any:
-    """A one-expert triton_kernels Tensor over the same memory (same layout object and strides)."""
-    storage = dataclasses.replace(t.storage, data=t.storage.data[e:e + 1])
-    return dataclasses.replace(t, storage=storage, shape=[1, *t.shape[1:]], shape_max=[1, *t.shape_max[1:]])
 
 
 @contextlib.contextmanager
