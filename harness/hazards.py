@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from harness.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, Finding
 from harness.parse import HAZARD, SYNC_ERROR, HazardAccess, SanitizerRecord
@@ -115,6 +115,40 @@ def sync_findings(records: Iterable[SanitizerRecord], *, arch: str = "") -> list
 def findings(records: Sequence[SanitizerRecord], *, arch: str = "") -> list[Finding]:
     """Every hazard and barrier finding of a record list (either tool's)."""
     return race_findings(records, arch=arch) + sync_findings(records, arch=arch)
+
+
+@dataclass
+class Assigned:
+    """A batch's hazard and barrier findings sorted onto its cases."""
+
+    findings: dict[str, list[Finding]]
+    alone: list[str]   # cases to rerun one per process: a record none or several of them could have made
+
+
+def owner_candidates(rec: SanitizerRecord, kernels: Mapping[str, str]) -> list[str]:
+    """Cases of a batch whose kernel (RunInfo.kernel, a label such as 'planted_reduce_race' or a Triton
+    name's prefix) is the record's kernel; every case when none is."""
+    named = [case_id for case_id, label in kernels.items() if label and label in rec.kernel]
+    return named or list(kernels)
+
+
+def assign(records: Iterable[SanitizerRecord], kernels: Mapping[str, str], *, arch: str = "") -> Assigned:
+    """Records of one sanitized process -> findings per case (`kernels`: case id -> its kernel label, in batch
+    order). A shared-memory hazard has no address that names a case, so a record belongs to the one case that
+    launched its kernel; when several cases of the batch did (a buggy variant and its fixed twin), or none
+    says so, those cases are rerun alone: a process with one case leaves no doubt."""
+    mine: dict[str, list[SanitizerRecord]] = defaultdict(list)
+    alone: list[str] = []
+    for rec in records:
+        if rec.category not in (HAZARD, SYNC_ERROR):
+            continue
+        owners = owner_candidates(rec, kernels)
+        if len(owners) == 1:
+            mine[owners[0]].append(rec)
+        else:
+            alone += [c for c in owners if c not in alone]
+    found = {case_id: findings(recs, arch=arch) for case_id, recs in mine.items() if case_id not in alone}
+    return Assigned(found, alone)
 
 
 def _source(rec: SanitizerRecord) -> str:

@@ -93,3 +93,30 @@ def test_sync_findings_group_per_line_and_match_an_expectation() -> None:
     expected = ExpectedFinding(BARRIER, hazards.BARRIER_BUFFER, (SYNCCHECK,))
     assert sum(expected.matches(f) for f in found) == 2
     assert not ExpectedFinding(RACE, SHARED, (RACECHECK,)).matches(found[0])
+
+
+def _race(kernel: str) -> parse.SanitizerRecord:
+    return parse.SanitizerRecord(category=parse.HAZARD, text="Race reported", kernel=kernel, accesses=(
+        parse.HazardAccess("write", kernel, "0x10", "race.cu", 27), parse.HazardAccess("read", kernel, "0x20", "race.cu", 27, hazards=3)))
+
+
+def test_a_hazard_goes_to_the_one_case_that_launched_its_kernel() -> None:
+    got = hazards.assign([_race("planted_reduce_race")], {"a": "planted_divergent_barrier", "b": "planted_reduce_race"})
+    assert got.alone == [] and list(got.findings) == ["b"] and got.findings["b"][0].kind == RACE
+
+
+def test_a_hazard_several_cases_could_have_made_sends_them_to_run_alone() -> None:
+    kernels = {"race": "planted_reduce_race", "fixed": "planted_reduce_race", "other": "planted_divergent_barrier"}
+    got = hazards.assign([_race("planted_reduce_race")], kernels)
+    assert got.alone == ["race", "fixed"] and got.findings == {}
+
+
+def test_a_hazard_no_case_names_sends_every_case_alone_but_one_case_owns_it() -> None:
+    assert hazards.assign([_race("mystery")], {"a": "k_one", "b": "k_two"}).alone == ["a", "b"]
+    single = hazards.assign([_race("mystery")], {"a": "k_one"})
+    assert single.alone == [] and single.findings["a"][0].kernel == "mystery"
+
+
+def test_a_triton_kernel_label_matches_its_specialised_name() -> None:
+    got = hazards.assign([_race("_matmul_ogs_NNT_bf16xbf16")], {"a": "_matmul_ogs", "b": "planted_reduce_race"})
+    assert list(got.findings) == ["a"]

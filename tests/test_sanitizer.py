@@ -280,7 +280,7 @@ def test_every_option_exists_in_real_help(tool: str, help_file: str) -> None:
 
 def test_tool_specific_options() -> None:
     race = memcheck_command(INFO, tool="racecheck", xml_path="o.xml", target_argv=["t"])
-    assert value_after(race, "--racecheck-report") == "hazard"
+    assert value_after(race, "--racecheck-report") == "analysis"
     init = memcheck_command(INFO, tool="initcheck", xml_path="o.xml", target_argv=["t"])
     assert value_after(init, "--check-api-memory-access") == "yes" and "--racecheck-report" not in init
 
