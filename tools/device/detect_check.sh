@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 20 items 2-3 on the device machine (H200), one call, well under 5 minutes, everything under $OUT:
+#   1. uninit mode on planted_uninit (Triton and CUDA): accumulate into torch.empty -> uninit_read of out,
+#      grid one block short -> unwritten tail of out, both fixed twins clean;
+#   2. racecheck and synccheck modes on planted_race (CUDA): race -> racecheck race naming race.cu's RACE line,
+#      divergent_barrier -> synccheck barrier naming a BARRIER line, both fixed twins clean;
+#   3. the two new scenarios under the default mode (both = guard + memcheck): their cost on the default
+#      matrix (the default mode itself is unchanged), and that they add no failure there;
+#   4. the raw worker logs and sanitizer XML of every run (the first recorded racecheck/synccheck output:
+#      tests/data/sanitizer takes its fixtures from here).
+# Wall times come from `date +%s` (no bc on the device). Each step has its own time limit.
+set -u
+export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/r/$name.log" 2>&1
+  local rc=$?
+  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log" "$OUT/r/steps.txt"
+  tail -3 "$OUT/r/$name.log"
+}
+scen() {  # scen NAME LIMIT MODE SCENARIO...
+  local name=$1 limit=$2 mode=$3; shift 3
+  local sel=(); for s in "$@"; do sel+=(--scenario "$s"); done
+  step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" "${sel[@]}" \
+    --report-dir "$OUT/r/$name"
+}
+{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+step bootstrap 120 make .venv/.bootstrap-gpu
+# The two CUDA extensions are built once here (nvcc, ~35 s each cold), so the timed runs below are warm.
+step build 150 .venv/bin/python -c "import torch; from kernels.planted import race, uninit; cc = torch.cuda.get_device_capability(); race._module(cc); uninit._cuda_module(cc); print('built for', cc)"
+scen uninit 120 uninit planted_uninit
+scen racecheck 120 racecheck planted_race
+scen synccheck 90 synccheck planted_race
+scen default-cost 120 both planted_uninit planted_race
+# What each case came to: outcome, and every finding's kind, buffer, region, bytes, source and note.
+.venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'
+import json, sys
+from pathlib import Path
+for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
+    data = json.loads(report.read_text())
+    print(f"== {report.parent.name}")
+    for case in data.get("cases", []):
+        print(f"  {case['id']}: {case['outcome']} ({case.get('duration_s', 0)} s) {case['message'][:160]!r}")
+        for f in case.get("findings", []):
+            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} {f['bytes']} B x{f['count']} "
+                  f"kernel={f['kernel']} source={f['source']!r} ranges={[(r['start'], r['end']) for r in f['ranges']][:4]}")
+            print(f"      {f['note'][:300]}")
+EOF
+cat "$OUT/r/summary.txt"
+.venv/bin/python -c "from kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$OUT/r/summary.txt"
+tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
+tar czf "$OUT/reports.tgz" -C "$OUT" r
