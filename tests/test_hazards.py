@@ -120,3 +120,12 @@ def test_a_hazard_no_case_names_sends_every_case_alone_but_one_case_owns_it() ->
 def test_a_triton_kernel_label_matches_its_specialised_name() -> None:
     got = hazards.assign([_race("_matmul_ogs_NNT_bf16xbf16")], {"a": "_matmul_ogs", "b": "planted_reduce_race"})
     assert list(got.findings) == ["a"]
+
+
+def test_the_finding_builders_import_no_torch() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, harness.hazards, harness.uninit, scenarios.planted_race, scenarios.planted_uninit; "
+            "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
+    from harness.registry import ROOT
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
