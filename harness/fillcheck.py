@@ -14,8 +14,8 @@ guards and row padding keep the 0xA5 marker in every run. Then:
    changes anything besides its own never-written bytes is one the kernel read before anyone wrote it.
 
 A clean case costs two runs; a case with a read of never-written memory 3 + (number of buffers). Everything is
-compared on the case's device; only runs of byte offsets come back. The arenas of every run stay alive (the
-worker keeps them), so no address is reused. What comes back is plain JSON under "uninit"; harness/uninit.py
+compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
+keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/uninit.py
 (pure) turns it into findings.
 
 What it cannot see: a read of never-written bytes whose value does not reach any result (masked, multiplied
@@ -55,6 +55,14 @@ def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[s
     info = adapter(case, ctx)
     worker._sync()
     return _Run(ctx, info)
+
+
+def _release(worker: Any, run: _Run) -> None:
+    """Give a finished comparison run's buffers back: only run A's arena must live to the end (its buffer map
+    is the case's). No sanitizer runs in this mode, so a reused address misleads nobody."""
+    if run.ctx.arena in worker.keep:
+        worker.keep.remove(run.ctx.arena)
+    run.ctx = run.info = None
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -120,6 +128,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     never = {n: _whole_elements(a, n, (a.body(n) == fill_a) & (b.body(n) == fill_b)) for n in names}
     changed = {n: (a.body(n) != b.body(n)) & ~never[n] for n in names}
     ext_changed = {k: _changed_elements(a.output(k), b.output(k)) for k in external}
+    _release(worker, b)
     report: dict[str, Any] = {
         "fills": list(FILLS), "runs": 2, "outputs": sorted(a.info.outputs), "external_outputs": sorted(external),
         "unwritten": {n: r for n, m in out_masks.items() if (r := _runs(never[n] & m))},
@@ -141,6 +150,7 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, report: dict[str, 
     report["runs"] += 1
     noise = {n: _whole_elements(a, n, a.body(n) != c.body(n), any_byte=True) for n in changed}
     noise.update({f"output:{k}": _changed_elements(a.output(k), c.output(k)) for k in external})
+    _release(worker, c)
     report["nondeterministic"] = {k: int(m.sum()) for k, m in noise.items() if bool(m.any())}
     stable = {n: m & ~noise[n] for n, m in changed.items()}
     stable_ext = {k: m & ~noise[f"output:{k}"] for k, m in ext_changed.items()}
@@ -153,6 +163,7 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, report: dict[str, 
         if effects:
             own = (a.body(name) != d.body(name)) & ~noise[name]
             report["read"][name] = {"ranges": _runs(own), "effects": effects}
+        _release(worker, d)
     if not report["read"]:
         report["unexplained"] = {
             **{n: {"bytes": int(m.sum()), "ranges": _runs(m)} for n, m in stable.items() if bool(m.any())},
