@@ -15,10 +15,16 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from harness.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, Finding
-from harness.parse import HAZARD, SYNC_ERROR, HazardAccess, SanitizerRecord
+from harness.parse import (API_ERROR, HAZARD, INTERNAL_ERROR, MEMORY_ACCESS, OTHER, PROCESS_EXIT, SYNC_ERROR,
+                           HazardAccess, ParseResult, SanitizerRecord)
 
 BARRIER_BUFFER = "barrier"   # the "buffer" of a synccheck finding: the synchronisation primitive, not memory
 SHARED_REGION = "shared"
+TOOLS = ("racecheck", "synccheck")
+# What each tool's summary line counts (memcheck's ERROR SUMMARY counts accesses, API errors and unknown
+# records, not "Target application returned an error": tests/data/sanitizer/memcheck-mxfp4-*; racecheck's
+# "N hazards displayed" counts its race reports).
+_COUNTED = {"racecheck": (HAZARD,), "synccheck": (SYNC_ERROR, API_ERROR, MEMORY_ACCESS, OTHER)}
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,18 @@ def sync_findings(records: Iterable[SanitizerRecord], *, arch: str = "") -> list
 def findings(records: Sequence[SanitizerRecord], *, arch: str = "") -> list[Finding]:
     """Every hazard and barrier finding of a record list (either tool's)."""
     return race_findings(records, arch=arch) + sync_findings(records, arch=arch)
+
+
+def tool_records(tool: str, text: ParseResult) -> tuple[tuple[SanitizerRecord, ...], str]:
+    """racecheck's and synccheck's records, from their text output (the format known from real runs), and
+    why they cannot be trusted ("" when the tool's own count agrees with them)."""
+    records = tuple(r for r in text.records if r.category not in (INTERNAL_ERROR, PROCESS_EXIT))
+    counted = sum(r.category in _COUNTED[tool] for r in records)
+    if text.summary_errors is not None and text.summary_errors != counted:
+        what = "hazards displayed (RACECHECK SUMMARY)" if tool == "racecheck" else "errors (ERROR SUMMARY)"
+        return records, (f"{tool} counted {text.summary_errors} {what} but its text output holds {counted} "
+                         "records: records were lost or not understood")
+    return records, ""
 
 
 @dataclass

@@ -129,3 +129,19 @@ def test_the_finding_builders_import_no_torch() -> None:
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
     from harness.registry import ROOT
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_tool_records_agree_with_the_tools_own_count() -> None:
+    records, problem = hazards.tool_records("racecheck", _parsed("racecheck-analysis-fabricated.txt"))
+    assert problem == "" and sum(r.category == parse.HAZARD for r in records) == 3
+    records, problem = hazards.tool_records("synccheck", _parsed("synccheck-fabricated.txt"))
+    assert problem == "" and len(records) == 2
+
+
+def test_a_summary_that_counts_more_than_the_text_holds_is_a_problem() -> None:
+    text = (DATA / "racecheck-analysis-fabricated.txt").read_text().replace(
+        "RACECHECK SUMMARY: 3 hazards displayed", "RACECHECK SUMMARY: 4 hazards displayed")
+    _, problem = hazards.tool_records("racecheck", parse.parse_text(text))
+    assert "counted 4 hazards displayed" in problem and "holds 3" in problem
+    text = (DATA / "synccheck-fabricated.txt").read_text().replace("ERROR SUMMARY: 2 errors", "ERROR SUMMARY: 5 errors")
+    assert "counted 5 errors" in hazards.tool_records("synccheck", parse.parse_text(text))[1]
