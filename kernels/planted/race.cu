@@ -27,10 +27,13 @@ extern "C" __global__ void planted_divergent_barrier(const float* x, float* out,
   int t = threadIdx.x;
   long long i = (long long)blockIdx.x * THREADS + t;
   s[t] = i < n ? x[i] : 0.0f;
+  // Different work around each barrier, so the compiler cannot merge the two into one.
   if (divergent && (t & 32)) {
+    s[t] = s[t] + 1.0f;
     __syncthreads();  // BARRIER A
   } else {
     __syncthreads();  // BARRIER B (the only barrier when divergent = 0)
+    s[t] = s[t] + 2.0f;
   }
   if (i < n) out[i] = s[(t + 1) % THREADS];
 }
