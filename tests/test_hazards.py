@@ -125,7 +125,7 @@ def test_a_triton_kernel_label_matches_its_specialised_name() -> None:
 def test_the_finding_builders_import_no_torch() -> None:
     import subprocess
     import sys
-    code = ("import sys, harness.hazards, harness.uninit, scenarios.planted_race, scenarios.planted_uninit; "
+    code = ("import sys, harness.hazards, harness.uninit, scenarios.planted_race, scenarios.planted_barrier, scenarios.planted_uninit; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
     from harness.registry import ROOT
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

@@ -3,8 +3,9 @@
 // steps are missing: a thread reads s[t + stride] while another thread still writes it (line "RACE").
 // `volatile` keeps every shared access in the code, so the compiler cannot hide the race in registers.
 // planted_divergent_barrier: with divergent = 1 the two halves of each 64-thread group wait at two
-// different __syncthreads (lines "BARRIER A" and "B"), which is invalid (synccheck: divergent threads in
-// block); each branch is warp-uniform, so the block never deadlocks. divergent = 0 has one barrier.
+// different barrier instructions (lines "BARRIER A" and "B"), which is invalid (synccheck: divergent
+// threads in block); each branch is warp-uniform and both are barrier 0, so the block never deadlocks.
+// divergent = 0 has one barrier.
 #include <cstdint>
 
 #define THREADS 256
@@ -27,13 +28,13 @@ extern "C" __global__ void planted_divergent_barrier(const float* x, float* out,
   int t = threadIdx.x;
   long long i = (long long)blockIdx.x * THREADS + t;
   s[t] = i < n ? x[i] : 0.0f;
-  // Different work around each barrier, so the compiler cannot merge the two into one.
+  // Barrier A is the same bar.sync as __syncthreads, written as inline asm so that the compiler cannot merge
+  // the two barriers into one; each thread writes only its own s[t] before its barrier.
   if (divergent && (t & 32)) {
     s[t] = s[t] + 1.0f;
-    __syncthreads();  // BARRIER A
+    asm volatile("bar.sync 0;" ::: "memory");  // BARRIER A
   } else {
     __syncthreads();  // BARRIER B (the only barrier when divergent = 0)
-    s[t] = s[t] + 2.0f;
   }
   if (i < n) out[i] = s[(t + 1) % THREADS];
 }

@@ -15,6 +15,7 @@ from harness.hazards import BARRIER_BUFFER
 from harness.model import BARRIER, RACE, SHARED, UNINIT_READ, UNWRITTEN, Outcome
 from harness.runner import MODES, RunOptions, Runner
 from kernels.planted.race import source_line
+from scenarios.planted_barrier import SCENARIO as BARRIER_SCENARIO
 from scenarios.planted_race import SCENARIO as RACE_SCENARIO
 from scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
 
@@ -41,7 +42,7 @@ def test_racecheck_names_the_reduction_race_and_keeps_the_twin_clean(tmp_path: P
 
 
 def test_synccheck_names_the_divergent_barrier_and_keeps_the_twin_clean(tmp_path: Path) -> None:
-    results = _run("synccheck", RACE_SCENARIO, tmp_path)
+    results = _run("synccheck", BARRIER_SCENARIO, tmp_path)
     bad, fixed = results["divergent_barrier-cuda"], results["barrier_fixed-cuda"]
     assert bad.outcome is Outcome.EXPECTED_FINDING, bad.message
     lines = {f"race.cu:{source_line('BARRIER A')}", f"race.cu:{source_line('BARRIER B')}"}

@@ -2,8 +2,8 @@
 # Issue 20 items 2-3 on the device machine (H200), one call, well under 5 minutes, everything under $OUT:
 #   1. uninit mode on planted_uninit (Triton and CUDA): accumulate into torch.empty -> uninit_read of out,
 #      grid one block short -> unwritten tail of out, both fixed twins clean;
-#   2. racecheck and synccheck modes on planted_race (CUDA): race -> racecheck race naming race.cu's RACE line,
-#      divergent_barrier -> synccheck barrier naming a BARRIER line, both fixed twins clean;
+#   2. racecheck on planted_race and synccheck on planted_barrier (CUDA): race -> racecheck race naming
+#      race.cu's RACE line, divergent_barrier -> synccheck barrier naming a BARRIER line, fixed twins clean;
 #   3. the two new scenarios under the default mode (both = guard + memcheck): their cost on the default
 #      matrix (the default mode itself is unchanged), and that they add no failure there;
 #   4. the raw worker logs and sanitizer XML of every run (the first recorded racecheck/synccheck output:
@@ -35,8 +35,8 @@ step bootstrap 90 make .venv/.bootstrap-gpu
 step build 120 .venv/bin/python -c "import torch; from kernels.planted import race, uninit; cc = torch.cuda.get_device_capability(); race._module(cc); uninit._cuda_module(cc); print('built for', cc)"
 scen uninit 60 uninit planted_uninit
 scen racecheck 90 racecheck planted_race
-scen synccheck 60 synccheck planted_race
-scen default-cost 60 both planted_uninit planted_race
+scen synccheck 60 synccheck planted_barrier
+scen default-cost 60 both planted_uninit planted_race planted_barrier
 step gpu-test 120 .venv/bin/python -m pytest tests/gpu/test_detect.py -p no:cacheprovider -q -rA
 # What each case came to: outcome, and every finding's kind, buffer, region, bytes, source and note.
 .venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'
