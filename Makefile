@@ -20,11 +20,11 @@ test: $(VENV)/.bootstrap-test
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 sanitize: $(VENV)/.bootstrap-gpu
-	$(PY) -m pytest scenarios -p no:cacheprovider -n auto --dist loadfile --mode $(MODE) \
+	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode $(MODE) \
 		--report-dir $(REPORTS) $(PYTEST_ARGS)
 
 smoke: $(VENV)/.bootstrap-gpu
-	$(PY) -m pytest scenarios -p no:cacheprovider --tag smoke --mode $(MODE) --report-dir $(REPORTS) $(PYTEST_ARGS)
+	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs --tag smoke --mode $(MODE) --report-dir $(REPORTS) $(PYTEST_ARGS)
 
 bench: $(VENV)/.bootstrap-gpu
 	$(PY) -m harness bench --out $(REPORTS)/bench $(BENCH_ARGS)

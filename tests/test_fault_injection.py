@@ -348,10 +348,11 @@ def test_writer_killed_mid_write_always_leaves_a_complete_file(tmp_path: Path) -
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     seen = set()
     for round_ in range(4):
+        before = target.stat().st_ino if target.exists() else None
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], env=env, cwd=str(ROOT))
         try:
-            deadline = time.monotonic() + 20
-            while not target.exists() and time.monotonic() < deadline:
+            deadline = time.monotonic() + 20   # until this writer has renamed its first file into place
+            while (not target.exists() or target.stat().st_ino == before) and time.monotonic() < deadline:
                 time.sleep(0.01)
             time.sleep(0.05 + 0.03 * round_)   # let it get well into its loop, at a different moment each time
         finally:

@@ -95,7 +95,8 @@ def test_h100_and_b200_give_both_arch_columns(two_runners: list[Path]) -> None:
     assert ("add_kernel", "sm_90") not in cells
     assert [r["label"] for r in merged["runners"]] == ["h100-3", "b200-1"]
     assert merged["runners"][1]["environment"]["gpus"] == ["NVIDIA B200"]
-    assert merged["summary"] == {"runners": 2, "total": 6, "failed": 1, "status": "failed"}
+    assert merged["summary"] == {"runners": 2, "total": 6, "failed": 1, "ran": 5, "skipped": 1, "not_run": 0,
+                                 "status": "failed"}
     assert merged["failures"] == [{"runner": "h100-3", "id": "padded_stride_scale_write[packed-H2304-T5]",
                                    "kernel": "pre_dispatch_packed", "arch": "sm_90", "outcome": "finding",
                                    "message": "unexpected finding: guard overwrite of scale/padding, 32 B"}]
@@ -103,13 +104,13 @@ def test_h100_and_b200_give_both_arch_columns(two_runners: list[Path]) -> None:
 
 def test_merged_markdown_pivots_kernels_by_arch(two_runners: list[Path]) -> None:
     text = render_merge_markdown(merge_reports(two_runners))
-    assert text.startswith("## ❌ GPU memory safety across 2 runners: FAILED")
+    assert text.startswith("## ❌ GPU memory safety across 2 runners — FAILED: 5 ran, 1 failed, 1 not run\n")
     assert "| kernel | sm_100 | sm_90 |" in text
-    assert ("| _matmul_ogs | ✅ ok (1 case) | ⚠️ known bug (2 cases)<br>1 overread, 1,024 B |") in text
+    assert ("| \\_matmul_ogs | ✅ ok (1 case) | ⚠️ known bug (2 cases)<br>1 overread, 1,024 B |") in text
     assert "| add_kernel | ➖ unsupported (1 case) | not run |" in text
     assert "❌ failure (1 case, 1 failed)<br>1 overwrite, 32 B" in text
     assert "| b200-1 | NVIDIA B200 | sm_100 | 580.159.04 |" in text
-    assert "**padded_stride_scale_write[packed-H2304-T5]** on h100-3 (sm_90): finding" in text
+    assert "**padded_stride_scale_write\\[packed-H2304-T5\\]** on h100-3 (sm_90): finding" in text
 
 
 def test_two_runners_of_one_arch_fold_into_one_cell(tmp_path: Path) -> None:
@@ -168,7 +169,7 @@ def test_main_refuses_a_missing_file_and_a_repeated_one(two_runners: list[Path],
     assert main([str(missing), "-o", str(tmp_path / "out")]) == 2
     assert f"{missing}: cannot open" in capsys.readouterr().err
     assert main([str(two_runners[0]), str(two_runners[0]), "-o", str(tmp_path / "out")]) == 2
-    assert "given more than once" in capsys.readouterr().err
+    assert "is the same file as" in capsys.readouterr().err
 
 
 def test_main_usage_errors_exit_2(two_runners: list[Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,6 +29,7 @@ from harness.report import (
     REPORT_SCHEMA,
     UNSUPPORTED,
     ReportError,
+    TerminalRenderer,
     build_report,
     cases_from_report,
     describe_finding,
@@ -304,19 +305,22 @@ def test_terminal_shows_matrix_failures_and_why_unsupported() -> None:
     assert "[timeout] last_expert_oob_read[batched-K2880-E4-N256]" in text
     assert "no result after 600 s under compute-sanitizer memcheck" in text
     assert "guard overwrite of scale padding: 32 B in 4 changed ranges" in text
-    assert "Unsupported 1 case:" in lines
+    assert "Not run, 1 case:" in lines
     assert ("UNSUPPORTED guard_page_probe[vector-add] (sm_90): Missing required feature(s): "
             "cuda-bindings virtual memory") in text
-    assert f"[upstream {UPSTREAM}]" in text
-    assert lines[-1] == ("FAILED: 6 cases (1 clean, 1 expected finding, 1 finding, 1 unexpectedly clean, "
-                         "1 timeout, 1 unsupported), 3 failed")
+    assert ("  _matmul_ogs (sm_90): 1 case, memcheck overread of w_scale past_end (1x, 1,024 B); "
+            f"upstream {UPSTREAM}") in lines
+    assert lines[-2] == ("FAILED: 5 ran, 3 failed, 1 not run (Missing required feature(s): cuda-bindings virtual "
+                         "memory (cuMemAddressReserve))")
+    assert lines[-1] == ("  outcomes: 1 clean, 1 expected finding, 1 finding, 1 unexpectedly clean, 1 timeout, "
+                         "1 unsupported; as pytest counts them: 1 passed, 3 failed, 1 skipped, 1 xfailed")
     assert "\x1b" not in text
 
 
 def test_terminal_for_an_empty_run() -> None:
     text = render_terminal(sample_report([]))
     assert "no cases ran" in text
-    assert "NOTHING CHECKED" in text
+    assert "CHECKED NOTHING: 0 ran" in text
 
 
 # ------------------------------------------------------------------------------------------- junit
@@ -373,14 +377,15 @@ def test_junit_survives_control_characters_and_markup_in_messages(tmp_path: Path
 
 def test_markdown_has_headline_matrix_failures_known_bugs_and_unsupported() -> None:
     text = render_markdown(sample_report())
-    assert text.startswith("## ❌ GPU memory safety: FAILED\n\n6 cases, 3 failed")
+    assert text.startswith("## ❌ GPU memory safety — FAILED: 5 ran, 3 failed, 1 not run (Missing required")
     assert "| kernel | arch | cases | failed | overreads | overwrites | bytes | verdict |" in text
-    assert "| _matmul_ogs | sm_90 | 4 | 2 | 1 | 0 | 1,024 | ❌ failure |" in text
+    assert "| \\_matmul_ogs | sm_90 | 4 | 2 | 1 | 0 | 1,024 | ❌ failure |" in text
     assert "| add_kernel | sm_90 | 1 | 0 | 0 | 0 | 0 | ➖ unsupported |" in text
     assert "### Failing cases (3)" in text
     assert "  ```text\n  no result after 600 s under compute-sanitizer memcheck\n" in text
     assert "[triton-lang/triton#10772](https://github.com/triton-lang/triton/issues/10772)" in text
     assert "memcheck overread of w_scale past_end: 1,024 B" in text
+    assert "<details><summary>Every known-bug finding, case by case (1)</summary>" in text
     assert "Missing required feature(s): cuda-bindings virtual memory (cuMemAddressReserve)" in text
     assert "h100-runner-3" in text
 
@@ -392,14 +397,14 @@ def test_markdown_escapes_table_breakers_and_fences() -> None:
     ]
     text = render_markdown(sample_report(results))
     assert "mega&lt;int, 4&gt;" in text and "mega<int" not in text
-    assert "needs sm_100 \\| sm_103" in text
+    assert "needs sm\\_100 \\| sm\\_103" not in text and "needs sm_100 \\| sm_103" in text
     assert "  ````text\n  tool said:\n  ```\n  boom\n  ```\n  ````" in text
 
 
 def test_markdown_for_a_passing_run() -> None:
     results = [case("last_expert_oob_read[padded-K2880-E4-N256]", Outcome.CLEAN)]
     text = render_markdown(sample_report(results))
-    assert text.startswith("## ✅ GPU memory safety: passed")
+    assert text.startswith("## ✅ GPU memory safety — passed: 1 ran\n")
     assert "Failing cases" not in text
 
 
@@ -412,17 +417,16 @@ def test_fields_added_by_a_newer_writer_are_ignored(tmp_path: Path) -> None:
     path.write_text(json.dumps(report))
     (known, *_) = cases_from_report(load_report(path))
     assert known.findings == [w_scale_overread()]
-    assert "1,024 B in 512 accesses" in render_terminal(load_report(path))
+    assert "1,024 B in 512 accesses" in render_markdown(load_report(path))
 
 
 def test_terminal_groups_unsupported_cases_by_reason() -> None:
-    from harness.report import _terminal_unsupported
     cases = [{"id": f"s[c{i}]", "arch": "", "outcome": Outcome.UNSUPPORTED.label, "message": "needs a CUDA GPU; found none"}
              for i in range(40)]
     cases.append({"id": "s[odd]", "arch": "sm_90", "outcome": Outcome.UNSUPPORTED.label, "message": "no VMM\nmore"})
-    text = _terminal_unsupported(cases)
+    text = TerminalRenderer().not_run(cases)
     lines = text.splitlines()
-    assert lines[0] == "Unsupported 41 cases:"
+    assert lines[0] == "Not run, 41 cases:"
     assert lines[1] == "  UNSUPPORTED 40 cases (-): needs a CUDA GPU; found none"
     assert lines[2].strip() == "s[c0], s[c1], s[c2], and 37 more"
     assert lines[3] == "  UNSUPPORTED s[odd] (sm_90): no VMM"

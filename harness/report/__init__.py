@@ -1,0 +1,90 @@
+"""Run reports: the documents that CI systems and people read after a run.
+
+One run gives one `report.json` (schema `gpu-memsafety-report/1`: docs/report-schema.md, and as JSON Schema
+docs/report.schema.json) and renderings of it: a terminal summary, JUnit XML for CI test tabs, Markdown for
+GitHub job summaries. One module per job:
+
+    document   build the document from CaseResults: summary, matrix, run id, interruption, shard
+    load       read a file safely and validate it (structure, fields, summary and matrix recomputed)
+    findings   one finding as text
+    render     what every renderer shows (headline, groups), escaping, the Renderer base class
+    terminal, junit, markdown   one renderer per format
+    write      the report directory: checked before the run, the set written atomically
+
+The names below are the package's public interface; import them from `harness.report`.
+"""
+from harness.report.document import (
+    EMPTY,
+    FAILED,
+    FAILURE,
+    INTERRUPTED,
+    KNOWN_BUG,
+    NOT_RUN_LABELS,
+    OK,
+    PASSED,
+    REPORT_SCHEMA,
+    STATUSES,
+    UNSUPPORTED,
+    VERDICTS,
+    KindTotals,
+    MatrixRow,
+    build_report,
+    case_from_json,
+    cases_from_report,
+    finding_from_json,
+    kind_totals,
+    matrix,
+    new_run_id,
+    outcome_ran,
+    row_verdict,
+    run_mode,
+    shard_record,
+    summarize,
+    upstream_of,
+    worst_verdict,
+)
+from harness.report.findings import case_findings, describe_finding, finding_fields, finding_signature, key_values
+from harness.report.junit import JUnitRenderer, render_junit
+from harness.report.load import (
+    MAX_JSON_DEPTH,
+    MAX_REPORT_BYTES,
+    FieldChecker,
+    ReportError,
+    load_report,
+    read_json_file,
+    validate_report,
+)
+from harness.report.markdown import (
+    MarkdownRenderer,
+    md_cell,
+    md_code_block,
+    md_details,
+    md_table,
+    md_text,
+    md_upstream,
+    render_markdown,
+    verdict_badge,
+)
+from harness.report.render import (
+    Headline,
+    Renderer,
+    env_text,
+    environment_pairs,
+    gpus_text,
+    headline,
+    plural,
+    sanitizer_searched,
+    sanitizer_text,
+    visible,
+)
+from harness.report.terminal import TerminalRenderer, render_terminal
+from harness.report.write import (
+    MIN_FREE_BYTES,
+    REPORT_FILES,
+    ReportDirError,
+    check_report_dir,
+    render_files,
+    report_json_text,
+    start_report_dir,
+    write_reports,
+)

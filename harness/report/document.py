@@ -1,0 +1,234 @@
+"""The report document: what one run produced, built from CaseResults into `gpu-memsafety-report/1`.
+
+Everything a reader shows (the headline, the kernel x architecture matrix, the counts) is a function of the
+cases and of the run's own record (its id, whether it was interrupted, which cases never started), so the
+summary and matrix stored in a file can always be recomputed from its cases and checked (harness.report.load)
+or rebuilt (harness.merge), never trusted. The schema is published as docs/report.schema.json.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import fields
+from typing import Any, Iterable, Mapping, Sequence, TypedDict
+
+from harness import __version__
+from harness.model import KINDS, ByteRange, CaseResult, DetectorRun, Finding, Outcome
+
+REPORT_SCHEMA = "gpu-memsafety-report/1"
+
+# Row verdicts, best first; a merged cell takes the worst of its rows, except that "unsupported" only
+# stands when nothing ran at all (an architecture where some cases ran is judged by those).
+OK, KNOWN_BUG, FAILURE, UNSUPPORTED = "ok", "known bug", "failure", "unsupported"
+VERDICTS = (UNSUPPORTED, OK, KNOWN_BUG, FAILURE)
+
+# The report's own status: "empty" when no case was checked (none ran, or none could), because a run that
+# checked nothing must never read as a pass; "interrupted" when the run stopped before every case had a
+# result (a signal, a killed make), whatever the cases that did run say.
+PASSED, FAILED, EMPTY, INTERRUPTED = "passed", "failed", "empty", "interrupted"
+STATUSES = (PASSED, FAILED, EMPTY, INTERRUPTED)
+
+
+class KindTotals(TypedDict):
+    findings: int   # Finding records of this kind
+    bytes: int      # sum of their distinct bytes
+    accesses: int   # sum of their counts (sanitizer records or changed ranges)
+
+
+class MatrixRow(TypedDict):
+    kernel: str
+    arch: str
+    cases: int
+    failed: int
+    overreads: KindTotals
+    overwrites: KindTotals
+    kinds: dict[str, KindTotals]   # every finding kind present in the row (overreads/overwrites included)
+    verdict: str
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A run id that sorts by start time and never repeats: 20261130T064500Z-1a2b3c4d."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def shard_record(index: int, count: int, group: str = "") -> dict[str, Any]:
+    """run.shard: this report is shard `index` of `count` (1-based, as in `--shard 2/4`) of run group `group`."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: the index must be between 1 and the count")
+    record: dict[str, Any] = {"index": index, "count": count}
+    if group:
+        record["group"] = group
+    return record
+
+
+# --------------------------------------------------------------------------------------------- build
+
+
+def build_report(
+    results: list[CaseResult],
+    environment: Mapping[str, Any],
+    *,
+    started: str,
+    finished: str,
+    argv: list[str],
+    mode: str | None = None,
+    run_id: str = "",
+    interrupted: str = "",
+    not_run: Sequence[str] = (),
+    shard: Mapping[str, Any] | None = None,
+    run_extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The report.json document of one run.
+
+    `mode` defaults to the cases' modes joined with '+'. `interrupted` says why the run stopped early ("" when
+    it ran to the end); `not_run` names the cases it collected but never ran. `shard` is a shard_record();
+    `run_extra` is further run metadata (e.g. GPU placement) kept under `run` for readers that know it.
+    """
+    run: dict[str, Any] = dict(run_extra or {})
+    run.update({
+        "id": run_id or new_run_id(),
+        "started": started,
+        "finished": finished,
+        "argv": list(argv),
+        "mode": mode if mode is not None else run_mode(results),
+        "harness_version": __version__,
+        "interrupted": interrupted,
+    })
+    if shard is not None:
+        run["shard"] = dict(shard)
+    return {
+        "schema": REPORT_SCHEMA,
+        "environment": dict(environment),
+        "run": run,
+        "summary": summarize(results, not_run=not_run, interrupted=interrupted),
+        "cases": [result.to_json() for result in results],
+        "not_run": list(not_run),
+        "matrix": matrix(results),
+    }
+
+
+def run_mode(results: Iterable[CaseResult]) -> str:
+    return "+".join(sorted({r.mode for r in results if r.mode}))
+
+
+def summarize(results: Sequence[CaseResult], *, not_run: Sequence[str] = (),
+              interrupted: str = "") -> dict[str, Any]:
+    """Counts and status. `ran`: cases that were checked; `skipped`: cases with a result that says they were
+    not (unsupported, ...); `not_run`: cases the run collected and never reached (it was interrupted)."""
+    counts = {outcome.label: 0 for outcome in Outcome}
+    for result in results:
+        counts[result.outcome.label] += 1
+    failed = sum(1 for r in results if r.failed)
+    ran = sum(1 for r in results if outcome_ran(r.outcome))
+    return {
+        "total": len(results),
+        "failed": failed,
+        "counts": counts,
+        "ran": ran,
+        "skipped": len(results) - ran,
+        "not_run": len(not_run),
+        "status": run_status(failed=failed, ran=ran, interrupted=bool(interrupted or not_run)),
+    }
+
+
+def run_status(*, failed: int, ran: int, interrupted: bool) -> str:
+    if interrupted:
+        return INTERRUPTED
+    return FAILED if failed else (PASSED if ran else EMPTY)
+
+
+# Outcomes that mean the case was not checked at all (skipped with the reason). Labels, so that an outcome
+# added to the model under one of these names ("not applicable", "could not run") is counted without a change.
+NOT_RUN_LABELS = frozenset({"unsupported", "not applicable", "could not run"})
+
+
+def outcome_ran(outcome: Outcome | str) -> bool:
+    """Whether a case with this outcome was checked (it may still have failed: crashed, timeout, ...)."""
+    label = outcome.label if isinstance(outcome, Outcome) else outcome
+    return label not in NOT_RUN_LABELS
+
+
+def matrix(results: Sequence[CaseResult]) -> list[MatrixRow]:
+    """One row per (case kernel, case arch); findings count in the row of the case that produced them."""
+    groups: dict[tuple[str, str], list[CaseResult]] = {}
+    for result in results:
+        groups.setdefault((result.kernel, result.arch), []).append(result)
+    return [_matrix_row(kernel, arch, cases) for (kernel, arch), cases in sorted(groups.items())]
+
+
+def _matrix_row(kernel: str, arch: str, cases: Sequence[CaseResult]) -> MatrixRow:
+    findings = [f for case in cases for f in case.findings]
+    return {
+        "kernel": kernel,
+        "arch": arch,
+        "cases": len(cases),
+        "failed": sum(1 for c in cases if c.failed),
+        "overreads": kind_totals(findings, "overread"),
+        "overwrites": kind_totals(findings, "overwrite"),
+        "kinds": {kind: kind_totals(findings, kind) for kind in finding_kinds(findings)},
+        "verdict": row_verdict([c.outcome for c in cases]),
+    }
+
+
+def finding_kinds(findings: Iterable[Finding]) -> list[str]:
+    """The kinds present, the model's own kinds first in their order, then any others sorted."""
+    present = {f.kind for f in findings}
+    return [k for k in KINDS if k in present] + sorted(present - set(KINDS))
+
+
+def kind_totals(findings: Iterable[Finding], kind: str) -> KindTotals:
+    chosen = [f for f in findings if f.kind == kind]
+    return {
+        "findings": len(chosen),
+        "bytes": sum(f.bytes for f in chosen),
+        "accesses": sum(f.count for f in chosen),
+    }
+
+
+def row_verdict(outcomes: Sequence[Outcome]) -> str:
+    if any(o.is_failure for o in outcomes):
+        return FAILURE
+    if all(not outcome_ran(o) for o in outcomes):
+        return UNSUPPORTED
+    if any(o is Outcome.EXPECTED_FINDING for o in outcomes):
+        return KNOWN_BUG
+    return OK
+
+
+def worst_verdict(verdicts: Iterable[str]) -> str:
+    """The verdict of several rows of one (kernel, arch): 'unsupported' only if every row is."""
+    return max(verdicts, key=VERDICTS.index, default=UNSUPPORTED)
+
+
+def upstream_of(case: Mapping[str, Any]) -> str:
+    """The upstream issue of a case's expectation: details['upstream'], else '(upstream X)' in `expected`."""
+    details = case.get("details")
+    if isinstance(details, Mapping) and isinstance(details.get("upstream"), str):
+        return str(details["upstream"])
+    found = re.search(r"upstream ([^\s);]+)", str(case.get("expected", "")))
+    return found.group(1) if found else ""
+
+
+# ------------------------------------------------------------------------------------- back to objects
+
+
+def cases_from_report(report: Mapping[str, Any]) -> list[CaseResult]:
+    """The CaseResults of a validated report (for baselines, merging and re-rendering)."""
+    return [case_from_json(case) for case in report["cases"]]
+
+
+def case_from_json(case: Mapping[str, Any]) -> CaseResult:
+    result = CaseResult.from_json({**case, "findings": [], "detectors": []})
+    result.findings = [finding_from_json(f) for f in case["findings"]]
+    result.detectors = [DetectorRun(d["detector"], d["ran"], d["detail"]) for d in case["detectors"]]
+    return result
+
+
+def finding_from_json(data: Mapping[str, Any]) -> Finding:
+    """Finding.from_json that ignores fields this version does not know (a newer writer's additions)."""
+    known = {f.name for f in fields(Finding)}
+    range_keys = {f.name for f in fields(ByteRange)}
+    ranges = tuple(ByteRange(**{k: v for k, v in r.items() if k in range_keys}) for r in data["ranges"])
+    return Finding(**{**{k: v for k, v in data.items() if k in known}, "ranges": ranges})

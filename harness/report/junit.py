@@ -1,0 +1,113 @@
+"""The JUnit XML rendering, for CI test tabs: one testsuite per scenario, one testcase per case.
+
+Failing outcomes are `failure` (type = the outcome label), cases not run are `skipped` with the reason, and
+the cases an interrupted run never started are `error` (type `not started`), so a test tab never shows an
+interrupted run as complete. Findings go to `system-out` as `key = value` blocks; the run (its id included)
+and the environment are properties of every suite.
+"""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Mapping, Sequence
+
+from harness.report.document import outcome_ran, upstream_of
+from harness.report.findings import case_findings, describe_finding, finding_fields, key_values
+from harness.report.render import Renderer, clip, first_line, headline, visible
+
+# A failure's `message` attribute is one line in CI tabs; the full text goes in the element body.
+JUNIT_MESSAGE_CHARS = 200
+NOT_STARTED = "not started"
+
+# Characters XML 1.0 cannot carry at all (left after `visible`: noncharacters such as U+FFFE).
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+class JUnitRenderer(Renderer):
+    name = "junit"
+    filename = "junit.xml"
+
+    def text(self, value: str) -> str:
+        return _XML_INVALID.sub(lambda m: f"\\u{ord(m.group()):04x}", visible(value))
+
+    def render(self, report: Mapping[str, Any]) -> str:
+        cases = list(report["cases"]) + [_not_started_case(i) for i in report.get("not_run", [])]
+        root = ET.Element("testsuites", self.suite_attrs("gpu-memsafety", cases))
+        by_scenario: dict[str, list[Mapping[str, Any]]] = {}
+        for case in cases:
+            by_scenario.setdefault(case["scenario"], []).append(case)
+        for scenario, members in by_scenario.items():
+            suite = ET.SubElement(root, "testsuite", self.suite_attrs(scenario, members))
+            self.properties(suite, report)
+            for case in members:
+                self.case(suite, case)
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+    def suite_attrs(self, name: str, cases: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        return {
+            "name": self.text(name),
+            "tests": str(len(cases)),
+            "failures": str(sum(1 for c in cases if c["failed"])),
+            "errors": str(sum(1 for c in cases if c["outcome"] == NOT_STARTED)),
+            "skipped": str(sum(1 for c in cases if c["outcome"] != NOT_STARTED and not outcome_ran(c["outcome"]))),
+            "time": f"{sum(c['duration_s'] for c in cases):.3f}",
+        }
+
+    def properties(self, suite: ET.Element, report: Mapping[str, Any]) -> None:
+        props = ET.SubElement(suite, "properties")
+        items = [("headline", headline(report).text), *(("run." + k, v) for k, v in report["run"].items()),
+                 *report["environment"].items()]
+        for key, value in items:
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            ET.SubElement(props, "property", {"name": self.text(str(key)), "value": self.text(text)})
+
+    def case(self, suite: ET.Element, case: Mapping[str, Any]) -> None:
+        element = ET.SubElement(suite, "testcase", {
+            "name": self.text(case["id"]),
+            "classname": self.text(f"memsafety.{case['scenario']}"),
+            "time": f"{case['duration_s']:.3f}",
+        })
+        if case["outcome"] == NOT_STARTED:
+            ET.SubElement(element, "error", {"type": NOT_STARTED, "message": self.text(case["message"])})
+        elif case["failed"]:
+            failure = ET.SubElement(element, "failure", {
+                "type": self.text(case["outcome"]),
+                "message": self.text(self.short(case["message"] or case["outcome"])),
+            })
+            failure.text = self.text(_failure_text(case))
+        elif not outcome_ran(case["outcome"]):
+            ET.SubElement(element, "skipped", {"message": self.text(self.short(case["message"] or case["outcome"]))})
+        if case["findings"]:
+            ET.SubElement(element, "system-out").text = self.text(_findings_text(case))
+
+    def short(self, text: str) -> str:
+        return clip(first_line(text), JUNIT_MESSAGE_CHARS)
+
+
+def _not_started_case(case_id: str) -> dict[str, Any]:
+    return {"id": case_id, "scenario": case_id.partition("[")[0], "outcome": NOT_STARTED, "failed": False,
+            "duration_s": 0.0, "findings": [], "message": "the run was interrupted before this case started"}
+
+
+def case_fields(case: Mapping[str, Any]) -> list[tuple[str, str]]:
+    pairs = [("case", case["id"]), ("scenario", case["scenario"]), ("variant", case["variant"]),
+             ("kernel", case["kernel"]), ("arch", case["arch"]), ("mode", case["mode"]),
+             ("outcome", case["outcome"]), ("expected", case["expected"]),
+             ("upstream", upstream_of(case)), ("findings", str(len(case["findings"])))]
+    return [(k, v) for k, v in pairs if v]
+
+
+def _failure_text(case: Mapping[str, Any]) -> str:
+    text = key_values(case_fields(case))
+    return f"{text}\n\n{case['message']}" if case["message"] else text
+
+
+def _findings_text(case: Mapping[str, Any]) -> str:
+    blocks = [f"# {describe_finding(f)}\n{key_values(finding_fields(f))}" for f in case_findings(case)]
+    return "\n\n".join(blocks)
+
+
+def render_junit(report: Mapping[str, Any]) -> str:
+    return JUnitRenderer().render(report)

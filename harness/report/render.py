@@ -1,0 +1,301 @@
+"""What every renderer shows, computed once from the document, and the base class the renderers share.
+
+A renderer takes the JSON document, not CaseResult objects, so that a report loaded from disk (another
+runner's, last night's) renders exactly like a fresh one. The facts a reader sees first (the headline:
+what ran, what did not and why; known bugs grouped per kernel; cases not run grouped per reason) are built
+here, so the terminal, Markdown and JUnit can never tell different stories. Everything is driven by the
+data: an outcome or finding kind added to the model renders without a change here.
+
+Text inside a report comes from kernels, adapters and files from other machines. `visible` turns control
+characters (terminal escapes, NUL, carriage returns, bidirectional overrides) into escapes a reader can see;
+each renderer adds its own format's escaping on top.
+"""
+from __future__ import annotations
+
+import abc
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+from harness.report.document import EMPTY, FAILED, INTERRUPTED, PASSED, outcome_ran, upstream_of
+from harness.report.findings import case_findings, finding_signature
+
+# A reason quoted in a headline is cut here; the full text is in the section below it.
+HEADLINE_REASON_CHARS = 80
+# Distinct kinds of known-bug finding named on a kernel's one line before "and N more".
+SIGNATURES_SHOWN = 2
+
+# C0 and C1 controls but tab and newline, DEL, and the invisible characters that reorder or hide text
+# (bidirectional overrides and isolates, line/paragraph separators, BOM).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\n]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str, *, newlines: bool = True) -> str:
+    """`text` with every control character shown as an escape (`\\x1b`, `\\u202e`); newlines kept or escaped."""
+    return (_CONTROL if newlines else _CONTROL_OR_NEWLINE).sub(_escape_char, text)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ------------------------------------------------------------------------------------------- headline
+
+
+@dataclass(frozen=True)
+class Headline:
+    status: str       # the summary status (passed, failed, empty, interrupted)
+    word: str         # how it is said: "passed", "FAILED", "checked nothing", "interrupted", "did not finish"
+    text: str         # "passed: 57 ran, 95 not run (needs a CUDA GPU; found none)"
+    detail: str = ""  # a second line where there is one: why the run was interrupted
+
+
+_WORDS = {PASSED: "passed", FAILED: "FAILED", EMPTY: "checked nothing", INTERRUPTED: "interrupted"}
+
+
+def headline(report: Mapping[str, Any]) -> Headline:
+    """What ran, what did not and why, in one line; recomputed from the cases, never read from the summary."""
+    cases, run = report["cases"], report["run"]
+    status = report["summary"]["status"]
+    never_ran = report.get("not_run", [])
+    ran = sum(1 for c in cases if outcome_ran(c["outcome"]))
+    failed = sum(1 for c in cases if c["failed"])
+    skipped = len(cases) - ran
+    if status == INTERRUPTED and not run["finished"] and not cases:
+        return Headline(status, "did not finish", f"did not finish: run {run.get('id', '?')} started "
+                        f"{run['started']} and wrote no results (still running, or killed)", str(run.get("interrupted") or ""))
+    word = _WORDS.get(status, status)
+    parts = [f"{ran:,} of {ran + skipped + len(never_ran):,} cases ran" if status == INTERRUPTED
+             else f"{ran:,} ran"]
+    if failed:
+        parts.append(f"{failed:,} failed")
+    if never_ran:
+        parts.append(f"{len(never_ran):,} never started")
+    if skipped:
+        parts.append(f"{skipped:,} not run ({_reasons_text(not_run_groups(cases))})")
+    return Headline(status, word, f"{word}: {', '.join(parts)}",
+                    str(run.get("interrupted") or "") if status == INTERRUPTED else "")
+
+
+def _reasons_text(groups: Sequence["NotRunGroup"]) -> str:
+    reasons = {g.reason for g in groups}
+    if len(reasons) == 1:
+        return clip(next(iter(reasons)), HEADLINE_REASON_CHARS)
+    return f"{len(reasons)} reasons, listed below"
+
+
+# pytest's words for the outcomes (the plugin maps them so): a known bug is pytest's strict xfail.
+PYTEST_WORDS = ("passed", "failed", "skipped", "xfailed")
+
+
+def pytest_word(case: Mapping[str, Any]) -> str:
+    if case["failed"]:
+        return "failed"
+    if not outcome_ran(case["outcome"]):
+        return "skipped"
+    return "xfailed" if case["outcome"] == "expected finding" else "passed"
+
+
+def pytest_counts(cases: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """What pytest's own summary line says for these cases: {'passed': 1, 'skipped': 5, 'xfailed': 2}."""
+    counts = Counter(pytest_word(c) for c in cases)
+    return {word: counts[word] for word in PYTEST_WORDS if counts[word]}
+
+
+# ------------------------------------------------------------------------------------- case groups
+
+
+@dataclass
+class NotRunGroup:
+    """Cases not checked for one reason (a CPU-only machine has one reason for a hundred cases)."""
+
+    outcome: str
+    reason: str
+    ids: list[str] = field(default_factory=list)
+    archs: list[str] = field(default_factory=list)
+
+
+def not_run_groups(cases: Sequence[Mapping[str, Any]]) -> list[NotRunGroup]:
+    groups: dict[tuple[str, str], NotRunGroup] = {}
+    for case in cases:
+        if outcome_ran(case["outcome"]):
+            continue
+        reason = first_line(case["message"]) or "no reason given"
+        group = groups.setdefault((case["outcome"], reason), NotRunGroup(case["outcome"], reason))
+        group.ids.append(case["id"])
+        if case["arch"] and case["arch"] not in group.archs:
+            group.archs.append(case["arch"])
+    return list(groups.values())
+
+
+@dataclass
+class KnownBugGroup:
+    """The expected findings (known bugs) of one kernel: one line in the terminal, one row in Markdown."""
+
+    kernel: str
+    cases: list[Mapping[str, Any]] = field(default_factory=list)
+    archs: list[str] = field(default_factory=list)
+    upstreams: list[str] = field(default_factory=list)
+    signatures: Counter[str] = field(default_factory=Counter)
+    bytes_by_signature: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> int:
+        return sum(self.signatures.values())
+
+    def what(self) -> str:
+        """'memcheck overread of w_scale past_end (44x, 64 B each)', the most frequent kinds first."""
+        shown = [f"{sig} ({n}x, {_bytes_text(self.bytes_by_signature[sig])})"
+                 for sig, n in self.signatures.most_common(SIGNATURES_SHOWN)]
+        hidden = len(self.signatures) - SIGNATURES_SHOWN
+        return "; ".join(shown) + (f"; and {hidden} more kinds" if hidden > 0 else "")
+
+
+def _bytes_text(sizes: Sequence[int]) -> str:
+    low, high = min(sizes), max(sizes)
+    if low == high:
+        return f"{low:,} B" + (" each" if len(sizes) > 1 else "")
+    return f"{low:,}..{high:,} B"
+
+
+def known_bug_groups(cases: Sequence[Mapping[str, Any]]) -> list[KnownBugGroup]:
+    groups: dict[str, KnownBugGroup] = {}
+    for case in cases:
+        if case["outcome"] != "expected finding":
+            continue
+        group = groups.setdefault(case["kernel"], KnownBugGroup(case["kernel"]))
+        group.cases.append(case)
+        if case["arch"] and case["arch"] not in group.archs:
+            group.archs.append(case["arch"])
+        upstream = upstream_of(case)
+        if upstream and upstream not in group.upstreams:
+            group.upstreams.append(upstream)
+        for finding in case_findings(case):
+            signature = finding_signature(finding)
+            group.signatures[signature] += 1
+            group.bytes_by_signature.setdefault(signature, []).append(finding.bytes)
+    return [groups[k] for k in sorted(groups)]
+
+
+def failing_cases(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [c for c in cases if c["failed"]]
+
+
+# ------------------------------------------------------------------------------------------- matrix
+
+
+def row_kinds(row: Mapping[str, Any]) -> dict[str, Mapping[str, int]]:
+    """A matrix row's totals per finding kind (rows from before `kinds` carry only the two classic ones)."""
+    kinds = row.get("kinds")
+    if isinstance(kinds, dict):
+        return {"overread": row["overreads"], "overwrite": row["overwrites"], **kinds}
+    return {"overread": row["overreads"], "overwrite": row["overwrites"]}
+
+
+def matrix_kinds(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Columns: overreads and overwrites always, then every other kind any row has."""
+    kinds = ["overread", "overwrite"]
+    for row in rows:
+        kinds += [k for k in row_kinds(row) if k not in kinds]
+    return kinds
+
+
+def matrix_head(kinds: Sequence[str]) -> tuple[str, ...]:
+    return ("kernel", "arch", "cases", "failed", *(f"{k}s" for k in kinds), "bytes", "verdict")
+
+
+def matrix_cells(row: Mapping[str, Any], kinds: Sequence[str]) -> tuple[str, ...]:
+    """Text cells of a row (kernel and arch unescaped; '-' for an empty name), the verdict as stored."""
+    totals = row_kinds(row)
+    empty = {"findings": 0, "bytes": 0}
+    return (row["kernel"] or "-", row["arch"] or "-", f"{row['cases']:,}", f"{row['failed']:,}",
+            *(f"{totals.get(k, empty)['findings']:,}" for k in kinds),
+            f"{sum(t['bytes'] for t in totals.values()):,}", row["verdict"])
+
+
+# ----------------------------------------------------------------------------------------- environment
+
+
+def env_text(value: Any) -> str:
+    """An environment value as short text: lists joined, objects as `key value` pairs."""
+    if isinstance(value, list):
+        return ", ".join(env_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {env_text(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def gpus_text(gpus: Any) -> str:
+    """'2x NVIDIA H200 (sm_90, 140 GiB)' from the environment's GPU records; 'none' for an empty list."""
+    if not isinstance(gpus, list):
+        return env_text(gpus)
+    if not gpus:
+        return "none"
+    counts: Counter[str] = Counter(_gpu_text(g) for g in gpus)
+    return ", ".join(f"{n}x {text}" if n > 1 else text for text, n in counts.items())
+
+
+def _gpu_text(gpu: Any) -> str:
+    if not isinstance(gpu, dict):
+        return env_text(gpu)
+    extras = [str(gpu["arch"])] if gpu.get("arch") else []
+    if isinstance(gpu.get("memory_mib"), int) and not isinstance(gpu.get("memory_mib"), bool):
+        extras.append(f"{round(gpu['memory_mib'] / 1024)} GiB")
+    name = str(gpu.get("name") or "unnamed GPU")
+    return f"{name} ({', '.join(extras)})" if extras else name
+
+
+def sanitizer_text(sanitizer: Any) -> str:
+    """compute-sanitizer as one short value: its version (and path), or 'not found'; never the search list."""
+    if not isinstance(sanitizer, dict):
+        return env_text(sanitizer)
+    if not sanitizer.get("path"):
+        return "not found"
+    version = str(sanitizer.get("version") or "version unknown")
+    return f"{version} ({sanitizer['path']})"
+
+
+def sanitizer_searched(sanitizer: Any) -> list[str]:
+    """The places searched for a compute-sanitizer that was not found, each once, in search order."""
+    if not isinstance(sanitizer, dict) or sanitizer.get("path") or not isinstance(sanitizer.get("searched"), list):
+        return []
+    return list(dict.fromkeys(str(p) for p in sanitizer["searched"]))
+
+
+def environment_pairs(environment: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every environment entry as (key, short text): GPUs and compute-sanitizer readable, the rest as is."""
+    special = {"gpus": gpus_text, "compute_sanitizer": sanitizer_text}
+    return [(str(k), special.get(str(k), env_text)(v)) for k, v in environment.items()]
+
+
+# ------------------------------------------------------------------------------------------- the base
+
+
+class Renderer(abc.ABC):
+    """One output format of a report document. `filename` is where write_reports puts it ('' = not a file)."""
+
+    name: ClassVar[str]
+    filename: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def render(self, report: Mapping[str, Any]) -> str:
+        """The whole document in this format."""
+
+    @abc.abstractmethod
+    def text(self, value: str) -> str:
+        """Foreign text made safe for this format."""

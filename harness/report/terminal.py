@@ -1,0 +1,130 @@
+"""The terminal rendering: what `make sanitize` prints after pytest's own summary.
+
+Plain text (no colour, no TTY needed), short on a green run: the matrix, failing cases in full, one line per
+kernel for its known bugs, one line per reason for cases not run, and the headline last, where the eye
+lands. Foreign text is shown through `visible`, so a kernel's output cannot move the cursor or recolour the
+terminal.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from harness.report.document import FAILURE
+from harness.report.findings import case_findings, describe_finding
+from harness.report.render import (
+    Renderer,
+    failing_cases,
+    headline,
+    known_bug_groups,
+    matrix_cells,
+    matrix_head,
+    matrix_kinds,
+    not_run_groups,
+    plural,
+    pytest_counts,
+    visible,
+)
+
+# Case ids shown per group of cases not run (or never started) before "and N more".
+IDS_SHOWN = 3
+
+
+class TerminalRenderer(Renderer):
+    name = "terminal"
+
+    def text(self, value: str) -> str:
+        return visible(value, newlines=False)
+
+    def render(self, report: Mapping[str, Any]) -> str:
+        cases = report["cases"]
+        parts = [self.matrix(report["matrix"]), self.failures(cases), self.known_bugs(cases),
+                 self.not_run(cases), self.never_started(report.get("not_run", [])), self.run_line(report),
+                 self.headline(report)]
+        return "\n\n".join(p for p in parts if p) + "\n"
+
+    def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
+        if not rows:
+            return "no cases ran"
+        kinds = matrix_kinds(rows)
+        head = matrix_head(kinds)
+        table = [head, *(self._cells(row, kinds) for row in rows)]
+        widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+        lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in
+                           enumerate(zip(line, widths))).rstrip() for line in table]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def _cells(self, row: Mapping[str, Any], kinds: Sequence[str]) -> tuple[str, ...]:
+        *cells, verdict = matrix_cells(row, kinds)
+        return (self.text(cells[0]), self.text(cells[1]), *cells[2:],
+                verdict.upper() if verdict == FAILURE else verdict)
+
+    def failures(self, cases: Sequence[Mapping[str, Any]]) -> str:
+        failing = failing_cases(cases)
+        if not failing:
+            return ""
+        blocks = [f"FAILED {plural(len(failing), 'case')}:"]
+        for case in failing:
+            blocks.append(f"  [{case['outcome']}] {self.text(case['id'])} ({self.text(case['arch'] or '-')})")
+            blocks += [f"    {visible(line)}" for line in (case["message"] or "(no message)").splitlines()]
+            blocks += [f"    - {self.text(describe_finding(f))}" for f in case_findings(case)]
+        return "\n".join(blocks)
+
+    def known_bugs(self, cases: Sequence[Mapping[str, Any]]) -> str:
+        """One line per kernel: how many cases, what was found, the upstream issues."""
+        groups = known_bug_groups(cases)
+        if not groups:
+            return ""
+        lines = [f"Known bugs (expected findings), {plural(sum(len(g.cases) for g in groups), 'case')}:"]
+        for g in groups:
+            archs = f" ({', '.join(g.archs)})" if g.archs else ""
+            upstream = f"; upstream {', '.join(g.upstreams)}" if g.upstreams else ""
+            lines.append(self.text(f"  {g.kernel or '-'}{archs}: {plural(len(g.cases), 'case')}, "
+                                   f"{g.what() or 'no findings recorded'}{upstream}"))
+        return "\n".join(lines)
+
+    def not_run(self, cases: Sequence[Mapping[str, Any]]) -> str:
+        """One line per reason, a few ids each."""
+        groups = not_run_groups(cases)
+        if not groups:
+            return ""
+        total = sum(len(g.ids) for g in groups)
+        lines = [f"Not run, {plural(total, 'case')}:"]
+        for g in groups:
+            archs = ", ".join(g.archs) or "-"
+            label = g.outcome.upper()
+            if len(g.ids) == 1:
+                lines.append(self.text(f"  {label} {g.ids[0]} ({archs}): {g.reason}"))
+                continue
+            lines.append(self.text(f"  {label} {plural(len(g.ids), 'case')} ({archs}): {g.reason}"))
+            lines.append("      " + self._ids(g.ids))
+        return "\n".join(lines)
+
+    def never_started(self, ids: Sequence[str]) -> str:
+        if not ids:
+            return ""
+        return f"Never started (the run was interrupted), {plural(len(ids), 'case')}:\n      {self._ids(ids)}"
+
+    def _ids(self, ids: Sequence[str]) -> str:
+        more = f", and {len(ids) - IDS_SHOWN} more" if len(ids) > IDS_SHOWN else ""
+        return self.text(", ".join(ids[:IDS_SHOWN]) + more)
+
+    def run_line(self, report: Mapping[str, Any]) -> str:
+        run = report["run"]
+        shard = run.get("shard")
+        where = f", shard {shard['index']}/{shard['count']}" if isinstance(shard, dict) else ""
+        return self.text(f"run {run.get('id') or '(no id)'}{where}, mode {run['mode'] or '-'}")
+
+    def headline(self, report: Mapping[str, Any]) -> str:
+        head = headline(report)
+        counts = ", ".join(f"{n:,} {label}" for label, n in report["summary"]["counts"].items() if n)
+        text = head.word.upper() + head.text[len(head.word):]
+        said = ", ".join(f"{n:,} {word}" for word, n in pytest_counts(report["cases"]).items())
+        lines = [self.text(text), f"  outcomes: {counts or 'none'}; as pytest counts them: {said or 'nothing'}"]
+        if head.detail:
+            lines.append(self.text(f"  why: {head.detail}"))
+        return "\n".join(lines)
+
+
+def render_terminal(report: Mapping[str, Any]) -> str:
+    return TerminalRenderer().render(report)

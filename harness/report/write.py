@@ -1,0 +1,96 @@
+"""Writing a run's report set (report.json, junit.xml, summary.md) into a report directory.
+
+The directory is checked before anything runs (`start_report_dir`, called by the pytest plugin at configure
+time): a path that is a file, cannot be created or written, or sits on a nearly full disk stops the run at
+once with the reason, instead of after an hour of GPU time. The same call replaces the previous run's reports
+with a "did not finish" set carrying this run's id, so that a run killed without a chance to write (SIGKILL,
+a lost machine) never leaves the previous run's green reports looking like this run's. The final set is
+written with `atomic_write_set`: the previous complete set or the new one, never a mix.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from harness.fsutil import atomic_write_set
+from harness.report.document import build_report
+from harness.report.junit import JUnitRenderer
+from harness.report.load import validate_report
+from harness.report.markdown import MarkdownRenderer
+from harness.report.render import Renderer
+
+REPORT_JSON = "report.json"
+RENDERERS: tuple[Renderer, ...] = (JUnitRenderer(), MarkdownRenderer())
+REPORT_FILES = {"json": REPORT_JSON, **{r.name: r.filename for r in RENDERERS}}
+# Free space a report directory needs before a run starts: a full nightly sweep's set is a few MiB, and a
+# disk this close to full would fail the final write after the whole run.
+MIN_FREE_BYTES = 16 << 20
+NOT_FINISHED = "the run has not finished: these reports were written when it started (still running, or killed)"
+
+
+class ReportDirError(Exception):
+    """A report directory that cannot take reports: names the directory and says why."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {problem}")
+        self.path = os.fspath(path)
+        self.problem = problem
+
+
+def report_json_text(report: Mapping[str, Any]) -> str:
+    """Strict JSON (NaN refused here rather than written into a file no strict reader accepts)."""
+    return json.dumps(report, indent=2, allow_nan=False) + "\n"
+
+
+def render_files(report: Mapping[str, Any]) -> dict[str, str]:
+    """file name -> text of every file of the set."""
+    return {REPORT_JSON: report_json_text(report), **{r.filename: r.render(report) for r in RENDERERS}}
+
+
+def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> dict[str, Path]:
+    """Validate, render, then write the set atomically; keys: json, junit, markdown."""
+    validate_report(report)
+    written = atomic_write_set(directory, render_files(report))
+    return {key: written[name] for key, name in REPORT_FILES.items()}
+
+
+def check_report_dir(directory: str | os.PathLike[str], *, min_free: int = MIN_FREE_BYTES) -> Path:
+    """Create `directory` if needed and check that reports can be written there; raises ReportDirError."""
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise ReportDirError(path, "is not a directory (a file is in the way); give a directory for the reports")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportDirError(path, f"cannot create the directory: {exc.strerror or exc}") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=path)
+    except OSError as exc:
+        raise ReportDirError(path, f"cannot write there: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return path
+    free = stats.f_bavail * stats.f_frsize
+    if free < min_free:
+        raise ReportDirError(path, f"the disk is full or nearly: {free:,} bytes free, reports need at least "
+                                   f"{min_free:,}")
+    return path
+
+
+def start_report_dir(directory: str | os.PathLike[str], *, run_id: str, started: str, argv: Sequence[str],
+                     environment: Mapping[str, Any], mode: str = "") -> Path:
+    """Check the directory, then replace any previous reports with this run's "did not finish" set."""
+    path = check_report_dir(directory)
+    placeholder = build_report([], environment, started=started, finished="", argv=list(argv), mode=mode,
+                               run_id=run_id, interrupted=NOT_FINISHED)
+    try:
+        write_reports(placeholder, path)
+    except OSError as exc:
+        raise ReportDirError(path, f"cannot write the reports: {exc.strerror or exc}") from None
+    return path
