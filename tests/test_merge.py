@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,180 @@ def test_paths_with_shell_metacharacters_are_only_opened(tmp_path: Path,
 def test_merge_of_nothing_is_an_error() -> None:
     with pytest.raises(ReportError, match="no report files"):
         merge_reports([])
+
+
+# ------------------------------------------------------------------------------- recomputed, not trusted
+
+
+def test_numbers_come_from_the_cases_and_an_edited_summary_is_refused(two_runners: list[Path], tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(two_runners[0].read_text())
+    doc["summary"].update(failed=0, status="passed")
+    doc["summary"]["counts"]["finding"] = 0
+    doc["summary"]["counts"]["clean"] += 1
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert main([str(edited), str(two_runners[1]), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{edited}: summary." in err and "but the cases give" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_edited_matrix_is_refused(two_runners: list[Path], tmp_path: Path) -> None:
+    doc = json.loads(two_runners[0].read_text())
+    row = next(r for r in doc["matrix"] if r["failed"])
+    row["failed"], row["verdict"] = 0, "ok"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    with pytest.raises(ReportError, match=r"matrix\[\d\]\.failed: says 0 but the cases give 1"):
+        merge_reports([edited])
+
+
+def test_cells_are_rebuilt_from_cases_even_without_stored_rows_of_new_fields(two_runners: list[Path],
+                                                                              tmp_path: Path) -> None:
+    doc = json.loads(two_runners[0].read_text())
+    for row in doc["matrix"]:
+        row.pop("kinds")              # a report written before `kinds`: still merged, kinds from the cases
+    for key in ("ran", "skipped", "not_run"):
+        doc["summary"].pop(key)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    merged = merge_reports([old])
+    assert cells_of(merged)[("_matmul_ogs", "sm_90")]["kinds"] == {
+        "overread": {"findings": 1, "bytes": 1024, "accesses": 512}}
+    assert merged["summary"]["ran"] == 3
+
+
+# ------------------------------------------------------------------------------------ the same file twice
+
+
+@pytest.mark.parametrize("how", ["hardlink", "symlink", "copy", "relative"])
+def test_the_same_report_under_another_name_is_refused(two_runners: list[Path], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], how: str) -> None:
+    first = two_runners[0]
+    other = tmp_path / "again.json"
+    if how == "hardlink":
+        os.link(first, other)
+    elif how == "symlink":
+        other.symlink_to(first)
+    elif how == "copy":
+        other.write_bytes(first.read_bytes())
+    else:
+        monkeypatch.chdir(tmp_path)
+        other = Path("./sub/../h100.json")
+        (tmp_path / "sub").mkdir()
+    assert main([str(first), str(other), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert str(other) in err
+    assert ("same run" if how == "copy" else "same file") in err
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------ shards
+
+
+def shard_report(tmp_path: Path, index: int, count: int, group: str = "nightly-17") -> Path:
+    from harness.report import shard_record
+    results = [case(f"padded_stride_scale_write[packed-H{index}-T5]", Outcome.CLEAN, "pre_dispatch_packed", "sm_90")]
+    report = build_report(results, {"hostname": "h200", "archs": ["sm_90"]}, started="s", finished="f",
+                          argv=["make", "sanitize"], shard=shard_record(index, count, group))
+    path = tmp_path / f"shard{index}.json"
+    path.write_text(report_json_text(report))
+    return path
+
+
+def test_a_missing_shard_is_named_and_the_merge_is_incomplete(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    shards = [shard_report(tmp_path, i, 4) for i in (1, 3, 4)]
+    assert main([*map(str, shards), "-o", str(tmp_path / "out")]) == 1
+    assert "incomplete: shard 2/4 of group nightly-17 (no report given for it)" in capsys.readouterr().err
+    merged = json.loads((tmp_path / "out" / "merged.json").read_text())
+    assert merged["summary"]["status"] == "incomplete"
+    assert merged["missing_shards"] == [{"group": "nightly-17", "count": 4, "missing": [2], "counts_seen": [4]}]
+    text = (tmp_path / "out" / "merged.md").read_text()
+    assert text.startswith("## ❌ GPU memory safety across 3 runners — incomplete: 3 ran")
+    assert "**Missing:** shard 2/4 of group nightly-17" in text
+
+
+def test_all_shards_merge_complete_and_a_shard_given_twice_is_refused(tmp_path: Path) -> None:
+    shards = [shard_report(tmp_path, i, 2) for i in (1, 2)]
+    merged = merge_reports(shards)
+    assert merged["missing_shards"] == [] and merged["summary"]["status"] == "passed"
+    assert [r["label"] for r in merged["runners"]] == ["h200 shard 1/2", "h200 shard 2/2"]
+    rerun = tmp_path / "rerun"
+    rerun.mkdir()
+    with pytest.raises(ReportError, match="is shard 2/2 of group nightly-17 again"):
+        merge_reports([*shards, shard_report(rerun, 2, 2)])
+
+
+# ----------------------------------------------------------------------------------------- hostile files
+
+
+def test_deep_nesting_and_bad_unicode_exit_2_with_the_file_name(two_runners: list[Path], tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"schema": "gpu-memsafety-report/1", "environment": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert main([str(two_runners[0]), str(deep), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{deep}: JSON nested too deeply" in err and "Traceback" not in err
+    bad = tmp_path / "bad-unicode.json"
+    bad.write_text(two_runners[1].read_text().replace('"hostname": "b200-1"', '"hostname": "b200-\\ud800"'))
+    assert main([str(two_runners[0]), str(bad), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: environment.hostname: bad unicode: lone surrogate \\ud800" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_write_leaves_the_previous_merged_set(two_runners: list[Path], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import fsutil
+    out = tmp_path / "out"
+    assert main([str(two_runners[0]), "-o", str(out)]) == 0
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    real = os.replace
+    calls: list[object] = []
+
+    def second_fails(src: object, dst: object) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(src, dst)  # type: ignore[arg-type]
+    monkeypatch.setattr(fsutil.os, "replace", second_fails)
+    assert main([*map(str, two_runners), "-o", str(out)]) == 2
+    monkeypatch.undo()
+    assert {p.name: p.read_text() for p in out.iterdir()} == before
+
+
+# ------------------------------------------------------------------------------------------- merged.md
+
+
+def test_runner_table_is_readable_and_the_sanitizer_search_list_is_collapsed(tmp_path: Path) -> None:
+    gpus = [{"index": i, "name": "NVIDIA H200", "uuid": f"GPU-{i}", "capability": [9, 0], "memory_mib": 143771,
+             "arch": "sm_90"} for i in range(8)]
+    env = {"hostname": "h200-1", "gpus": gpus, "archs": ["sm_90"], "driver": "580",
+           "compute_sanitizer": {"path": None, "searched": ["/usr/local/cuda/bin/compute-sanitizer"] * 3 + ["/opt/cs"]}}
+    report = build_report(h100_results(), env, started="s", finished="f", argv=[])
+    path = tmp_path / "r.json"
+    path.write_text(report_json_text(report))
+    text = render_merge_markdown(merge_reports([path]))
+    row = next(line for line in text.splitlines() if line.startswith("| h200-1 |"))
+    assert row.startswith("| h200-1 | 8x NVIDIA H200 (sm_90, 140 GiB) | sm_90 | 580 | not found |")
+    assert "uuid" not in text and "/opt/cs" not in row
+    details = text.split("h200-1: where compute-sanitizer was searched (2 places)</summary>")[1]
+    assert details.count("/usr/local/cuda/bin/compute-sanitizer") == 1
+
+
+def test_cases_without_an_architecture_do_not_make_a_column(tmp_path: Path) -> None:
+    results = [case("planted_oob[clean-triton]", Outcome.CLEAN, "planted", "cpu"),
+               case("planted_oob[clean-cuda]", Outcome.UNSUPPORTED, "planted_cuda", "",
+                    message="needs a CUDA GPU; found none")]
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(report_json_text(build_report(results, {"hostname": "laptop", "archs": ["cpu"]}, started="s",
+                                                 finished="f", argv=[])))
+    merged = merge_reports([cpu, write_report(tmp_path / "h.json", h100_results(), "h100", "H100", "sm_90")])
+    assert merged["archs"] == ["cpu", "sm_90"]
+    text = render_merge_markdown(merged)
+    assert "| kernel | cpu | sm_90 |" in text
+    assert "| planted\\_cuda | ➖ unsupported (1 case) | not run |" in text or \
+           "| planted_cuda | ➖ unsupported (1 case) | not run |" in text

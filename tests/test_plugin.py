@@ -100,6 +100,21 @@ def test_junit_xml_has_one_testcase_per_case(planted_run: dict[str, Any]) -> Non
 
 # ----------------------------------------------------------------------------------------------- bad options
 
+def test_pytest_and_the_harness_tell_the_same_story(planted_run: dict[str, Any]) -> None:
+    """Known bugs are pytest xfails, cases not run are skips: pytest's last line and the harness's agree."""
+    import re
+    out = planted_run["proc"].stdout
+    pytest_line = out.strip().splitlines()[-1]
+    said = dict((word, int(n)) for n, word in re.findall(r"(\d+) (passed|failed|skipped|xfailed)", pytest_line))
+    harness_line = next(line for line in out.splitlines() if "as pytest counts them:" in line)
+    told = dict((word, int(n)) for n, word in re.findall(r"(\d+) (passed|failed|skipped|xfailed)",
+                                                        harness_line.split("as pytest counts them:")[1]))
+    assert said == told == {"passed": 1, "skipped": 5, "xfailed": 2}, (pytest_line, harness_line)
+    summary = (planted_run["dir"] / "summary.md").read_text().splitlines()[0]
+    assert summary.startswith("## ✅ GPU memory safety — passed: 3 ran, 5 not run")
+    assert planted_run["report"]["run"]["id"] in (planted_run["dir"] / "junit.xml").read_text()
+
+
 @pytest.mark.parametrize("args, option", [
     (["--mode", "nonsense"], "--mode"),
     (["--scenario", "nonexistent"], "--scenario"),
