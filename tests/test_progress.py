@@ -135,6 +135,7 @@ def test_repro_stress_counts_runs_on_stderr_while_they_run() -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     err = [line for line in proc.stderr.splitlines() if line.startswith("stress planted_oob[")]
     assert err[0].endswith("started (40 runs)"), err
-    assert err[-1].split(": ", 1)[1].startswith("40 of 40 runs (100%)") and err[-1].endswith("0 crashed done"), err
+    assert err[-1].split(": ", 1)[1].startswith("40 of 40 runs (100%)") and err[-1].endswith(", 0 crashed done"), err
+    assert "crashed in 0 of 40 runs" in proc.stdout
     assert len(err) > 2, err        # the worker's own count, read while it ran, not only the end
     assert "started (40 runs)" not in proc.stdout

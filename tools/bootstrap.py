@@ -239,7 +239,7 @@ def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) 
     wanted_triton = next((r for r in reqs if _name(r) == "triton"), None)
     if "triton" in found and wanted_triton:
         print(f"bootstrap: note: pyproject.toml pins {wanted_triton} for fresh installs (tested with the default "
-              f"triton_kernels copy); the runner's triton {found['triton']} is used as it is")
+              f"triton_kernels copy); the existing triton {found['triton']} is used as it is")
     out = [r for r in reqs if _name(r) not in RUNNER_STACK]
     if "triton" not in found and wanted_triton:
         out.append(wanted_triton)      # a torch without triton (a CPU build): nothing to shadow
