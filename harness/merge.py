@@ -43,6 +43,7 @@ from harness.report import (
     sanitizer_text,
     summarize,
     verdict_badge,
+    visible,
     worst_verdict,
 )
 from harness.report.render import first_line, matrix_kinds
@@ -411,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         merged = merge_reports(args.reports)
         written = write_merged(merged, args.output)
     except ReportError as exc:
-        print(f"harness merge: error: {exc}", file=sys.stderr)
+        print(f"harness merge: error: {visible(str(exc))}", file=sys.stderr)  # keys and values from the file
         return 2
     except OSError as exc:
         print(f"harness merge: error: cannot write to {args.output}: {exc.strerror or exc}", file=sys.stderr)

@@ -57,14 +57,14 @@ def pick(scenario: Scenario, variant: str | None, pins: dict[str, Any]) -> Case:
 
 
 def answer(result: CaseResult, seconds: float) -> str:
-    from harness.report import describe_finding
+    from harness.report import describe_finding, visible
     lines = [f"[{result.mode}] {result.case_id}: {result.outcome.label} in {seconds:.1f} s",
              f"  expected: {result.expected}", f"  verdict: {result.message.splitlines()[0] if result.message else ''}"]
     lines += [f"  - {describe_finding(f)}" for f in result.findings]
     for d in result.detectors:
         if not d.ran:
             lines.append(f"  ({d.detector} did not run: {d.detail})")
-    return "\n".join(lines)
+    return visible("\n".join(lines))  # kernel and tool text: control characters shown as escapes
 
 
 def main(argv: list[str]) -> int:

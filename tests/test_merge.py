@@ -370,3 +370,14 @@ def test_cases_without_an_architecture_do_not_make_a_column(tmp_path: Path) -> N
     assert "| kernel | cpu | sm_90 |" in text
     assert "| planted\\_cuda | ➖ unsupported (1 case) | not run |" in text or \
            "| planted_cuda | ➖ unsupported (1 case) | not run |" in text
+
+
+def test_error_text_from_a_file_cannot_drive_the_terminal(two_runners: list[Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(two_runners[0].read_text())
+    doc["summary"]["counts"]["\x1b[2J\x1b]0;pwned\x07"] = 0   # a key: named raw in the JSON path
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert main([str(bad), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "unknown outcome" in err

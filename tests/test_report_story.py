@@ -221,6 +221,12 @@ def test_failure_text_for_pytest_shows_control_characters_as_escapes() -> None:
     assert "\x1b" not in text and "\\x1b[2J" in text
 
 
+def test_repro_output_shows_control_characters_as_escapes() -> None:
+    from harness.repro import answer
+    text = answer(result("s[a]", Outcome.CRASHED, message=HOSTILE), 1.0)
+    assert "\x1b" not in text and "\\x1b[2J" in text
+
+
 def test_sanitizer_search_list_is_collapsed_once_and_not_in_the_list() -> None:
     env = {"hostname": "h", "compute_sanitizer": {"path": None, "searched": ["/a/cs", "/b/cs", "/a/cs"]}}
     text = render_markdown(report([result("s[a]", Outcome.CLEAN)], environment=env))
@@ -392,6 +398,19 @@ def test_plugin_refuses_a_report_dir_that_is_a_file_before_running_anything(tmp_
 # ------------------------------------------------------------------------------------ writing the set
 
 
+def fail_nth_replace(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """os.replace (as fsutil calls it) raises EIO on its n-th call; the others go through."""
+    real = os.replace
+    calls: list[Any] = []
+
+    def replace(src: Any, dst: Any) -> None:
+        calls.append(dst)
+        if len(calls) == n:
+            raise OSError(errno.EIO, "simulated I/O error")
+        real(src, dst)
+    monkeypatch.setattr(fsutil.os, "replace", replace)
+
+
 def previous_set(folder: Path) -> dict[str, str]:
     write_reports(report([result("s[old]", Outcome.CLEAN)], run_id="old"), folder)
     return {p.name: p.read_text() for p in folder.iterdir()}
@@ -399,15 +418,7 @@ def previous_set(folder: Path) -> dict[str, str]:
 
 def test_a_failed_rename_leaves_the_previous_complete_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = previous_set(tmp_path)
-    real = os.replace
-    calls = []
-
-    def second_fails(src: Any, dst: Any) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(errno.EIO, "simulated I/O error")
-        real(src, dst)
-    monkeypatch.setattr(fsutil.os, "replace", second_fails)
+    fail_nth_replace(monkeypatch, 2)
     with pytest.raises(OSError, match="simulated"):
         write_reports(report([result("s[new]", Outcome.CRASHED, message="m")], run_id="new"), tmp_path)
     monkeypatch.undo()
@@ -434,19 +445,11 @@ def test_a_full_disk_while_staging_leaves_the_previous_set_and_no_temporaries(
 def test_without_hard_links_a_failure_leaves_no_set_rather_than_a_mix(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     previous_set(tmp_path)
-    real = os.replace
 
     def no_link(src: Any, dst: Any) -> None:
         raise OSError(errno.EPERM, "links not supported")
-    calls = []
-
-    def second_fails(src: Any, dst: Any) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(errno.EIO, "simulated I/O error")
-        real(src, dst)
     monkeypatch.setattr(fsutil.os, "link", no_link)
-    monkeypatch.setattr(fsutil.os, "replace", second_fails)
+    fail_nth_replace(monkeypatch, 2)
     with pytest.raises(OSError):
         write_reports(report([result("s[new]", Outcome.CLEAN)], run_id="new"), tmp_path)
     assert list(tmp_path.iterdir()) == []
