@@ -2,8 +2,16 @@
 
 Pure: it works on the worker's buffer map (plain dicts) and parsed records, so it is tested on CPU with
 recorded data. An access is attributed to the buffer whose allocation contains it, or else to the nearest
-buffer that ends at most NEAR_BYTES before it (an overread past a flush-end tensor leaves the allocation);
-what maps to no buffer is kept as an `unattributed` finding, never dropped.
+buffer that ends at most NEAR_BYTES before it (an overread past a flush-end tensor leaves the allocation).
+
+Rules (one place each):
+- kind: a read is an overread, a write or an atomic is an overwrite (the access stays in the details), a
+  misaligned access is its own kind whatever its direction, never an overread;
+- bytes: only the bytes of an access that lie outside the tensor's logical bytes count; an access that
+  starts inside and ends past the end is a past_end access of the bytes beyond the end;
+- strays: an access that maps to no buffer is kept as an `unattributed` finding, never dropped; when the
+  batch ran one case (`stray_case`), it belongs to that case, named relative to the case's nearest buffer
+  when that is plausible (within PLAUSIBLE_BYTES: "2,147,450,881 B before y"), else unattributed.
 """
 from __future__ import annotations
 
@@ -12,12 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness import layout as L
-from harness.model import MEMCHECK, OVERREAD, OVERWRITE, ByteRange, Finding
+from harness.model import (INSIDE, MEMCHECK, MISALIGNED, OVERREAD, OVERWRITE, UNATTRIBUTED, ByteRange, Finding,
+                           region_class)
 
 # How far past a tensor's end an access may land and still be blamed on it. A kernel's K loop walks at
 # most a few tiles past its end; 4 MiB covers a 2 MiB guard granule with room to spare, and is far less
 # than the distance between unrelated allocations of the sizes used here.
 NEAR_BYTES = 4 << 20
+# How far from one of its case's buffers a stray access may land and still be named relative to it: a
+# wrapped int32 element offset of an 8-byte type reaches 2^31 * 8 = 16 GiB from its base; past that the
+# nearest buffer says nothing.
+PLAUSIBLE_BYTES = 1 << 35
 
 Describe = Callable[[str, int, int], str]
 
@@ -54,11 +67,19 @@ class Access:
 
     address: int
     size: int
-    direction: str   # "read" | "write"
+    direction: str   # "read" | "write" | "atomic"
     kernel: str
     thread: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
     source: str = ""
+    misaligned: bool = False
+    text: str = ""   # the sanitizer's own words for the record
+
+
+def kind_of(access: Access) -> str:
+    if access.misaligned:
+        return MISALIGNED
+    return OVERWRITE if access.direction in ("write", "atomic") else OVERREAD
 
 
 def locate(addr: int, buffers: Sequence[BufferRef]) -> BufferRef | None:
@@ -73,40 +94,132 @@ def locate(addr: int, buffers: Sequence[BufferRef]) -> BufferRef | None:
     return best[1] if best else None
 
 
+def nearest(addr: int, buffers: Sequence[BufferRef]) -> tuple[BufferRef, int] | None:
+    """The buffer whose tensor bytes are nearest to addr, and the signed distance (negative: before its
+    start; positive: bytes past its last byte, 1 = the first byte past the end), within PLAUSIBLE_BYTES."""
+    best: tuple[int, BufferRef, int] | None = None
+    for buf in buffers:
+        if addr < buf.tensor_addr:
+            dist = addr - buf.tensor_addr
+        elif addr >= buf.end:
+            dist = addr - buf.end + 1
+        else:
+            return buf, 0
+        if abs(dist) <= PLAUSIBLE_BYTES and (best is None or abs(dist) < best[0]):
+            best = (abs(dist), buf, dist)
+    return (best[1], best[2]) if best else None
+
+
+Placed = tuple[Access, BufferRef | None, int, int, str]   # access, buffer, start, end (tensor offsets), region
+
+
+def _pieces(acc: Access, buf: BufferRef) -> list[tuple[int, int, str]]:
+    """The bytes of one access that count, cut at region boundaries: bytes inside the tensor's logical
+    bytes do not count, unless nothing else is left (then the record says something is wrong inside)."""
+    lo = acc.address - buf.tensor_addr
+    pieces = L.split_by_region(buf.layout, lo, lo + max(acc.size, 1))
+    if acc.misaligned:
+        return [(lo, lo + max(acc.size, 1), L.region_class(buf.layout.region_of(lo)))]
+    outside = [p for p in pieces if p[2] != INSIDE]
+    return outside or pieces
+
+
 def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch: str = "",
-              describe: Callable[[str, str, int, int], str] | None = None) -> dict[str, list[Finding]]:
-    """Findings per case id ("" for accesses that map to no buffer)."""
-    groups: dict[tuple[str, str, str, str, str], list[tuple[Access, BufferRef | None]]] = defaultdict(list)
+              describe: Callable[[str, str, int, int], str] | None = None,
+              stray_case: str | None = None) -> dict[str, list[Finding]]:
+    """Findings per case id ("" for accesses that map to no buffer and no known case).
+
+    stray_case: the one case that ran in the process (the batch was a single case): an access that maps
+    to no buffer is that case's, named relative to its nearest buffer when plausible."""
+    groups: dict[tuple[str, str, str, str, str, str], list[Placed]] = defaultdict(list)
     for acc in accesses:
+        kind = kind_of(acc)
         buf = locate(acc.address, buffers)
-        kind = OVERWRITE if acc.direction == "write" else OVERREAD
         if buf is None:
-            groups[("", acc.kernel, kind, "unattributed", "unknown")].append((acc, None))
+            _place_stray(groups, acc, kind, buffers, stray_case)
             continue
-        offset = acc.address - buf.tensor_addr
-        region = L.region_class(buf.layout.region_of(offset))
-        groups[(buf.case_id, acc.kernel, kind, buf.name, region)].append((acc, buf))
+        for lo, hi, region in _pieces(acc, buf):
+            cls = region_class(region)
+            groups[(buf.case_id, acc.kernel, kind, buf.name, cls, "")].append((acc, buf, lo, hi, region))
     out: dict[str, list[Finding]] = defaultdict(list)
-    for (case_id, kernel, kind, name, region), items in groups.items():
-        out[case_id].append(_finding(kernel, kind, name, region, items, arch, describe))
+    for (case_id, kernel, kind, name, region, how), items in groups.items():
+        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe))
     return dict(out)
 
 
-def _finding(kernel: str, kind: str, name: str, region: str, items: list[tuple[Access, BufferRef | None]],
-             arch: str, describe: Callable[[str, str, int, int], str] | None) -> Finding:
-    first = items[0][0]
-    buf = items[0][1]
+def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[Placed]], acc: Access, kind: str,
+                 buffers: Sequence[BufferRef], stray_case: str | None) -> None:
+    if stray_case is None:
+        groups[("", acc.kernel, kind, UNATTRIBUTED, UNATTRIBUTED, "")].append((acc, None, acc.address, acc.address + acc.size, UNATTRIBUTED))
+        return
+    near = nearest(acc.address, [b for b in buffers if b.case_id == stray_case])
+    if near is None:
+        groups[(stray_case, acc.kernel, kind, UNATTRIBUTED, UNATTRIBUTED, "")].append((acc, None, acc.address, acc.address + acc.size, UNATTRIBUTED))
+        return
+    buf, _ = near
+    lo = acc.address - buf.tensor_addr
+    region = L.BEFORE_START if lo < 0 else L.PAST_END
+    groups[(stray_case, acc.kernel, kind, buf.name, region, "nearest")].append((acc, buf, lo, lo + max(acc.size, 1), region))
+
+
+def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: list[Placed], arch: str,
+             describe: Callable[[str, str, int, int], str] | None) -> Finding:
+    first, buf = items[0][0], items[0][1]
+    spans = L.merge_runs((lo, hi) for _, _, lo, hi, _ in items)
     if buf is None:
-        spans = L.merge_runs((a.address, a.address + a.size) for a, _ in items)
-        ranges = tuple(ByteRange("unattributed", lo, hi, logical=f"address {lo:#x}") for lo, hi in spans)
+        ranges: tuple[ByteRange, ...] = tuple(ByteRange(UNATTRIBUTED, lo, hi, logical=f"address {lo:#x}") for lo, hi in spans)
     else:
-        spans = L.merge_runs((a.address - buf.tensor_addr, a.address - buf.tensor_addr + a.size) for a, _ in items)
         ranges = tuple(_ranges(buf, spans, describe))
+    details = _details(items, buf, how, kind)
+    note = dict(details).get("nearest", "")
     return Finding(
         detector=MEMCHECK, kind=kind, buffer=name, region=region, bytes=sum(hi - lo for lo, hi in spans),
-        count=len(items), kernel=kernel, arch=arch, ranges=ranges,
-        first_thread=_xyz(first.thread), first_block=_xyz(first.block), source=first.source,
+        count=len({id(a) for a, *_ in items}), kernel=kernel, arch=arch, ranges=ranges,
+        first_thread=_xyz(first.thread), first_block=_xyz(first.block), source=first.source, note=note,
+        details=details,
     )
+
+
+def _details(items: list[Placed], buf: BufferRef | None, how: str, kind: str) -> tuple[tuple[str, str], ...]:
+    first = items[0][0]
+    out: list[tuple[str, str]] = []
+    out.append(("access", "/".join(sorted({a.direction or "read" for a, *_ in items}))))
+    if first.text:
+        out.append(("sanitizer", first.text))
+    if buf is not None:
+        zones = []
+        for _, _, lo, hi, _ in items:
+            for zone in (buf.layout.zone_of(lo), buf.layout.zone_of(hi - 1)):
+                word = L.region_class(zone)
+                if word not in zones:
+                    zones.append(word)
+        out.append(("zone", ", ".join(zones)))
+    if how == "nearest" and buf is not None:
+        out.append(("nearest", _distance_words(items, buf)))
+    if kind == MISALIGNED and buf is not None:
+        out.append(("misaligned", _misaligned_cause(first, buf)))
+    return tuple(out)
+
+
+def _distance_words(items: list[Placed], buf: BufferRef) -> str:
+    lo = min(lo for _, _, lo, _, _ in items)
+    hi = max(hi for _, _, _, hi, _ in items)
+    if lo < 0:
+        where = f"{-lo:,} B before {buf.name}"
+    else:
+        where = f"{lo - buf.nbytes + 1:,} B after the end of {buf.name}"
+    return (f"outside every allocation; {where} (the nearest buffer of this case, {hi - lo:,} B spanned): "
+            "attributed to this case because it ran alone in its process")
+
+
+def _misaligned_cause(acc: Access, buf: BufferRef) -> str:
+    size = max(acc.size, 1)
+    if buf.tensor_addr % size and (acc.address - buf.tensor_addr) % size == 0:
+        return (f"the harness's placement caused this: the tensor starts at {buf.tensor_addr:#x}, not "
+                f"{size}-byte aligned, and the access is aligned relative to the tensor's start")
+    return (f"the kernel's own address: offset {acc.address - buf.tensor_addr} is not a multiple of the "
+            f"{size}-byte access, and the tensor starts {L.ALIGN}-byte aligned" if buf.tensor_addr % L.ALIGN == 0
+            else f"offset {acc.address - buf.tensor_addr} is not a multiple of the {size}-byte access")
 
 
 def _ranges(buf: BufferRef, spans: list[tuple[int, int]], describe: Callable[[str, str, int, int], str] | None) -> list[ByteRange]:
@@ -122,9 +235,12 @@ def _xyz(v: tuple[int, int, int] | None) -> str:
 
 
 def guard_findings(guard: Mapping[str, Sequence[Mapping[str, Any]]], *, kernel: str, arch: str,
-                   case_id: str = "", describe: Callable[[str, str, int, int], str] | None = None) -> list[Finding]:
-    """Guard-marker ranges (from the worker) grouped per buffer and region class into overwrite findings."""
+                   case_id: str = "", describe: Callable[[str, str, int, int], str] | None = None,
+                   buffers: Sequence[Mapping[str, Any]] = ()) -> list[Finding]:
+    """Guard-marker ranges (from the worker) grouped per buffer and region class into overwrite findings.
+    With the buffer map, each finding's details name the marker zones (front_guard, alignment_tail...)."""
     from harness.model import GUARD
+    layouts = {b["name"]: L.GuardLayout.from_json(b["layout"]) for b in buffers if "layout" in b}
     findings = []
     for name, runs in guard.items():
         by_class: dict[str, list[ByteRange]] = defaultdict(list)
@@ -132,7 +248,11 @@ def guard_findings(guard: Mapping[str, Sequence[Mapping[str, Any]]], *, kernel: 
             logical = describe(case_id, name, r["start"], r["end"]) if describe else r.get("logical", "")
             by_class[L.region_class(r["region"])].append(ByteRange(r["region"], r["start"], r["end"], logical))
         for region, ranges in by_class.items():
+            details: tuple[tuple[str, str], ...] = (("access", "write"),)
+            if name in layouts:
+                zones = dict.fromkeys(L.region_class(layouts[name].zone_of(x.start)) for x in ranges)
+                details += (("zone", ", ".join(zones)),)
             findings.append(Finding(detector=GUARD, kind=OVERWRITE, buffer=name, region=region,
                                     bytes=sum(x.nbytes for x in ranges), count=len(ranges), kernel=kernel,
-                                    arch=arch, ranges=tuple(ranges)))
+                                    arch=arch, ranges=tuple(ranges), details=details))
     return findings

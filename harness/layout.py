@@ -3,17 +3,30 @@
 Pure arithmetic, shared by the worker (which fills and verifies markers) and the parent (which attributes
 sanitizer addresses to regions). Offsets are relative to the tensor's first byte: the front guard has
 negative offsets, bytes past the tensor's end have offsets >= nbytes.
+
+Alignment: every tensor starts ALIGN-aligned (cudaMalloc's 256 B), whatever the placement, because real
+kernels rely on it (a 16-byte vector load on a tensor the harness misaligned is a false "misaligned"
+record, and it hides the real finding). A flush-end tensor therefore cannot always end on its allocation's
+last byte: the bytes between its end and the next ALIGN boundary (the alignment tail, 0..255 B) stay in
+the allocation and hold markers, so writes there are seen by the guard markers; reads there are seen by
+poison mode only (see README, "What detects what").
+
+Two vocabularies (one place for each):
+- region_of: the words expectations and findings use, the same for every detector: before_start,
+  inside, row_padding[row r], unused_row[r], past_end (REGIONS, classes without the index);
+- zone_of: the detector's physical view of the same byte: before_allocation, front_guard, padding[row r],
+  unused_row[r], back_guard, alignment_tail, past_allocation. It goes into a finding's details.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.model import ByteRange
+from harness.model import ByteRange, region_class  # noqa: F401  (re-exported)
 
-# cudaMalloc hands out memory in multiples of this; PyTorch rounds small requests up to it as well. A
-# flush-end tensor must end on the last byte of the rounded allocation, so sizes are rounded to it.
-ALLOCATION_GRANULE = 512
+# cudaMalloc's alignment (torch's allocator gives at least this): every tensor start is a multiple of it
+# relative to an allocation base that is itself at least this aligned.
+ALIGN = 256
 # Default guard size: larger than any single vector access (16 B) and than a whole Triton tile row of
 # fp32 (128 x 4 B), so a small overrun lands in the guard and not in whatever follows.
 DEFAULT_GUARD = 1024
@@ -21,6 +34,10 @@ GUARDED = "guarded"        # front and back guard, markers in both
 FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byte (memcheck sees overreads)
 GUARD_PAGE = "guard_page"  # flush against an unmapped page of a VMM reservation (hardware faults)
 PLACEMENTS = (GUARDED, FLUSH_END, GUARD_PAGE)
+
+# The region vocabulary lives in harness.model (expectations are checked against it there).
+from harness.model import (BEFORE_START, INSIDE, OLD_REGION_NAMES, PAST_END, REGIONS, ROW_PADDING,  # noqa: E402,F401
+                           UNUSED_ROW, check_region)
 
 
 class LayoutError(ValueError):
@@ -68,25 +85,42 @@ class GuardLayout:
             raise LayoutError(f"nbytes must be positive, got {self.nbytes}")
         if self.front < 0 or self.back < 0:
             raise LayoutError(f"guards cannot be negative (front={self.front}, back={self.back})")
+        if self.front % ALIGN:
+            raise LayoutError(f"a front guard of {self.front} B would start the tensor misaligned "
+                              f"(it must be a multiple of {ALIGN} B, cudaMalloc's alignment)")
         if self.rows is not None and self.rows.nbytes != self.nbytes:
             raise LayoutError(f"rows cover {self.rows.nbytes} bytes but the tensor has {self.nbytes}")
-        if self.placement != GUARDED and self.back:
-            raise LayoutError(f"placement {self.placement} has no back guard, got back={self.back}")
+        if self.placement != GUARDED and self.back >= ALIGN:
+            raise LayoutError(f"placement {self.placement} has no back guard, only an alignment tail below "
+                              f"{ALIGN} B, got back={self.back}")
+
+    @property
+    def tail(self) -> int:
+        """Bytes between the tensor's end and its allocation's end in a flush placement (0..ALIGN-1)."""
+        return 0 if self.placement == GUARDED else self.back
+
+    @property
+    def allocation_end(self) -> int:
+        """Offset of the first byte past the allocation: what memcheck and a guard page can see from."""
+        return self.nbytes + self.back
 
     @property
     def total(self) -> int:
         return self.front + self.nbytes + self.back
 
     def marker_spans(self) -> list[tuple[int, int, str]]:
-        """(start, end, region) of every byte that must still hold the marker after the kernel ran."""
+        """(start, end, zone) of every byte that must still hold the marker after the kernel ran."""
         spans: list[tuple[int, int, str]] = []
         if self.front:
             spans.append((-self.front, 0, "front_guard"))
         if self.rows is not None:
             spans.extend(self._row_spans(self.rows))
         if self.back:
-            spans.append((self.nbytes, self.nbytes + self.back, "back_guard"))
+            spans.append((self.nbytes, self.nbytes + self.back, self._back_zone()))
         return spans
+
+    def _back_zone(self) -> str:
+        return "back_guard" if self.placement == GUARDED else "alignment_tail"
 
     @staticmethod
     def _row_spans(rows: Rows) -> list[tuple[int, int, str]]:
@@ -100,22 +134,34 @@ class GuardLayout:
         return spans
 
     def region_of(self, offset: int) -> str:
-        """Region name of one byte offset (relative to the tensor start)."""
+        """Region of one byte offset (relative to the tensor start), in the vocabulary of REGIONS."""
+        if offset < 0:
+            return BEFORE_START
+        if offset >= self.nbytes:
+            return PAST_END
+        return self._row_region(offset, ROW_PADDING) or INSIDE
+
+    def zone_of(self, offset: int) -> str:
+        """The detectors' physical word for the same byte (front_guard, alignment_tail, past_allocation...)."""
         if offset < -self.front:
             return "before_allocation"
         if offset < 0:
             return "front_guard"
         if offset >= self.nbytes + self.back:
-            return "past_end"
+            return "past_allocation"
         if offset >= self.nbytes:
-            return "back_guard"
-        if self.rows is not None:
-            r, col = divmod(offset, self.rows.row_stride)
-            if r >= self.rows.used_rows:
-                return f"unused_row[{r}]"
-            if col >= self.rows.row_bytes:
-                return f"padding[row {r}]"
-        return "inside"
+            return self._back_zone()
+        return self._row_region(offset, "padding") or INSIDE
+
+    def _row_region(self, offset: int, padding_word: str) -> str:
+        if self.rows is None:
+            return ""
+        r, col = divmod(offset, self.rows.row_stride)
+        if r >= self.rows.used_rows:
+            return f"{UNUSED_ROW}[{r}]"
+        if col >= self.rows.row_bytes:
+            return f"{padding_word}[row {r}]"
+        return ""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -128,19 +174,19 @@ class GuardLayout:
         return cls(rows=Rows(**rows) if rows else None, **fields)
 
 
-def region_class(region: str) -> str:
-    """'padding[row 2]' -> 'padding'; 'unused_row[5]' -> 'unused_row'; plain names unchanged."""
-    return region.split("[", 1)[0]
-
-
 def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, rows: Rows | None = None) -> GuardLayout:
-    """Choose guard sizes: flush-end placements round the allocation so the tensor ends on its last byte."""
+    """Choose guard sizes. The front guard is rounded up to ALIGN so that the tensor starts aligned in an
+    aligned allocation; a flush placement ends the allocation on the next ALIGN boundary after the tensor
+    (the alignment tail, 0..ALIGN-1 bytes, is its `back`), so an allocation that must end on a granule
+    (a guard page) still starts the tensor aligned."""
     if guard < 0:
         raise LayoutError(f"guard must be >= 0, got {guard}")
+    if nbytes <= 0:
+        raise LayoutError(f"nbytes must be positive, got {nbytes}")
+    front = round_up(guard, ALIGN)
     if placement == GUARDED:
-        return GuardLayout(nbytes=nbytes, front=guard, back=guard, placement=placement, rows=rows)
-    total = round_up(nbytes + guard, ALLOCATION_GRANULE)
-    return GuardLayout(nbytes=nbytes, front=total - nbytes, back=0, placement=placement, rows=rows)
+        return GuardLayout(nbytes=nbytes, front=front, back=guard, placement=placement, rows=rows)
+    return GuardLayout(nbytes=nbytes, front=front, back=round_up(nbytes, ALIGN) - nbytes, placement=placement, rows=rows)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -157,7 +203,7 @@ def split_by_region(layout: GuardLayout, start: int, end: int) -> list[tuple[int
 
 
 def _boundaries(layout: GuardLayout, start: int, end: int) -> Iterable[int]:
-    fixed = (-layout.front, 0, layout.nbytes, layout.nbytes + layout.back)
+    fixed = (0, layout.nbytes)
     yield from (b for b in fixed if start < b < end)
     if layout.rows is not None:
         stride, width = layout.rows.row_stride, layout.rows.row_bytes

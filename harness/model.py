@@ -45,22 +45,56 @@ RACECHECK = "racecheck"    # compute-sanitizer racecheck: shared-memory hazards
 SYNCCHECK = "synccheck"    # compute-sanitizer synccheck: invalid barrier use
 DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, RACECHECK, SYNCCHECK)
 
+# Finding kinds. An atomic is a write (an overwrite, with access "atomic" in its details). A misaligned
+# access is its own kind, never an overread: its bytes may all lie inside the tensor.
 OVERREAD = "overread"
 OVERWRITE = "overwrite"
 UNINIT_READ = "uninit_read"  # the kernel's results depend on bytes nobody wrote
 UNWRITTEN = "unwritten"      # output bytes the kernel never wrote (they still hold the fill, whatever it was)
 RACE = "race"                # two unordered accesses to one shared-memory location, at least one a write
 BARRIER = "barrier"          # a barrier used wrongly (divergent __syncthreads, bad mask, ...)
-KINDS = (OVERREAD, OVERWRITE, UNINIT_READ, UNWRITTEN, RACE, BARRIER)
+MISALIGNED = "misaligned"     # an access the hardware refuses for its alignment (its own kind, never an overread)
+KINDS = (OVERREAD, OVERWRITE, MISALIGNED, UNINIT_READ, UNWRITTEN, RACE, BARRIER)
 # Where a shared-memory hazard or a barrier error is: not a byte range of any watched buffer.
 SHARED = "__shared__"
+
+# The region vocabulary of expectations and findings, the same for every detector (a range's region may
+# carry an index: "row_padding[row 2]", "unused_row[5]"). Each detector's own word for the place
+# (front_guard, back_guard, alignment_tail, past_allocation, ...) stays in the finding's details.
+BEFORE_START = "before_start"
+INSIDE = "inside"
+ROW_PADDING = "row_padding"
+UNUSED_ROW = "unused_row"
+PAST_END = "past_end"
+UNATTRIBUTED = "unattributed"     # buffer and region of an access that maps to no buffer of its case
+REGIONS = (BEFORE_START, PAST_END, ROW_PADDING, UNUSED_ROW, INSIDE)
+# Detector words that earlier expectations used, and the region to write instead.
+OLD_REGION_NAMES = {"front_guard": BEFORE_START, "before_allocation": BEFORE_START, "back_guard": PAST_END,
+                    "alignment_tail": PAST_END, "past_allocation": PAST_END, "padding": ROW_PADDING,
+                    "guard": f"{BEFORE_START}' or '{PAST_END}"}
+
+
+def region_class(region: str) -> str:
+    """'row_padding[row 2]' -> 'row_padding'; 'unused_row[5]' -> 'unused_row'; plain names unchanged."""
+    return region.split("[", 1)[0]
+
+
+def check_region(region: str) -> str:
+    """A region class of the vocabulary, or a ValueError saying which word to use instead."""
+    if region in REGIONS:
+        return region
+    hint = OLD_REGION_NAMES.get(region_class(region))
+    if hint:
+        raise ValueError(f"region {region!r} is a detector's word, not a region: use '{hint}' "
+                         f"(regions: {', '.join(REGIONS)})")
+    raise ValueError(f"unknown region {region!r}; regions: {', '.join(REGIONS)}")
 
 
 @dataclass(frozen=True)
 class ByteRange:
     """A run of bytes of one buffer, offsets relative to the first byte of the tensor (end exclusive)."""
 
-    region: str          # e.g. "padding[row 2]", "back_guard", "past_end", "unused_row[5]"
+    region: str          # e.g. "row_padding[row 2]", "past_end", "unused_row[5]", "before_start"
     start: int
     end: int
     logical: str = ""    # the scenario's words for the place, e.g. "token 2, scale bytes 72..79"
@@ -77,7 +111,7 @@ class Finding:
     detector: str
     kind: str
     buffer: str
-    region: str                      # region class: front_guard, back_guard, padding, unused_row, past_end, ...
+    region: str                      # region class (REGIONS), or "unattributed"
     bytes: int                       # distinct bytes touched
     count: int = 1                   # accesses (sanitizer records) or changed ranges (guard)
     kernel: str = ""
@@ -88,6 +122,12 @@ class Finding:
     source: str = ""                 # file:line of the access
     note: str = ""
     exact: bool = True               # False when the detector cannot count bytes (hardware fault, poison)
+    # The detector's own words, kept as they were: its zone ("back_guard", "alignment_tail"), the
+    # sanitizer's record text, the access ("read", "write", "atomic"), a distance to the nearest buffer...
+    details: tuple[tuple[str, str], ...] = ()
+
+    def detail(self, key: str) -> str:
+        return dict(self.details).get(key, "")
 
     @property
     def span(self) -> tuple[int, int] | None:
@@ -102,12 +142,14 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["ranges"] = [asdict(r) for r in self.ranges]
+        data["details"] = dict(self.details)
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Finding":
         fields = dict(data)
         fields["ranges"] = tuple(ByteRange(**r) for r in fields.get("ranges", ()))
+        fields["details"] = tuple((str(k), str(v)) for k, v in dict(fields.get("details") or {}).items())
         return cls(**fields)
 
 
@@ -122,6 +164,15 @@ class ExpectedFinding:
     bytes: int | None = None
     ranges: tuple[tuple[int, int], ...] | None = None
     upstream: str = ""               # e.g. "triton-lang/triton#10772"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"expected finding of kind {self.kind!r}: kinds are {', '.join(KINDS)}")
+        if self.region is not None:
+            check_region(self.region)
+        unknown = set(self.detectors) - set(DETECTORS)
+        if unknown:
+            raise ValueError(f"expected finding names unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
 
     def matches(self, finding: Finding) -> bool:
         if finding.detector not in self.detectors or finding.kind != self.kind:

@@ -56,6 +56,8 @@ RECORD_TAG = "record"
 CHUNK_BYTES = 1 << 16
 DEFAULT_PREFIX = "========="  # compute-sanitizer's --prefix default
 
+ATOMIC = "atomic"
+
 # Messages that mean the target was never instrumented (no record can exist for it).
 _NOT_ATTACHED = ("terminated before first instrumented", "No attachable process found")
 
@@ -148,8 +150,13 @@ def normalize_space(space: str) -> str:
 
 
 def normalize_direction(direction: str) -> str:
+    """'read' / 'write' / 'atomic' ('Atomic', 'atom', 'reduction': an atomic is a write); '' otherwise."""
     word = direction.strip().lower()
-    return word if word in ("read", "write") else ""
+    if word in ("read", "write"):
+        return word
+    if word.startswith("atom") or word in ("red", "reduction"):
+        return ATOMIC
+    return ""
 
 
 # -------------------------------------------------------------------------------------------- XML parsing
@@ -527,3 +534,62 @@ def parse_text(text: str, *, prefix: str = DEFAULT_PREFIX) -> ParseResult:
     problem = _text_problem(state, records)
     return ParseResult(records, complete=not problem, problem=problem, summary_errors=state.summary,
                        attached=_attached(records, state.summary), not_printed=state.not_printed)
+
+
+# ------------------------------------------------------------------------------------- record classification
+# Every kind of record the compute-sanitizer tools document (memcheck's "Supported error detection" table,
+# racecheck's hazards and analysis reports, synccheck's barrier errors, initcheck's uninitialized and unused
+# memory), as one word each. The record's own text is kept wherever the word is used.
+READ, WRITE, MISALIGNED = "read", "write", "misaligned"
+HARDWARE_EXCEPTION = "hardware_exception"   # memcheck: Warp Illegal Address, Invalid PC, Illegal Instruction, ...
+MALLOC_FREE = "malloc_free"                 # memcheck: device-side malloc/free errors (double free, invalid free)
+LEAK = "leak"                               # memcheck --leak-check: cudaMalloc and device-heap leaks
+RACE_HAZARD = "race_hazard"                 # racecheck: RAW/WAR/WAW hazards and race reports (shared memory)
+SYNC_ERROR = "sync_error"                   # synccheck: divergent or invalid barriers
+UNINITIALIZED_READ = "uninitialized_read"   # initcheck: a read of global memory nobody wrote
+UNUSED_MEMORY = "unused_memory"             # initcheck --track-unused-memory
+RECORD_KINDS = (READ, WRITE, ATOMIC, MISALIGNED, HARDWARE_EXCEPTION, MALLOC_FREE, LEAK, RACE_HAZARD, SYNC_ERROR,
+                UNINITIALIZED_READ, UNUSED_MEMORY, API_ERROR, PROCESS_EXIT, INTERNAL_ERROR, OTHER)
+
+_HARDWARE_WORDS = ("illegal address", "misaligned address", "out-of-range", "invalid pc", "misaligned pc",
+                   "illegal instruction", "invalid address space", "stack overflow", "hardware exception",
+                   "lane user stack overflow", "invalid program counter", "cuda exception")
+_TEXT_KINDS = (
+    (re.compile(r"\b(race reported|hazard detected|potential \w+ hazard)", re.I), RACE_HAZARD),
+    (re.compile(r"^barrier error|\bsynccheck\b|divergent thread", re.I), SYNC_ERROR),
+    (re.compile(r"^uninitialized .*(?:read|access)|uninitialized memory", re.I), UNINITIALIZED_READ),
+    (re.compile(r"^unused memory", re.I), UNUSED_MEMORY),
+    (re.compile(r"^leaked \d", re.I), LEAK),
+    (re.compile(r"malloc/free|double free|invalid (?:device )?free|free of", re.I), MALLOC_FREE),
+)
+_XML_KINDS = {"Hazard": RACE_HAZARD, "Analysis": RACE_HAZARD, "Racecheck": RACE_HAZARD, "Synccheck": SYNC_ERROR,
+              "Initcheck": UNINITIALIZED_READ, "Leak": LEAK, "DeviceHeap": LEAK, "deviceheap": LEAK,
+              "Imprecise": HARDWARE_EXCEPTION, "HardwareException": HARDWARE_EXCEPTION}
+
+
+def is_misaligned(record: SanitizerRecord) -> bool:
+    return "misaligned" in record.error.lower() or (record.category == MEMORY_ACCESS and "misaligned" in record.text.lower())
+
+
+def classify(record: SanitizerRecord) -> str:
+    """One of RECORD_KINDS: what the record says happened (an access's direction, or the kind of report)."""
+    if record.category == MEMORY_ACCESS:
+        if is_misaligned(record):
+            return MISALIGNED
+        return record.direction or _direction_in(record.text) or OTHER
+    if record.category in (API_ERROR, PROCESS_EXIT, INTERNAL_ERROR):
+        return record.category
+    text = " ".join([record.text, *(v for _, v in record.details)]).strip()
+    for pattern, kind in _TEXT_KINDS:
+        if pattern.search(text):
+            return kind
+    if record.kind in _XML_KINDS:
+        return _XML_KINDS[record.kind]
+    if any(w in text.lower() for w in _HARDWARE_WORDS):
+        return HARDWARE_EXCEPTION
+    return OTHER
+
+
+def _direction_in(text: str) -> str:
+    m = re.search(r"\b(read|write|atomic\w*|reduction)\b", text, re.I)
+    return normalize_direction(m[1]) if m else ""

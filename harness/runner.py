@@ -97,6 +97,9 @@ class Runner:
         self.o = options
         self.o.workdir.mkdir(parents=True, exist_ok=True)
         self._batch = 0
+        # Cases to rerun one per process: their batch had sanitizer records that map to no buffer, and only
+        # a process of their own can say which case made them.
+        self._alone: set[str] = set()
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
@@ -109,10 +112,12 @@ class Runner:
             results.extend(self._emit(r) for r in gated)
             if not runnable:
                 break
-            done, rest = self._run_batch(runnable)
+            alone = [x for x in runnable if x[1].id in self._alone]
+            batch = alone[:1] or runnable
+            done, rest = self._run_batch(batch)
             results.extend(self._emit(r) for r in done)
-            pending = rest
-            relaunches += 1
+            pending = rest + [x for x in runnable if not any(x is b for b in batch)]
+            relaunches += 0 if alone else 1
             if relaunches > MAX_RELAUNCHES and pending:
                 results.extend(self._emit(self._unresolved(s, c, "not run: relaunch budget exhausted")) for s, c in pending)
                 break
@@ -301,6 +306,15 @@ class Runner:
     def _judge(self, items: list[tuple[Scenario, Case]], attempt: _Attempt, sanitized: bool,
                out: Path) -> tuple[list[CaseResult], list[tuple[Scenario, Case]]]:
         memcheck = self._memcheck_findings(items, attempt) if sanitized else {}
+        strays = memcheck.pop("", [])
+        if strays:
+            # Records that map to no buffer, from a batch of several cases: rerun every case that ran here one
+            # per process, so that each stray is its own case's and no other case is blamed.
+            ran = [x for i, x in enumerate(items) if i in attempt.results or i in attempt.crashed or i in attempt.timed_out]
+            self._alone.update(c.id for _, c in ran)
+            (out / "rerun-alone.txt").write_text(f"{sum(f.count for f in strays)} sanitizer records map to no buffer; "
+                                                 f"rerunning {len(ran)} cases one per process\n")
+            return [], items
         done: list[CaseResult] = []
         rest: list[tuple[Scenario, Case]] = []
         for index, (scenario, case) in enumerate(items):
@@ -337,13 +351,10 @@ class Runner:
 
         accesses = [_access(r) for r in attempt.records if r.category == "memory_access" and r.address is not None]
         arch = next((r.get("arch", "") for r in attempt.results.values()), "")
-        found = attribute.aggregate(accesses, buffers, arch=arch, describe=describe)
-        stray = found.pop("", [])
-        if stray:
-            # Accesses that map to no buffer: blame every case of the batch rather than lose them.
-            for _, case in items:
-                found.setdefault(case.id, []).extend(stray)
-        return found
+        # A process that ran one case: what maps to no buffer is that case's. Otherwise strays come back
+        # under "" and the batch is rerun one case per process (_judge).
+        alone = items[0][1].id if len(items) == 1 else None
+        return attribute.aggregate(accesses, buffers, arch=arch, describe=describe, stray_case=alone)
 
     def _from_worker(self, scenario: Scenario, case: Case, res: dict[str, Any], memcheck: dict[str, list[Finding]],
                      attempt: _Attempt, sanitized: bool, out: Path) -> CaseResult:
@@ -363,7 +374,8 @@ class Runner:
         kernel, arch = res.get("kernel", ""), res.get("arch", "")
         describe = (lambda _cid, name, s, e: scenario.describe(case, name, s, e)) if scenario.describe else None
         if res.get("guard"):
-            findings += attribute.guard_findings(res["guard"], kernel=kernel, arch=arch, case_id=case.id, describe=describe)
+            findings += attribute.guard_findings(res["guard"], kernel=kernel, arch=arch, case_id=case.id, describe=describe,
+                                                 buffers=res.get("buffers", []))
         if sanitized:
             findings += [_with(f, arch=arch) for f in memcheck.get(case.id, [])]
         if status == "fault" and self.o.mode.name == "guard_page":
@@ -465,6 +477,10 @@ def _with(f: Finding, **changes: Any) -> Finding:
 
 
 def _access(record: Any) -> attribute.Access:
+    from harness import parse
     source = f"{Path(record.file).name}:{record.line}" if getattr(record, "file", "") else ""
-    return attribute.Access(address=int(record.address), size=int(record.size or 1), direction=record.direction or "read",
-                            kernel=record.kernel or "", thread=record.thread, block=record.block, source=source)
+    kind = parse.classify(record)
+    direction = record.direction or (kind if kind in (parse.READ, parse.WRITE, parse.ATOMIC) else "read")
+    return attribute.Access(address=int(record.address), size=int(record.size or 1), direction=direction,
+                            kernel=record.kernel or "", thread=record.thread, block=record.block, source=source,
+                            misaligned=kind == parse.MISALIGNED, text=record.text)

@@ -1,7 +1,7 @@
 """Verdicts: compare what the detectors that actually ran saw with what the scenario expects.
 
 Rules (each a closed outcome, see model.Outcome):
-- an expected finding is checked only against detectors that ran (and a back-guard finding only where the
+- an expected finding is checked only against detectors that ran (and a past_end finding only the guard markers see only where the
   watched buffer had a back guard); if none of its detectors ran, the case
   is UNSUPPORTED in this mode (it says which detector was needed), never clean;
 - every expected finding matched and nothing else seen: EXPECTED_FINDING; nothing expected, nothing seen: CLEAN;
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from harness.layout import GUARDED
-from harness.model import DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
+from harness.model import GUARD, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
         why = "; ".join(f"{d.detector}: {d.detail}" for d in detectors) or "no detector was requested"
         return Verdict(Outcome.UNSUPPORTED, f"no detector ran ({why})")
     checkable = [e for e in expectation.findings if ran.intersection(e.detectors) and _placed(e, placement)]
-    unexpected = tuple(f for f in findings if not any(e.matches(f) for e in expectation.findings))
+    unexpected = tuple(f for f in findings if not any(e.matches(f) or _in_tail(e, f, placement) for e in expectation.findings))
     missing = tuple(e.describe() for e in checkable if not any(e.matches(f) for f in findings))
     if unexpected:
         lines = "; ".join(_short(f) for f in unexpected)
@@ -47,8 +47,8 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
     if expectation.findings and not checkable:
         needed = sorted({d for e in expectation.findings for d in e.detectors})
         if ran.intersection(needed):
-            return Verdict(Outcome.UNSUPPORTED, f"the expected finding lands in the back guard, which a {placement} "
-                                                f"placement does not have (ran: {', '.join(sorted(ran))})")
+            return Verdict(Outcome.UNSUPPORTED, f"the expected finding lies past the end where only guard markers see it, and a "
+                                                f"{placement} placement has no back guard there, only its alignment tail (ran: {', '.join(sorted(ran))})")
         return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))})")
     if checkable:
         return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
@@ -56,7 +56,21 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
 
 
 def _placed(expected: ExpectedFinding, placement: str) -> bool:
-    return not (expected.region == "back_guard" and placement != GUARDED)
+    """A past_end write that only the guard markers can see needs a back guard: a flush placement has only
+    its alignment tail (0..255 B), so there the expectation is not checked (see _in_tail)."""
+    return not (placement != GUARDED and expected.region == PAST_END and set(expected.detectors) <= {GUARD})
+
+
+def _in_tail(expected: ExpectedFinding, finding: Finding, placement: str) -> bool:
+    """Under a flush placement the guard markers see the part of a past_end write that lands in the
+    alignment tail: a guard finding whose bytes all lie in the expected ones is that part, not a new bug."""
+    if placement == GUARDED or finding.detector != GUARD or GUARD not in expected.detectors:
+        return False
+    if (expected.kind, expected.buffer, expected.region) != (finding.kind, finding.buffer, PAST_END) or finding.region != PAST_END:
+        return False
+    if expected.ranges is None:
+        return True
+    return all(any(lo <= r.start and r.end <= hi for lo, hi in expected.ranges) for r in finding.ranges)
 
 
 def _short(f: Finding) -> str:

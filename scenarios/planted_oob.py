@@ -29,7 +29,7 @@ def _expect(case: Case) -> Expectation:
         return Expectation((ExpectedFinding(OVERWRITE, "dst", (GUARD, MEMCHECK), bytes=extra, ranges=((n, n + extra),)),
                             ExpectedFinding(OVERREAD, "dst", (GUARD_PAGE,))), "planted write past the end")
     if case.variant == "underwrite":
-        return Expectation((ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="front_guard", bytes=extra,
+        return Expectation((ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="before_start", bytes=extra,
                                             ranges=((-extra, 0),)),), "planted write before the start")
     return Expectation()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 from harness import layout as L
-from harness.attribute import NEAR_BYTES, Access, BufferRef, aggregate, guard_findings, locate
+from harness.attribute import NEAR_BYTES, PLAUSIBLE_BYTES, Access, BufferRef, aggregate, guard_findings, locate
 from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
 from harness.parse import MEMORY_ACCESS, parse_xml
 from harness.runner import _access
@@ -49,8 +49,9 @@ def test_address_inside_the_allocation_belongs_to_its_buffer() -> None:
 
 
 def test_address_past_a_flush_end_tensor_within_near_bytes_belongs_to_it() -> None:
-    assert not FLUSH.contains(BASE + 4000)
-    assert locate(BASE + 4000, [FLUSH]) is FLUSH
+    assert FLUSH.contains(BASE + 4000)                          # the alignment tail: 4000..4095
+    assert not FLUSH.contains(BASE + 4096)
+    assert locate(BASE + 4096, [FLUSH]) is FLUSH
     assert locate(BASE + 4000 + NEAR_BYTES - 1, [FLUSH]) is FLUSH
 
 
@@ -96,7 +97,8 @@ def test_disjoint_accesses_keep_separate_ranges() -> None:
 
 def test_access_in_a_guard_is_named_by_the_guard() -> None:
     found = aggregate([write(BASE - 2, 1), write(BASE + 4000, 1)], [GUARDED])["case[a]"]
-    assert sorted((f.region, f.kind, f.bytes) for f in found) == [("back_guard", OVERWRITE, 1), ("front_guard", OVERWRITE, 1)]
+    assert sorted((f.region, f.kind, f.bytes, f.detail("zone")) for f in found) == [
+        ("before_start", OVERWRITE, 1, "front_guard"), ("past_end", OVERWRITE, 1, "back_guard")]
 
 
 def test_findings_are_split_by_kind_kernel_and_buffer() -> None:
@@ -110,8 +112,9 @@ def test_findings_are_split_by_kind_kernel_and_buffer() -> None:
 def test_padding_writes_of_several_rows_are_one_finding_per_region_class() -> None:
     scale = buffer("scale", BASE, 640, rows=L.Rows(8, 72, 80, 5))
     [f] = aggregate([write(BASE + 72, 8), write(BASE + 232, 8)], [scale])["case[a]"]
-    assert (f.region, f.bytes, f.count) == ("padding", 16, 2)
-    assert [r.region for r in f.ranges] == ["padding[row 0]", "padding[row 2]"]
+    assert (f.region, f.bytes, f.count) == ("row_padding", 16, 2)
+    assert [r.region for r in f.ranges] == ["row_padding[row 0]", "row_padding[row 2]"]
+    assert f.detail("zone") == "padding"
 
 
 def test_first_thread_block_and_source_come_from_the_first_access() -> None:
@@ -126,7 +129,7 @@ def test_unattributed_access_is_kept_with_its_address() -> None:
     found = aggregate([read(far, 4), read(far + 2, 4)], [FLUSH])
     assert set(found) == {""}
     [f] = found[""]
-    assert (f.buffer, f.region, f.bytes, f.count) == ("unattributed", "unknown", 6, 2)
+    assert (f.buffer, f.region, f.bytes, f.count) == ("unattributed", "unattributed", 6, 2)
     assert f.ranges == (ByteRange("unattributed", far, far + 6, logical=f"address {far:#x}"),)
 
 
@@ -154,24 +157,119 @@ def test_no_accesses_no_findings() -> None:
     assert aggregate([], [FLUSH]) == {}
 
 
+# ------------------------------------------------------------------------- straddling, kinds, misaligned
+
+def test_an_access_that_starts_inside_and_ends_past_the_end_is_past_end_of_the_bytes_beyond() -> None:
+    """A 16-byte vector load at 3992 of a 4,000-byte tensor: 8 bytes inside, 8 past the end."""
+    [f] = aggregate([read(BASE + 3992, 16)], [FLUSH])["case[a]"]
+    assert (f.kind, f.region, f.bytes, f.count) == (OVERREAD, "past_end", 8, 1)
+    assert f.ranges == (ByteRange("past_end", 4000, 4008),)
+    assert f.detail("zone") == "alignment_tail"
+
+
+def test_an_access_that_starts_before_the_start_and_ends_inside_is_before_start_of_the_bytes_before() -> None:
+    [f] = aggregate([write(BASE - 4, 16)], [GUARDED])["case[a]"]
+    assert (f.kind, f.region, f.bytes) == (OVERWRITE, "before_start", 4)
+    assert f.ranges == (ByteRange("before_start", -4, 0),)
+
+
+def test_a_straddle_across_the_allocation_end_is_one_past_end_finding_naming_both_zones() -> None:
+    [f] = aggregate([read(BASE + 4088, 16)], [FLUSH])["case[a]"]
+    assert (f.region, f.bytes) == ("past_end", 16)
+    assert f.detail("zone") == "alignment_tail, past_allocation"
+
+
+def test_an_atomic_past_the_end_is_an_overwrite_with_the_access_kept() -> None:
+    atomic = Access(address=BASE + 4096, size=4, direction="atomic", kernel="k", text="Invalid __global__ atomic of size 4 bytes")
+    [f] = aggregate([atomic], [FLUSH])["case[a]"]
+    assert (f.kind, f.region, f.bytes) == (OVERWRITE, "past_end", 4)
+    assert f.detail("access") == "atomic"
+    assert f.detail("sanitizer") == "Invalid __global__ atomic of size 4 bytes"
+
+
+def test_a_misaligned_access_is_its_own_kind_never_an_overread() -> None:
+    """The kernel's own arithmetic: a 16-byte load at tensor offset 8 of an aligned tensor."""
+    acc = Access(address=BASE + 8, size=16, direction="read", kernel="k", misaligned=True,
+                 text="Invalid __global__ read of size 16 bytes")
+    [f] = aggregate([acc], [FLUSH])["case[a]"]
+    assert (f.kind, f.region, f.bytes) == ("misaligned", "inside", 16)
+    assert "kernel's own address" in f.detail("misaligned")
+    assert "harness" not in f.detail("misaligned")
+
+
+def test_a_misaligned_record_caused_by_a_misplaced_tensor_says_the_harness_caused_it() -> None:
+    """The pre-issue-19 placement: 4,008 bytes at offset 1112; every aligned-to-the-tensor 16-byte load is
+    misaligned in memory. The finding must say the harness's placement did it."""
+    old = BufferRef("case[a]", "x", BASE + 1112, 4008, BASE, 5120, L.GuardLayout(nbytes=4008, front=1024, back=0, placement=L.GUARDED))
+    acc = Access(address=BASE + 1112 + 32, size=16, direction="read", kernel="k", misaligned=True)
+    [f] = aggregate([acc], [old])["case[a]"]
+    assert f.kind == "misaligned"
+    assert "the harness's placement caused this" in f.detail("misaligned")
+
+
+# ------------------------------------------------------------------------------------------------- strays
+
+Y = 0x7F00_8000_0000
+
+
+def test_a_far_write_of_a_case_that_ran_alone_is_named_from_its_nearest_buffer() -> None:
+    """A wrapped int32 offset lands 2,147,450,881 B before y: in a process that ran only this case, the
+    record is this case's, relative to y."""
+    y = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="planted[far]")
+    x = buffer("x", Y + (64 << 20), 4096, placement=L.FLUSH_END, case_id="planted[far]")
+    far = Y - 2_147_450_881
+    found = aggregate([write(far, 4), write(far + 4, 4)], [y, x], stray_case="planted[far]")
+    assert list(found) == ["planted[far]"]
+    [f] = found["planted[far]"]
+    assert (f.kind, f.buffer, f.region, f.bytes, f.count) == (OVERWRITE, "y", "before_start", 8, 2)
+    assert f.ranges == (ByteRange("before_start", -2_147_450_881, -2_147_450_873),)
+    assert "2,147,450,881 B before y" in f.note and f.detail("nearest") == f.note
+
+
+def test_a_far_read_past_the_end_is_named_after_the_end() -> None:
+    y = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="c")
+    [f] = aggregate([read(Y + 4096 + (1 << 30))], [y], stray_case="c")["c"]
+    assert (f.buffer, f.region) == ("y", "past_end")
+    assert "1,073,741,825 B after the end of y" in f.note
+
+
+def test_a_stray_beyond_any_plausible_distance_stays_unattributed_but_is_its_cases() -> None:
+    y = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="c")
+    [f] = aggregate([write(Y + PLAUSIBLE_BYTES * 2)], [y], stray_case="c")["c"]
+    assert (f.buffer, f.region, f.kind) == ("unattributed", "unattributed", OVERWRITE)
+
+
+def test_a_stray_from_a_batch_of_several_cases_is_no_cases() -> None:
+    """Without stray_case nobody knows which case made it: it comes back under "" (the runner reruns the
+    batch one case per process) and no case's findings hold it."""
+    a = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="a")
+    b = buffer("y", Y + (1 << 30), 4096, placement=L.FLUSH_END, case_id="b")
+    found = aggregate([write(Y - 2_147_450_881), read(a.end)], [a, b])
+    assert set(found) == {"", "a"}
+    assert [f.kind for f in found["a"]] == [OVERREAD]
+
+
 # -------------------------------------------------------------------------------------------- guard_findings
 
 def test_guard_ranges_become_overwrite_findings_per_buffer_and_region_class() -> None:
     guard = {
-        "scale": [{"region": "padding[row 0]", "start": 72, "end": 80}, {"region": "padding[row 1]", "start": 152, "end": 160},
+        "scale": [{"region": "row_padding[row 0]", "start": 72, "end": 80}, {"region": "row_padding[row 1]", "start": 152, "end": 160},
                   {"region": "unused_row[5]", "start": 400, "end": 404}],
-        "dst": [{"region": "back_guard", "start": 4000, "end": 4001, "logical": "dst[4000]"}],
+        "dst": [{"region": "past_end", "start": 4000, "end": 4001, "logical": "dst[4000]"}],
         "x": [],
     }
-    found = {(f.buffer, f.region): f for f in guard_findings(guard, kernel="k", arch="cpu")}
-    assert set(found) == {("scale", "padding"), ("scale", "unused_row"), ("dst", "back_guard")}
-    pad = found[("scale", "padding")]
+    lay = L.plan(4000, placement=L.FLUSH_END)
+    buffers = [{"name": "dst", "layout": lay.to_json()}]
+    found = {(f.buffer, f.region): f for f in guard_findings(guard, kernel="k", arch="cpu", buffers=buffers)}
+    assert set(found) == {("scale", "row_padding"), ("scale", "unused_row"), ("dst", "past_end")}
+    pad = found[("scale", "row_padding")]
     assert (pad.detector, pad.kind, pad.bytes, pad.count, pad.kernel, pad.arch) == (GUARD, OVERWRITE, 16, 2, "k", "cpu")
-    assert found[("dst", "back_guard")].ranges == (ByteRange("back_guard", 4000, 4001, "dst[4000]"),)
+    assert found[("dst", "past_end")].ranges == (ByteRange("past_end", 4000, 4001, "dst[4000]"),)
+    assert found[("dst", "past_end")].detail("zone") == "alignment_tail"
 
 
 def test_guard_findings_use_the_scenarios_words_when_given() -> None:
-    guard = {"dst": [{"region": "back_guard", "start": 4000, "end": 4001}]}
+    guard = {"dst": [{"region": "past_end", "start": 4000, "end": 4001}]}
     [f] = guard_findings(guard, kernel="k", arch="cpu", case_id="c[x]",
                          describe=lambda cid, name, s, e: f"{cid}:{name}:{s}:{e}")
     assert f.ranges[0].logical == "c[x]:dst:4000:4001"
@@ -213,7 +311,9 @@ def test_h200_xml_16_byte_reads_past_a_2080_byte_tensor() -> None:
 def test_h200_xml_against_a_guarded_buffer_lands_in_the_back_guard() -> None:
     src = buffer("src", 0x7FB656800000, 4000, guard=1024)
     [f] = aggregate(_accesses("memcheck-triton-read.xml"), [src])["case[a]"]
-    assert (f.region, f.bytes) == ("back_guard", 12)
+    assert (f.region, f.bytes, f.detail("zone")) == ("past_end", 12, "back_guard")
+    assert f.detail("sanitizer") == "Invalid __global__ read of size 4 bytes is out of bounds"
+    assert f.detail("access") == "read"
 
 
 def test_h200_xml_with_a_map_of_other_addresses_is_unattributed_not_dropped() -> None:

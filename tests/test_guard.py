@@ -39,8 +39,8 @@ def test_tensor_view_sits_between_the_guards() -> None:
     t = a.tensor("x", (1000,), torch.float32)
     buf = a.buffers["x"]
     assert (t.shape, t.dtype) == (torch.Size([1000]), torch.float32)
-    assert buf.storage.numel() == 64 + 4000 + 64
-    assert t.data_ptr() == buf.storage.data_ptr() + 64 == buf.tensor_addr
+    assert buf.storage.numel() == 256 + 4000 + 64        # the front guard rounded up to 256 B: aligned start
+    assert t.data_ptr() == buf.storage.data_ptr() + 256 == buf.tensor_addr
     assert t.is_contiguous()
 
 
@@ -76,14 +76,14 @@ def test_one_byte_past_the_end_is_back_guard_n_to_n_plus_1() -> None:
     a = arena()
     a.tensor("x", (4000,), torch.uint8)
     poke(a.buffers["x"], 4000)
-    assert a.verify()["x"] == [ByteRange("back_guard", 4000, 4001)]
+    assert a.verify()["x"] == [ByteRange("past_end", 4000, 4001)]
 
 
 def test_one_byte_before_the_start_is_front_guard_minus_1_to_0() -> None:
     a = arena()
     a.tensor("x", (4000,), torch.uint8)
     poke(a.buffers["x"], -1)
-    assert a.verify()["x"] == [ByteRange("front_guard", -1, 0)]
+    assert a.verify()["x"] == [ByteRange("before_start", -1, 0)]
 
 
 def test_write_straddling_both_ends_reports_only_the_guard_bytes() -> None:
@@ -92,21 +92,21 @@ def test_write_straddling_both_ends_reports_only_the_guard_bytes() -> None:
     buf = a.buffers["x"]
     poke(buf, -3, 6)
     poke(buf, 98, 7)
-    assert a.verify()["x"] == [ByteRange("front_guard", -3, 0), ByteRange("back_guard", 100, 105)]
+    assert a.verify()["x"] == [ByteRange("before_start", -3, 0), ByteRange("past_end", 100, 105)]
 
 
 def test_last_byte_of_the_back_guard_is_seen() -> None:
     a = arena(guard=32)
     a.tensor("x", (10,), torch.uint8)
     poke(a.buffers["x"], 10 + 31)
-    assert a.verify()["x"] == [ByteRange("back_guard", 41, 42)]
+    assert a.verify()["x"] == [ByteRange("past_end", 41, 42)]
 
 
 def test_padding_bytes_72_to_79_of_row_2_are_offsets_232_to_240() -> None:
     a = arena()
     padded_scale(a)
     poke(a.buffers["scale"], 2 * 80 + 72, 8)
-    assert a.verify()["scale"] == [ByteRange("padding[row 2]", 232, 240)]
+    assert a.verify()["scale"] == [ByteRange("row_padding[row 2]", 232, 240)]
 
 
 def test_padded_row_view_addresses_only_logical_bytes() -> None:
@@ -137,15 +137,15 @@ def test_packed_writes_of_5_tokens_are_found_in_four_paddings() -> None:
     flat = a.buffers["scale"].body()
     for token in range(5):
         flat[token * 72 : token * 72 + 72] = 1        # the bug: token*G + g into 80-byte rows
-    assert a.verify()["scale"] == [ByteRange("padding[row 0]", 72, 80), ByteRange("padding[row 1]", 152, 160),
-                                   ByteRange("padding[row 2]", 232, 240), ByteRange("padding[row 3]", 312, 320)]
+    assert a.verify()["scale"] == [ByteRange("row_padding[row 0]", 72, 80), ByteRange("row_padding[row 1]", 152, 160),
+                                   ByteRange("row_padding[row 2]", 232, 240), ByteRange("row_padding[row 3]", 312, 320)]
 
 
 def test_run_from_last_padding_into_unused_rows_is_cut_per_region() -> None:
     a = arena()
     padded_scale(a)
     poke(a.buffers["scale"], 392, 100)                # 392..492
-    assert a.verify()["scale"] == [ByteRange("padding[row 4]", 392, 400), ByteRange("unused_row[5]", 400, 480),
+    assert a.verify()["scale"] == [ByteRange("row_padding[row 4]", 392, 400), ByteRange("unused_row[5]", 400, 480),
                                    ByteRange("unused_row[6]", 480, 492)]
 
 
@@ -166,7 +166,7 @@ def test_configurable_marker_fills_and_is_checked() -> None:
     assert bool((buf.storage == 0x5A).all())
     poke(buf, 64, 1, value=0x5A)                      # writing the marker itself is invisible
     poke(buf, 65, 1, value=DEFAULT_MARKER)            # the default marker is a change here
-    assert a.verify()["x"] == [ByteRange("back_guard", 65, 66)]
+    assert a.verify()["x"] == [ByteRange("past_end", 65, 66)]
 
 
 def test_per_buffer_marker() -> None:
@@ -184,7 +184,7 @@ def test_refill_with_a_new_marker() -> None:
     a.tensor("x", (8,), torch.uint8)
     a.refill(0x00)
     poke(a.buffers["x"], 8, 1, value=DEFAULT_MARKER)
-    assert a.verify()["x"] == [ByteRange("back_guard", 8, 9)]
+    assert a.verify()["x"] == [ByteRange("past_end", 8, 9)]
 
 
 # ------------------------------------------------------------------------------------------ dtype, shape
@@ -200,7 +200,7 @@ def test_any_dtype_and_multi_dim_shape(dtype: torch.dtype, itemsize: int) -> Non
     t.fill_(0)
     assert a.verify()["x"] == []
     poke(a.buffers["x"], nbytes, 2)
-    assert a.verify()["x"] == [ByteRange("back_guard", nbytes, nbytes + 2)]
+    assert a.verify()["x"] == [ByteRange("past_end", nbytes, nbytes + 2)]
 
 
 def test_rows_with_a_row_size_not_a_multiple_of_the_dtype_are_refused() -> None:
@@ -229,14 +229,27 @@ def test_guard_not_a_multiple_of_the_itemsize_is_a_clear_error_or_works() -> Non
 
 # --------------------------------------------------------------------------------------- flush-end placement
 
-def test_flush_end_tensor_ends_on_the_allocations_last_byte() -> None:
+def test_flush_end_tensor_ends_on_the_allocations_last_byte_when_its_size_is_aligned() -> None:
     a = arena(placement=L.FLUSH_END)
-    t = a.tensor("x", (1000,), torch.float32)
+    t = a.tensor("x", (1024,), torch.float32)
     buf = a.buffers["x"]
     assert buf.layout.back == 0
-    assert buf.storage.numel() % L.ALLOCATION_GRANULE == 0
-    assert t.data_ptr() + 4000 == buf.storage.data_ptr() + buf.storage.numel()
+    assert buf.storage.numel() % L.ALIGN == 0
+    assert t.data_ptr() + 4096 == buf.storage.data_ptr() + buf.storage.numel()
     assert (buf.alloc_base, buf.alloc_size) == (buf.storage.data_ptr(), buf.storage.numel())
+
+
+def test_flush_end_tensor_starts_aligned_and_its_alignment_tail_holds_markers() -> None:
+    """Issue 19: 4,008 bytes used to start at offset 1112 (misaligned for 16-byte loads). Now it starts at
+    1024 and the 88 bytes after it up to the allocation's end are markers: a write there is seen."""
+    a = arena(placement=L.FLUSH_END)
+    t = a.tensor("x", (1002,), torch.float32)
+    buf = a.buffers["x"]
+    assert (t.data_ptr() - buf.storage.data_ptr(), buf.layout.tail, buf.storage.numel()) == (1024, 88, 5120)
+    assert t.data_ptr() + 4008 + 88 == buf.storage.data_ptr() + buf.storage.numel()
+    assert a.verify()["x"] == []
+    poke(buf, 4008 + 87)
+    assert a.verify()["x"] == [ByteRange("past_end", 4095, 4096)]
 
 
 def test_flush_end_still_checks_its_front_guard() -> None:
@@ -244,17 +257,17 @@ def test_flush_end_still_checks_its_front_guard() -> None:
     a.tensor("x", (4000,), torch.uint8)
     buf = a.buffers["x"]
     poke(buf, -1)
-    assert a.verify()["x"] == [ByteRange("front_guard", -1, 0)]
-    assert buf.layout.marker_spans() == [(-buf.layout.front, 0, "front_guard")]
+    assert a.verify()["x"] == [ByteRange("before_start", -1, 0)]
+    assert buf.layout.marker_spans() == [(-buf.layout.front, 0, "front_guard"), (4000, 4096, "alignment_tail")]
 
 
 def test_flush_end_padded_rows_keep_their_padding_markers() -> None:
     a = arena(placement=L.FLUSH_END)
     scale = padded_scale(a)
     buf = a.buffers["scale"]
-    assert scale.data_ptr() + 640 == buf.storage.data_ptr() + buf.storage.numel()
+    assert scale.data_ptr() + 640 + 128 == buf.storage.data_ptr() + buf.storage.numel()   # 128 B alignment tail
     poke(buf, 232, 8)
-    assert a.verify()["scale"] == [ByteRange("padding[row 2]", 232, 240)]
+    assert a.verify()["scale"] == [ByteRange("row_padding[row 2]", 232, 240)]
 
 
 def test_placement_can_be_chosen_per_tensor() -> None:
@@ -276,7 +289,7 @@ def test_flush_allocator_is_used_only_for_flush_placements() -> None:
     a = arena(flush_allocator=fake_vmm)
     a.tensor("plain", (10,), torch.uint8)
     a.tensor("flush", (10,), torch.uint8, placement=L.FLUSH_END)
-    assert calls == [L.round_up(10 + L.DEFAULT_GUARD, L.ALLOCATION_GRANULE)]   # the plain one never asked
+    assert calls == [L.DEFAULT_GUARD + L.ALIGN]   # the plain one never asked; 10 B + 246 B of alignment tail
     assert (a.buffers["plain"].backend, a.buffers["flush"].backend) == ("torch", "vmm")
     assert a.buffers["flush"].keepalive == "keep"
 
@@ -289,8 +302,8 @@ def test_buffer_map_record_describes_the_allocation() -> None:
     [rec] = a.buffer_map()
     assert rec["name"] == "x"
     assert rec["tensor_addr"] == t.data_ptr()
-    assert rec["alloc_base"] == rec["tensor_addr"] - 64
-    assert (rec["nbytes"], rec["alloc_size"]) == (12, 64 + 12 + 64)
+    assert rec["alloc_base"] == rec["tensor_addr"] - 256
+    assert (rec["nbytes"], rec["alloc_size"]) == (12, 256 + 12 + 64)
     assert (rec["dtype"], rec["shape"], rec["stride"]) == ("bfloat16", [2, 3], [3, 1])
     assert L.GuardLayout.from_json(rec["layout"]) == a.buffers["x"].layout
 
@@ -305,7 +318,7 @@ def test_every_padding_byte_is_seen_whatever_word_size_the_check_uses(row_bytes:
         a.rows("scale", rows=6, row_bytes=row_bytes, row_stride=row_stride, used_rows=4)
         buf = a.buffers["scale"]
         poke(buf, 2 * row_stride + col)
-        assert a.verify()["scale"] == [ByteRange("padding[row 2]", 2 * row_stride + col, 2 * row_stride + col + 1)]
+        assert a.verify()["scale"] == [ByteRange("row_padding[row 2]", 2 * row_stride + col, 2 * row_stride + col + 1)]
 
 
 def test_changed_counts_stay_on_the_device_and_count_words() -> None:

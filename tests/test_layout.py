@@ -29,28 +29,45 @@ def test_guarded_plan_puts_the_guard_on_both_sides() -> None:
     assert lay.placement == L.GUARDED
 
 
-def test_flush_end_plan_ends_the_tensor_on_the_allocations_last_byte() -> None:
-    lay = L.plan(4000, placement=L.FLUSH_END, guard=1024)
-    assert lay.back == 0
-    assert lay.total == 5120                     # round_up(4000 + 1024, 512)
-    assert lay.front == 1120
-    assert lay.front + lay.nbytes == lay.total
+def test_flush_end_plan_starts_aligned_and_ends_on_the_next_align_boundary() -> None:
+    # Issue 19: the old plan put a 4,008-byte tensor at offset 1112 (misaligned); now it starts at 1024.
+    lay = L.plan(4008, placement=L.FLUSH_END, guard=1024)
+    assert (lay.front, lay.back, lay.tail, lay.total) == (1024, 88, 88, 5120)
+    assert lay.allocation_end == 4096
 
 
-@pytest.mark.parametrize("nbytes", [1, 511, 512, 513, 576, 640, 4000, 4096, 100_001])
+@pytest.mark.parametrize("placement", [L.GUARDED, L.FLUSH_END, L.GUARD_PAGE])
 @pytest.mark.parametrize("guard", [0, 1, 16, 1024])
-@pytest.mark.parametrize("placement", [L.FLUSH_END, L.GUARD_PAGE])
-def test_flush_placements_round_the_total_to_the_granule(nbytes: int, guard: int, placement: str) -> None:
-    lay = L.plan(nbytes, placement=placement, guard=guard)
-    assert lay.total % L.ALLOCATION_GRANULE == 0
-    assert lay.front + lay.nbytes == lay.total   # last tensor byte = last allocation byte
-    assert guard <= lay.front < guard + L.ALLOCATION_GRANULE
-    assert lay.back == 0
+def test_placement_arithmetic_for_every_size_from_1_to_4096_bytes(placement: str, guard: int) -> None:
+    """Every tensor start is ALIGN-aligned; a flush placement's allocation ends on the first ALIGN boundary
+    at or after the tensor's end (so an allocation that ends on a page keeps the start aligned); the tail is
+    the only gap and it is covered by markers."""
+    for nbytes in range(1, 4097):
+        lay = L.plan(nbytes, placement=placement, guard=guard)
+        assert lay.front % L.ALIGN == 0 and guard <= lay.front < guard + L.ALIGN, (nbytes, lay)
+        if placement == L.GUARDED:
+            assert (lay.back, lay.tail) == (guard, 0)
+            continue
+        assert lay.total % L.ALIGN == 0, (nbytes, lay)                  # start = any_aligned_end - total
+        assert lay.allocation_end == L.round_up(nbytes, L.ALIGN)
+        assert 0 <= lay.tail < L.ALIGN and lay.tail == (-nbytes) % L.ALIGN
+        assert (lay.tail == 0) == (nbytes % L.ALIGN == 0)
+        spans = lay.marker_spans()
+        assert ((nbytes, nbytes + lay.tail, "alignment_tail") in spans) == bool(lay.tail)
+        for offset in (nbytes, nbytes + lay.tail - 1):
+            if lay.tail:
+                assert (lay.region_of(offset), lay.zone_of(offset)) == ("past_end", "alignment_tail")
+        assert (lay.region_of(lay.allocation_end), lay.zone_of(lay.allocation_end)) == ("past_end", "past_allocation")
 
 
-def test_flush_end_with_exact_granule_and_no_guard_has_no_front_guard() -> None:
+def test_a_layout_whose_front_would_misalign_the_tensor_is_refused() -> None:
+    with pytest.raises(LayoutError, match=r"front guard of 16 B would start the tensor misaligned .*256"):
+        GuardLayout(nbytes=100, front=16, back=16)
+
+
+def test_flush_end_with_exact_alignment_and_no_guard_has_no_front_guard_and_no_tail() -> None:
     lay = L.plan(1024, placement=L.FLUSH_END, guard=0)
-    assert (lay.front, lay.total) == (0, 1024)
+    assert (lay.front, lay.back, lay.total) == (0, 0, 1024)
 
 
 def test_plan_keeps_the_row_spec() -> None:
@@ -90,8 +107,8 @@ def test_rows_that_do_not_cover_the_tensor_are_refused() -> None:
 
 
 def test_flush_end_with_a_back_guard_is_refused() -> None:
-    with pytest.raises(LayoutError, match=r"placement flush_end has no back guard, got back=16"):
-        GuardLayout(nbytes=16, front=0, back=16, placement=L.FLUSH_END)
+    with pytest.raises(LayoutError, match=r"placement flush_end has no back guard, only an alignment tail below 256 B, got back=256"):
+        GuardLayout(nbytes=16, front=0, back=256, placement=L.FLUSH_END)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -112,31 +129,39 @@ def test_layout_error_is_a_value_error() -> None:
 
 # ------------------------------------------------------------------------------------------- region_of
 
-@pytest.mark.parametrize("offset, region", [
-    (-17, "before_allocation"), (-16, "front_guard"), (-1, "front_guard"), (0, "inside"), (99, "inside"),
-    (100, "back_guard"), (115, "back_guard"), (116, "past_end"), (10_000, "past_end"),
+@pytest.mark.parametrize("offset, region, zone", [
+    (-257, "before_start", "before_allocation"), (-256, "before_start", "front_guard"), (-1, "before_start", "front_guard"),
+    (0, "inside", "inside"), (99, "inside", "inside"), (100, "past_end", "back_guard"), (115, "past_end", "back_guard"),
+    (116, "past_end", "past_allocation"), (10_000, "past_end", "past_allocation"),
 ])
-def test_region_of_a_guarded_tensor(offset: int, region: str) -> None:
-    assert L.plan(100, guard=16).region_of(offset) == region
+def test_region_and_zone_of_a_guarded_tensor(offset: int, region: str, zone: str) -> None:
+    lay = L.plan(100, guard=16)
+    assert (lay.region_of(offset), lay.zone_of(offset)) == (region, zone)
 
 
 def test_past_a_flush_end_tensor_is_past_end_at_once() -> None:
     lay = L.plan(4000, placement=L.FLUSH_END, guard=1024)
     assert lay.region_of(3999) == "inside"
-    assert lay.region_of(4000) == "past_end"
-    assert lay.region_of(-lay.front) == "front_guard"
-    assert lay.region_of(-lay.front - 1) == "before_allocation"
+    assert (lay.region_of(4000), lay.zone_of(4000)) == ("past_end", "alignment_tail")
+    assert (lay.region_of(4096), lay.zone_of(4096)) == ("past_end", "past_allocation")
+    assert (lay.region_of(-lay.front), lay.zone_of(-lay.front)) == ("before_start", "front_guard")
+    assert lay.zone_of(-lay.front - 1) == "before_allocation"
 
 
 @pytest.mark.parametrize("offset, region", [
-    (0, "inside"), (71, "inside"), (72, "padding[row 0]"), (79, "padding[row 0]"), (80, "inside"),
-    (231, "inside"), (232, "padding[row 2]"), (239, "padding[row 2]"), (240, "inside"),
-    (392, "padding[row 4]"), (399, "padding[row 4]"),
+    (0, "inside"), (71, "inside"), (72, "row_padding[row 0]"), (79, "row_padding[row 0]"), (80, "inside"),
+    (231, "inside"), (232, "row_padding[row 2]"), (239, "row_padding[row 2]"), (240, "inside"),
+    (392, "row_padding[row 4]"), (399, "row_padding[row 4]"),
     (400, "unused_row[5]"), (472, "unused_row[5]"),     # an unused row is unused in its padding too
-    (480, "unused_row[6]"), (639, "unused_row[7]"), (640, "back_guard"), (-1, "front_guard"),
+    (480, "unused_row[6]"), (639, "unused_row[7]"), (640, "past_end"), (-1, "before_start"),
 ])
 def test_region_of_padded_rows_72_of_80_with_5_of_8_used(offset: int, region: str) -> None:
     assert scale_layout().region_of(offset) == region
+
+
+def test_zone_of_padded_rows_keeps_the_guard_words() -> None:
+    lay = scale_layout()
+    assert [lay.zone_of(o) for o in (72, 400, 640, -1)] == ["padding[row 0]", "unused_row[5]", "back_guard", "front_guard"]
 
 
 def test_rows_without_padding_have_no_padding_region() -> None:
@@ -147,9 +172,22 @@ def test_rows_without_padding_have_no_padding_region() -> None:
 
 
 def test_region_class_strips_the_index() -> None:
-    assert L.region_class("padding[row 2]") == "padding"
+    assert L.region_class("row_padding[row 2]") == "row_padding"
     assert L.region_class("unused_row[5]") == "unused_row"
-    assert L.region_class("back_guard") == "back_guard"
+    assert L.region_class("past_end") == "past_end"
+
+
+@pytest.mark.parametrize("old, new", [("back_guard", "past_end"), ("front_guard", "before_start"),
+                                      ("padding", "row_padding"), ("before_allocation", "before_start")])
+def test_old_region_words_are_refused_with_the_word_to_use(old: str, new: str) -> None:
+    with pytest.raises(ValueError, match=rf"region '{old}' is a detector's word, not a region: use '{new}'"):
+        L.check_region(old)
+
+
+def test_unknown_region_is_refused_listing_the_vocabulary() -> None:
+    with pytest.raises(ValueError, match=r"unknown region 'sideways'; regions: before_start, past_end, row_padding, unused_row, inside"):
+        L.check_region("sideways")
+    assert [L.check_region(r) for r in L.REGIONS] == list(L.REGIONS)
 
 
 # ---------------------------------------------------------------------------------------- marker_spans
@@ -157,7 +195,7 @@ def test_region_class_strips_the_index() -> None:
 def test_marker_spans_of_padded_rows() -> None:
     spans = scale_layout(guard=64).marker_spans()
     assert spans == [
-        (-64, 0, "front_guard"),
+        (-256, 0, "front_guard"),
         (72, 80, "padding[row 0]"), (152, 160, "padding[row 1]"), (232, 240, "padding[row 2]"),
         (312, 320, "padding[row 3]"), (392, 400, "padding[row 4]"),
         (400, 480, "unused_row[5]"), (480, 560, "unused_row[6]"), (560, 640, "unused_row[7]"),
@@ -165,20 +203,21 @@ def test_marker_spans_of_padded_rows() -> None:
     ]
 
 
-def test_marker_spans_of_a_flush_end_tensor_have_no_back_guard() -> None:
+def test_marker_spans_of_a_flush_end_tensor_cover_the_alignment_tail() -> None:
     lay = L.plan(4000, placement=L.FLUSH_END)
-    assert lay.marker_spans() == [(-lay.front, 0, "front_guard")]
+    assert lay.marker_spans() == [(-lay.front, 0, "front_guard"), (4000, 4096, "alignment_tail")]
+    assert L.plan(4096, placement=L.FLUSH_END).marker_spans() == [(-1024, 0, "front_guard")]
 
 
 # -------------------------------------------------------------------------------------- split_by_region
 
 def test_split_a_write_across_a_padding() -> None:
-    assert L.split_by_region(scale_layout(), 70, 82) == [(70, 72, "inside"), (72, 80, "padding[row 0]"), (80, 82, "inside")]
+    assert L.split_by_region(scale_layout(), 70, 82) == [(70, 72, "inside"), (72, 80, "row_padding[row 0]"), (80, 82, "inside")]
 
 
 def test_split_from_the_last_used_row_into_the_unused_rows() -> None:
     assert L.split_by_region(scale_layout(), 390, 490) == [
-        (390, 392, "inside"), (392, 400, "padding[row 4]"), (400, 480, "unused_row[5]"), (480, 490, "unused_row[6]")]
+        (390, 392, "inside"), (392, 400, "row_padding[row 4]"), (400, 480, "unused_row[5]"), (480, 490, "unused_row[6]")]
 
 
 def test_split_keeps_one_piece_per_region_even_across_the_row_width() -> None:
@@ -187,17 +226,17 @@ def test_split_keeps_one_piece_per_region_even_across_the_row_width() -> None:
 
 
 def test_split_from_front_guard_into_the_tensor() -> None:
-    assert L.split_by_region(L.plan(100, guard=16), -4, 4) == [(-4, 0, "front_guard"), (0, 4, "inside")]
+    assert L.split_by_region(L.plan(100, guard=16), -4, 4) == [(-4, 0, "before_start"), (0, 4, "inside")]
 
 
-def test_split_through_the_back_guard_and_past_the_allocation() -> None:
+def test_split_through_the_back_guard_and_past_the_allocation_is_one_past_end_piece() -> None:
     lay = L.plan(100, guard=16)
-    assert L.split_by_region(lay, 98, 120) == [(98, 100, "inside"), (100, 116, "back_guard"), (116, 120, "past_end")]
+    assert L.split_by_region(lay, 98, 120) == [(98, 100, "inside"), (100, 120, "past_end")]
 
 
-def test_split_before_the_allocation() -> None:
+def test_split_before_the_allocation_is_one_before_start_piece() -> None:
     lay = L.plan(100, guard=16)
-    assert L.split_by_region(lay, -20, -10) == [(-20, -16, "before_allocation"), (-16, -10, "front_guard")]
+    assert L.split_by_region(lay, -300, -10) == [(-300, -10, "before_start")]
 
 
 def test_split_past_a_flush_end() -> None:
@@ -208,8 +247,8 @@ def test_split_past_a_flush_end() -> None:
 def test_packed_writes_of_5_tokens_hit_the_padding_of_rows_0_to_3() -> None:
     lay = scale_layout()
     pieces = [p for t in range(5) for p in L.split_by_region(lay, t * 72, t * 72 + 72) if p[2] != "inside"]
-    assert pieces == [(72, 80, "padding[row 0]"), (152, 160, "padding[row 1]"), (232, 240, "padding[row 2]"),
-                      (312, 320, "padding[row 3]")]
+    assert pieces == [(72, 80, "row_padding[row 0]"), (152, 160, "row_padding[row 1]"), (232, 240, "row_padding[row 2]"),
+                      (312, 320, "row_padding[row 3]")]
 
 
 # ----------------------------------------------------------------------------------- ranges_from_offsets
@@ -217,8 +256,8 @@ def test_packed_writes_of_5_tokens_hit_the_padding_of_rows_0_to_3() -> None:
 def test_ranges_from_offsets_cuts_each_run_at_region_boundaries() -> None:
     ranges = L.ranges_from_offsets(scale_layout(), [(70, 82), (232, 240), (640, 642)])
     assert ranges == [
-        ByteRange("inside", 70, 72), ByteRange("padding[row 0]", 72, 80), ByteRange("inside", 80, 82),
-        ByteRange("padding[row 2]", 232, 240), ByteRange("back_guard", 640, 642),
+        ByteRange("inside", 70, 72), ByteRange("row_padding[row 0]", 72, 80), ByteRange("inside", 80, 82),
+        ByteRange("row_padding[row 2]", 232, 240), ByteRange("past_end", 640, 642),
     ]
     assert [r.nbytes for r in ranges] == [2, 8, 2, 8, 2]
 

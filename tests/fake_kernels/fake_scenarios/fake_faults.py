@@ -24,7 +24,7 @@ def _cases() -> list[Case]:
 def _expect(case: Case) -> Expectation:
     n = case.params["n"]
     if case.variant == "overwrite":
-        return Expectation((ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="back_guard", bytes=1,
+        return Expectation((ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="past_end", bytes=1,
                                             ranges=((n, n + 1),)),), "1 byte written past dst's end")
     if case.variant == "overread":
         # Only a (fake) sanitizer can report it: the fake compute-sanitizer writes one 4-byte read record.
