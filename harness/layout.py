@@ -6,10 +6,14 @@ negative offsets, bytes past the tensor's end have offsets >= nbytes.
 
 Alignment: every tensor starts ALIGN-aligned (cudaMalloc's 256 B), whatever the placement, because real
 kernels rely on it (a 16-byte vector load on a tensor the harness misaligned is a false "misaligned"
-record, and it hides the real finding). A flush-end tensor therefore cannot always end on its allocation's
-last byte: the bytes between its end and the next ALIGN boundary (the alignment tail, 0..255 B) stay in
-the allocation and hold markers, so writes there are seen by the guard markers; reads there are seen by
-poison mode only (see README, "What detects what").
+record, and it hides the real finding). The two flush placements end the tensor differently:
+- FLUSH_END (memcheck): an allocation of exactly front + nbytes bytes from the real allocator (cudaMalloc,
+  caching off): memcheck knows its exact size, so the first byte past the end is already outside it (and
+  compute-sanitizer's --padding keeps other allocations away from it);
+- GUARD_PAGE: the allocation must end on a page, so the tensor cannot always end on its last byte: the
+  bytes between its end and the next ALIGN boundary (the alignment tail, 0..255 B, its `back`) hold
+  markers, so writes there are seen by the guard markers; reads there are not seen by the fault (poison
+  mode and memcheck's exact placement see them).
 
 Two vocabularies (one place for each):
 - region_of: the words expectations and findings use, the same for every detector: before_start,
@@ -32,7 +36,7 @@ ALIGN = 256
 DEFAULT_GUARD = 1024
 GUARDED = "guarded"        # front and back guard, markers in both
 FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byte (memcheck sees overreads)
-GUARD_PAGE = "guard_page"  # flush against an unmapped page of a VMM reservation (hardware faults)
+GUARD_PAGE = "guard_page"  # an aligned tail, then an unmapped page of a VMM reservation (hardware faults)
 PLACEMENTS = (GUARDED, FLUSH_END, GUARD_PAGE)
 
 # The region vocabulary lives in harness.model (expectations are checked against it there).
@@ -90,14 +94,16 @@ class GuardLayout:
                               f"(it must be a multiple of {ALIGN} B, cudaMalloc's alignment)")
         if self.rows is not None and self.rows.nbytes != self.nbytes:
             raise LayoutError(f"rows cover {self.rows.nbytes} bytes but the tensor has {self.nbytes}")
-        if self.placement != GUARDED and self.back >= ALIGN:
+        if self.placement == FLUSH_END and self.back:
+            raise LayoutError(f"placement {self.placement} has no back guard, got back={self.back}")
+        if self.placement == GUARD_PAGE and self.back >= ALIGN:
             raise LayoutError(f"placement {self.placement} has no back guard, only an alignment tail below "
                               f"{ALIGN} B, got back={self.back}")
 
     @property
     def tail(self) -> int:
-        """Bytes between the tensor's end and its allocation's end in a flush placement (0..ALIGN-1)."""
-        return 0 if self.placement == GUARDED else self.back
+        """Bytes between the tensor's end and its allocation's end in a guard-page placement (0..ALIGN-1)."""
+        return self.back if self.placement == GUARD_PAGE else 0
 
     @property
     def allocation_end(self) -> int:
@@ -176,9 +182,9 @@ class GuardLayout:
 
 def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, rows: Rows | None = None) -> GuardLayout:
     """Choose guard sizes. The front guard is rounded up to ALIGN so that the tensor starts aligned in an
-    aligned allocation; a flush placement ends the allocation on the next ALIGN boundary after the tensor
-    (the alignment tail, 0..ALIGN-1 bytes, is its `back`), so an allocation that must end on a granule
-    (a guard page) still starts the tensor aligned."""
+    aligned allocation. FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the
+    allocation's); GUARD_PAGE ends the allocation on the next ALIGN boundary after the tensor (the alignment
+    tail, 0..ALIGN-1 bytes, is its `back`), so an allocation that must end on a page starts the tensor aligned."""
     if guard < 0:
         raise LayoutError(f"guard must be >= 0, got {guard}")
     if nbytes <= 0:
@@ -186,6 +192,8 @@ def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, r
     front = round_up(guard, ALIGN)
     if placement == GUARDED:
         return GuardLayout(nbytes=nbytes, front=front, back=guard, placement=placement, rows=rows)
+    if placement == FLUSH_END:
+        return GuardLayout(nbytes=nbytes, front=front, back=0, placement=placement, rows=rows)
     return GuardLayout(nbytes=nbytes, front=front, back=round_up(nbytes, ALIGN) - nbytes, placement=placement, rows=rows)
 
 

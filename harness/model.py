@@ -126,6 +126,12 @@ class Finding:
     # sanitizer's record text, the access ("read", "write", "atomic"), a distance to the nearest buffer...
     details: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        if isinstance(self.details, Mapping) or isinstance(self.details, list):
+            # read back from JSON (an object), by whichever reader: always the same hashable tuple
+            items = self.details.items() if isinstance(self.details, Mapping) else self.details
+            object.__setattr__(self, "details", tuple((str(k), str(v)) for k, v in items))
+
     def detail(self, key: str) -> str:
         return dict(self.details).get(key, "")
 
@@ -149,7 +155,6 @@ class Finding:
     def from_json(cls, data: Mapping[str, Any]) -> "Finding":
         fields = dict(data)
         fields["ranges"] = tuple(ByteRange(**r) for r in fields.get("ranges", ()))
-        fields["details"] = tuple((str(k), str(v)) for k, v in dict(fields.get("details") or {}).items())
         return cls(**fields)
 
 

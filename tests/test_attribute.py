@@ -49,9 +49,8 @@ def test_address_inside_the_allocation_belongs_to_its_buffer() -> None:
 
 
 def test_address_past_a_flush_end_tensor_within_near_bytes_belongs_to_it() -> None:
-    assert FLUSH.contains(BASE + 4000)                          # the alignment tail: 4000..4095
-    assert not FLUSH.contains(BASE + 4096)
-    assert locate(BASE + 4096, [FLUSH]) is FLUSH
+    assert not FLUSH.contains(BASE + 4000)
+    assert locate(BASE + 4000, [FLUSH]) is FLUSH
     assert locate(BASE + 4000 + NEAR_BYTES - 1, [FLUSH]) is FLUSH
 
 
@@ -164,7 +163,7 @@ def test_an_access_that_starts_inside_and_ends_past_the_end_is_past_end_of_the_b
     [f] = aggregate([read(BASE + 3992, 16)], [FLUSH])["case[a]"]
     assert (f.kind, f.region, f.bytes, f.count) == (OVERREAD, "past_end", 8, 1)
     assert f.ranges == (ByteRange("past_end", 4000, 4008),)
-    assert f.detail("zone") == "alignment_tail"
+    assert f.detail("zone") == "past_allocation"
 
 
 def test_an_access_that_starts_before_the_start_and_ends_inside_is_before_start_of_the_bytes_before() -> None:
@@ -174,13 +173,14 @@ def test_an_access_that_starts_before_the_start_and_ends_inside_is_before_start_
 
 
 def test_a_straddle_across_the_allocation_end_is_one_past_end_finding_naming_both_zones() -> None:
-    [f] = aggregate([read(BASE + 4088, 16)], [FLUSH])["case[a]"]
+    page = buffer("src", BASE, 4000, placement=L.GUARD_PAGE)
+    [f] = aggregate([read(BASE + 4088, 16)], [page])["case[a]"]
     assert (f.region, f.bytes) == ("past_end", 16)
     assert f.detail("zone") == "alignment_tail, past_allocation"
 
 
 def test_an_atomic_past_the_end_is_an_overwrite_with_the_access_kept() -> None:
-    atomic = Access(address=BASE + 4096, size=4, direction="atomic", kernel="k", text="Invalid __global__ atomic of size 4 bytes")
+    atomic = Access(address=BASE + 4000, size=4, direction="atomic", kernel="k", text="Invalid __global__ atomic of size 4 bytes")
     [f] = aggregate([atomic], [FLUSH])["case[a]"]
     assert (f.kind, f.region, f.bytes) == (OVERWRITE, "past_end", 4)
     assert f.detail("access") == "atomic"
@@ -258,7 +258,7 @@ def test_guard_ranges_become_overwrite_findings_per_buffer_and_region_class() ->
         "dst": [{"region": "past_end", "start": 4000, "end": 4001, "logical": "dst[4000]"}],
         "x": [],
     }
-    lay = L.plan(4000, placement=L.FLUSH_END)
+    lay = L.plan(4000, placement=L.GUARD_PAGE)
     buffers = [{"name": "dst", "layout": lay.to_json()}]
     found = {(f.buffer, f.region): f for f in guard_findings(guard, kernel="k", arch="cpu", buffers=buffers)}
     assert set(found) == {("scale", "row_padding"), ("scale", "unused_row"), ("dst", "past_end")}

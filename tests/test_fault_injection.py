@@ -124,7 +124,7 @@ def test_cases_after_the_hang_run_in_a_fresh_process_and_pass(hang_batch: dict[s
     assert results["fake_faults[clean-n4000]"].outcome is Outcome.CLEAN
     overwrite = results["fake_faults[overwrite-n4000]"]
     assert overwrite.outcome is Outcome.EXPECTED_FINDING
-    assert [(f.region, f.bytes) for f in overwrite.findings] == [("back_guard", 1)]
+    assert [(f.region, f.bytes, f.detail("zone")) for f in overwrite.findings] == [("past_end", 1, "back_guard")]
     batches = sorted(p.name for p in hang_batch["workdir"].iterdir())
     assert batches == ["batch-001", "batch-002"]
 
@@ -244,6 +244,23 @@ def read_record(name, extra):
             "<line>7</line><pc>0x100</pc></where></record>\\n")
 
 
+def stray_records():
+    """A 4-byte write 2,147,450,881 B before dst for every far_write case that ran: outside every buffer."""
+    job = json.loads(Path(target[-1]).read_text())
+    out = []
+    for index, case in enumerate(job["cases"]):
+        result_path = Path(job["out_dir"], f"{{index}}.json")
+        if case["variant"] != "far_write" or not result_path.exists():
+            continue
+        dst = next(b for b in json.loads(result_path.read_text())["buffers"] if b["name"] == "dst")
+        out.append("<record><kind>Precise</kind><level>Error</level><what>"
+                   "<text>Invalid __global__ write of size 4 bytes is out of bounds</text><space>__global__</space>"
+                   "<size>4</size><direction>write</direction><error>out of bounds</error>"
+                   f"<address>{{dst['tensor_addr'] - 2147450881:#x}}</address></what><where><func>far_k</func>"
+                   "<path>/tmp/far.py</path><line>3</line><pc>0x80</pc></where></record>\\n")
+    return "".join(out)
+
+
 say("COMPUTE-SANITIZER")
 if BEHAVIOR == "crash":
     say("Error: Internal Sanitizer Error: the fake sanitizer crashed on purpose")
@@ -263,7 +280,10 @@ elif BEHAVIOR == "hostile":
     xml_path.write_text(BOMB)
 elif BEHAVIOR == "empty":
     xml_path.write_text("")
-errors = 1 if BEHAVIOR in ("overread", "truncated_after_api_record") else 0
+elif BEHAVIOR == "stray":
+    strays = stray_records()
+    xml_path.write_text(HEAD + strays + "</ComputeSanitizerOutput>\\n")
+errors = 1 if BEHAVIOR in ("overread", "truncated_after_api_record") or (BEHAVIOR == "stray" and strays) else 0
 say(f"ERROR SUMMARY: {{errors}} error{{'' if errors == 1 else 's'}}")
 sys.exit(86 if errors else code)
 '''
@@ -292,6 +312,26 @@ def test_fake_sanitizer_round_trip_attributes_its_record(worker_env: Path, tmp_p
     assert [(r.start, r.end) for r in finding.ranges] == [(4000, 4004)]
     assert (finding.first_thread, finding.first_block, finding.source) == ("(3,0,0)", "(1,0,0)", "fake.py:7")
     assert next(d for d in result.detectors if d.detector == MEMCHECK).ran
+
+
+def test_a_stray_record_is_traced_to_its_case_and_no_other_case_of_the_batch_is_blamed(worker_env: Path, tmp_path: Path) -> None:
+    """Issue 19: a far write (a wrapped int32 offset) from one case of a batch maps to no buffer. The batch is
+    rerun one case per process; the write is that case's, named from its nearest buffer; the clean cases
+    batched with it stay clean."""
+    runner = make_runner(tmp_path / "runs", "memcheck", gpu_available=True, sanitizer=fake_sanitizer(tmp_path, "stray"))
+    results = by_id(runner.run([item("clean"), item("far_write"), item("clean", "n64")]))
+    far = results["fake_faults[far_write-n4000]"]
+    assert far.outcome is Outcome.EXPECTED_FINDING, far.message
+    [finding] = far.findings
+    assert (finding.kind, finding.buffer, finding.region, finding.bytes) == ("overwrite", "dst", "before_start", 4)
+    assert "2,147,450,881 B before dst" in finding.note
+    assert finding.detail("access") == "write" and "out of bounds" in finding.detail("sanitizer")
+    for clean in ("fake_faults[clean-n4000]", "fake_faults[clean-n64]"):
+        assert results[clean].outcome is Outcome.CLEAN, results[clean].message
+        assert results[clean].findings == []
+    batches = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert batches == ["batch-001", "batch-002", "batch-003", "batch-004"]   # the batch, then one per case
+    assert "rerunning 3 cases one per process" in (tmp_path / "runs" / "batch-001" / "rerun-alone.txt").read_text()
 
 
 @pytest.mark.parametrize("behavior, mode, reason", [

@@ -229,20 +229,22 @@ def test_guard_not_a_multiple_of_the_itemsize_is_a_clear_error_or_works() -> Non
 
 # --------------------------------------------------------------------------------------- flush-end placement
 
-def test_flush_end_tensor_ends_on_the_allocations_last_byte_when_its_size_is_aligned() -> None:
+def test_flush_end_tensor_starts_aligned_and_ends_on_the_allocations_last_byte() -> None:
+    """Issue 19: 4,008 bytes used to start at offset 1112 (misaligned for 16-byte loads). Now the allocation
+    is exactly 1024 + 4008 bytes: aligned start, and the first byte past the end is outside it."""
     a = arena(placement=L.FLUSH_END)
-    t = a.tensor("x", (1024,), torch.float32)
+    t = a.tensor("x", (1002,), torch.float32)
     buf = a.buffers["x"]
     assert buf.layout.back == 0
-    assert buf.storage.numel() % L.ALIGN == 0
-    assert t.data_ptr() + 4096 == buf.storage.data_ptr() + buf.storage.numel()
+    assert (t.data_ptr() - buf.storage.data_ptr(), buf.storage.numel()) == (1024, 5032)
+    assert t.data_ptr() + 4008 == buf.storage.data_ptr() + buf.storage.numel()
     assert (buf.alloc_base, buf.alloc_size) == (buf.storage.data_ptr(), buf.storage.numel())
 
 
-def test_flush_end_tensor_starts_aligned_and_its_alignment_tail_holds_markers() -> None:
-    """Issue 19: 4,008 bytes used to start at offset 1112 (misaligned for 16-byte loads). Now it starts at
-    1024 and the 88 bytes after it up to the allocation's end are markers: a write there is seen."""
-    a = arena(placement=L.FLUSH_END)
+def test_guard_page_tensor_starts_aligned_and_its_alignment_tail_holds_markers() -> None:
+    """A guard-page allocation ends on a page: the 88 bytes after a 4,008-byte tensor up to the next 256 B
+    boundary are markers, so a write there is seen."""
+    a = arena(placement=L.GUARD_PAGE)
     t = a.tensor("x", (1002,), torch.float32)
     buf = a.buffers["x"]
     assert (t.data_ptr() - buf.storage.data_ptr(), buf.layout.tail, buf.storage.numel()) == (1024, 88, 5120)
@@ -258,14 +260,14 @@ def test_flush_end_still_checks_its_front_guard() -> None:
     buf = a.buffers["x"]
     poke(buf, -1)
     assert a.verify()["x"] == [ByteRange("before_start", -1, 0)]
-    assert buf.layout.marker_spans() == [(-buf.layout.front, 0, "front_guard"), (4000, 4096, "alignment_tail")]
+    assert buf.layout.marker_spans() == [(-buf.layout.front, 0, "front_guard")]
 
 
 def test_flush_end_padded_rows_keep_their_padding_markers() -> None:
     a = arena(placement=L.FLUSH_END)
     scale = padded_scale(a)
     buf = a.buffers["scale"]
-    assert scale.data_ptr() + 640 + 128 == buf.storage.data_ptr() + buf.storage.numel()   # 128 B alignment tail
+    assert scale.data_ptr() + 640 == buf.storage.data_ptr() + buf.storage.numel()
     poke(buf, 232, 8)
     assert a.verify()["scale"] == [ByteRange("row_padding[row 2]", 232, 240)]
 
@@ -289,9 +291,10 @@ def test_flush_allocator_is_used_only_for_flush_placements() -> None:
     a = arena(flush_allocator=fake_vmm)
     a.tensor("plain", (10,), torch.uint8)
     a.tensor("flush", (10,), torch.uint8, placement=L.FLUSH_END)
-    assert calls == [L.DEFAULT_GUARD + L.ALIGN]   # the plain one never asked; 10 B + 246 B of alignment tail
-    assert (a.buffers["plain"].backend, a.buffers["flush"].backend) == ("torch", "vmm")
-    assert a.buffers["flush"].keepalive == "keep"
+    a.tensor("page", (10,), torch.uint8, placement=L.GUARD_PAGE)
+    assert calls == [L.DEFAULT_GUARD + L.ALIGN]   # only the guard page asked; 10 B + 246 B of alignment tail
+    assert [a.buffers[n].backend for n in ("plain", "flush", "page")] == ["torch", "torch", "vmm"]
+    assert a.buffers["page"].keepalive == "keep"
 
 
 # ------------------------------------------------------------------------------------------------ buffer map

@@ -29,9 +29,15 @@ def test_guarded_plan_puts_the_guard_on_both_sides() -> None:
     assert lay.placement == L.GUARDED
 
 
-def test_flush_end_plan_starts_aligned_and_ends_on_the_next_align_boundary() -> None:
-    # Issue 19: the old plan put a 4,008-byte tensor at offset 1112 (misaligned); now it starts at 1024.
+def test_flush_end_plan_starts_aligned_and_is_exactly_front_plus_tensor() -> None:
+    # Issue 19: the old plan put a 4,008-byte tensor at offset 1112 (misaligned); now it starts at 1024 of an
+    # exact 5,032-byte allocation (the real allocator's: memcheck knows its size to the byte).
     lay = L.plan(4008, placement=L.FLUSH_END, guard=1024)
+    assert (lay.front, lay.back, lay.tail, lay.total, lay.allocation_end) == (1024, 0, 0, 5032, 4008)
+
+
+def test_guard_page_plan_starts_aligned_and_ends_on_the_next_align_boundary() -> None:
+    lay = L.plan(4008, placement=L.GUARD_PAGE, guard=1024)
     assert (lay.front, lay.back, lay.tail, lay.total) == (1024, 88, 88, 5120)
     assert lay.allocation_end == 4096
 
@@ -39,14 +45,19 @@ def test_flush_end_plan_starts_aligned_and_ends_on_the_next_align_boundary() -> 
 @pytest.mark.parametrize("placement", [L.GUARDED, L.FLUSH_END, L.GUARD_PAGE])
 @pytest.mark.parametrize("guard", [0, 1, 16, 1024])
 def test_placement_arithmetic_for_every_size_from_1_to_4096_bytes(placement: str, guard: int) -> None:
-    """Every tensor start is ALIGN-aligned; a flush placement's allocation ends on the first ALIGN boundary
-    at or after the tensor's end (so an allocation that ends on a page keeps the start aligned); the tail is
-    the only gap and it is covered by markers."""
+    """Every tensor start is ALIGN-aligned; a flush-end allocation is exactly front + nbytes; a guard-page
+    allocation ends on the first ALIGN boundary at or after the tensor's end (so an allocation that ends on a
+    page keeps the start aligned); that tail is the only gap and it is covered by markers."""
     for nbytes in range(1, 4097):
         lay = L.plan(nbytes, placement=placement, guard=guard)
         assert lay.front % L.ALIGN == 0 and guard <= lay.front < guard + L.ALIGN, (nbytes, lay)
         if placement == L.GUARDED:
             assert (lay.back, lay.tail) == (guard, 0)
+            continue
+        if placement == L.FLUSH_END:
+            assert (lay.back, lay.tail, lay.total, lay.allocation_end) == (0, 0, lay.front + nbytes, nbytes)
+            assert lay.marker_spans() == ([(-lay.front, 0, "front_guard")] if lay.front else [])
+            assert (lay.region_of(nbytes), lay.zone_of(nbytes)) == ("past_end", "past_allocation")
             continue
         assert lay.total % L.ALIGN == 0, (nbytes, lay)                  # start = any_aligned_end - total
         assert lay.allocation_end == L.round_up(nbytes, L.ALIGN)
@@ -107,8 +118,13 @@ def test_rows_that_do_not_cover_the_tensor_are_refused() -> None:
 
 
 def test_flush_end_with_a_back_guard_is_refused() -> None:
-    with pytest.raises(LayoutError, match=r"placement flush_end has no back guard, only an alignment tail below 256 B, got back=256"):
-        GuardLayout(nbytes=16, front=0, back=256, placement=L.FLUSH_END)
+    with pytest.raises(LayoutError, match=r"placement flush_end has no back guard, got back=16"):
+        GuardLayout(nbytes=16, front=0, back=16, placement=L.FLUSH_END)
+
+
+def test_guard_page_with_more_than_an_alignment_tail_is_refused() -> None:
+    with pytest.raises(LayoutError, match=r"placement guard_page has no back guard, only an alignment tail below 256 B, got back=256"):
+        GuardLayout(nbytes=16, front=0, back=256, placement=L.GUARD_PAGE)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -139,8 +155,8 @@ def test_region_and_zone_of_a_guarded_tensor(offset: int, region: str, zone: str
     assert (lay.region_of(offset), lay.zone_of(offset)) == (region, zone)
 
 
-def test_past_a_flush_end_tensor_is_past_end_at_once() -> None:
-    lay = L.plan(4000, placement=L.FLUSH_END, guard=1024)
+def test_past_a_guard_page_tensor_is_past_end_at_once() -> None:
+    lay = L.plan(4000, placement=L.GUARD_PAGE, guard=1024)
     assert lay.region_of(3999) == "inside"
     assert (lay.region_of(4000), lay.zone_of(4000)) == ("past_end", "alignment_tail")
     assert (lay.region_of(4096), lay.zone_of(4096)) == ("past_end", "past_allocation")
@@ -203,10 +219,11 @@ def test_marker_spans_of_padded_rows() -> None:
     ]
 
 
-def test_marker_spans_of_a_flush_end_tensor_cover_the_alignment_tail() -> None:
-    lay = L.plan(4000, placement=L.FLUSH_END)
+def test_marker_spans_of_a_guard_page_tensor_cover_the_alignment_tail() -> None:
+    lay = L.plan(4000, placement=L.GUARD_PAGE)
     assert lay.marker_spans() == [(-lay.front, 0, "front_guard"), (4000, 4096, "alignment_tail")]
-    assert L.plan(4096, placement=L.FLUSH_END).marker_spans() == [(-1024, 0, "front_guard")]
+    assert L.plan(4096, placement=L.GUARD_PAGE).marker_spans() == [(-1024, 0, "front_guard")]
+    assert L.plan(4000, placement=L.FLUSH_END).marker_spans() == [(-1024, 0, "front_guard")]
 
 
 # -------------------------------------------------------------------------------------- split_by_region

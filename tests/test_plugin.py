@@ -75,9 +75,9 @@ def test_triton_planted_writes_are_found_at_their_exact_bytes(planted_run: dict[
     cases = outcomes(planted_run)
     [over] = cases["planted_oob[overwrite-triton-n4000-x1]"]["findings"]
     [under] = cases["planted_oob[underwrite-triton-n4000-x1]"]["findings"]
-    assert (over["buffer"], over["region"], over["bytes"]) == ("dst", "back_guard", 1)
+    assert (over["buffer"], over["region"], over["bytes"], over["details"]["zone"]) == ("dst", "past_end", 1, "back_guard")
     assert [(r["start"], r["end"]) for r in over["ranges"]] == [(4000, 4001)]
-    assert (under["buffer"], under["region"], under["bytes"]) == ("dst", "front_guard", 1)
+    assert (under["buffer"], under["region"], under["bytes"], under["details"]["zone"]) == ("dst", "before_start", 1, "front_guard")
     assert [(r["start"], r["end"]) for r in under["ranges"]] == [(-1, 0)]
     assert cases["planted_oob[clean-triton-n4000-x1]"]["findings"] == []
 

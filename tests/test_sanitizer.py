@@ -260,6 +260,7 @@ def test_memcheck_command_flags() -> None:
     assert value_after(argv, "--destroy-on-device-error") == "kernel"
     assert value_after(argv, "--show-backtrace") == "device"
     assert value_after(argv, "--check-exit-code") == "yes"
+    assert value_after(argv, "--padding") == str(1 << 20)   # other allocations kept 1 MiB past a flush end
     assert all(isinstance(a, str) for a in argv)
 
 

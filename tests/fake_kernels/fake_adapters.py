@@ -59,6 +59,11 @@ def run_case(case: Any, ctx: Any) -> Any:
         raise RuntimeError("planted adapter failure")
     if variant == "unsupported":
         raise Unsupported("needs a flux capacitor; found none")
+    if variant == "far_write":
+        # One buffer only, so that it is the nearest one to the far write the fake sanitizer reports.
+        dst = ctx.tensor("dst", (n,), torch.uint8, watch=True)
+        dst.fill_(3)
+        return RunInfo(kernel="far_k", outputs={"dst": dst})
     src = ctx.tensor("src", (n,), torch.uint8, watch=True)
     dst = ctx.tensor("dst", (n,), torch.uint8)
     src.fill_(3)

@@ -11,7 +11,9 @@ from harness.scenario import Case, Param, Scenario
 
 NAME = "fake_faults"
 N = 4000
-VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported", "oom", "kill_pytest_worker", "illegal_address")
+VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported", "oom", "kill_pytest_worker",
+            "illegal_address", "far_write")
+FAR = 2_147_450_881   # far_write: the fake sanitizer reports a 4-byte write this many bytes before dst
 TIMEOUT_S = 10.0
 
 
@@ -30,6 +32,10 @@ def _expect(case: Case) -> Expectation:
         # Only a (fake) sanitizer can report it: the fake compute-sanitizer writes one 4-byte read record.
         return Expectation((ExpectedFinding(OVERREAD, "src", (MEMCHECK,), region="past_end", bytes=4,
                                             ranges=((n, n + 4),)),), "4 bytes read past src's end")
+    if case.variant == "far_write":
+        # A wrapped int32 offset: outside every allocation, seen only by a (fake) sanitizer.
+        return Expectation((ExpectedFinding(OVERWRITE, "dst", (MEMCHECK,), region="before_start", bytes=4,
+                                            ranges=((-FAR, -FAR + 4),)),), "a write 2 GiB before dst")
     return Expectation()
 
 
