@@ -67,7 +67,8 @@ ROW_PADDING = "row_padding"
 UNUSED_ROW = "unused_row"
 PAST_END = "past_end"
 UNATTRIBUTED = "unattributed"     # buffer and region of an access that maps to no buffer of its case
-REGIONS = (BEFORE_START, PAST_END, ROW_PADDING, UNUSED_ROW, INSIDE)
+SHARED_MEMORY = "shared"          # not a byte of any buffer: a shared-memory hazard or barrier (racecheck, synccheck)
+REGIONS = (BEFORE_START, PAST_END, ROW_PADDING, UNUSED_ROW, INSIDE, SHARED_MEMORY)
 # Detector words that earlier expectations used, and the region to write instead.
 OLD_REGION_NAMES = {"front_guard": BEFORE_START, "before_allocation": BEFORE_START, "back_guard": PAST_END,
                     "alignment_tail": PAST_END, "past_allocation": PAST_END, "padding": ROW_PADDING,

@@ -201,7 +201,7 @@ def test_old_region_words_are_refused_with_the_word_to_use(old: str, new: str) -
 
 
 def test_unknown_region_is_refused_listing_the_vocabulary() -> None:
-    with pytest.raises(ValueError, match=r"unknown region 'sideways'; regions: before_start, past_end, row_padding, unused_row, inside"):
+    with pytest.raises(ValueError, match=r"unknown region .sideways.; regions: before_start, past_end, row_padding, unused_row, inside, shared"):
         L.check_region("sideways")
     assert [L.check_region(r) for r in L.REGIONS] == list(L.REGIONS)
 
