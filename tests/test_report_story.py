@@ -463,3 +463,25 @@ def test_reports_get_the_usual_mode_under_the_umask(tmp_path: Path, umask: int, 
     finally:
         os.umask(old)
     assert {stat.S_IMODE(p.stat().st_mode) for p in paths.values()} == {mode}
+
+
+# ------------------------------------------------------------------------- reports written before this version
+
+
+EVIDENCE = sorted((ROOT / "evidence").rglob("report.json"))
+
+
+@pytest.mark.parametrize("path", EVIDENCE, ids=[str(p.relative_to(ROOT / "evidence")) for p in EVIDENCE])
+def test_reports_from_earlier_runs_still_load_render_and_match_the_schema(path: Path) -> None:
+    doc = load_report(path)
+    jsonschema.validate(doc, SCHEMA)
+    assert headline(doc).text.split(":")[0] in ("passed", "FAILED", "checked nothing")
+    for text in (render_terminal(doc), render_markdown(doc), render_junit(doc)):
+        assert text
+
+
+def test_earlier_runs_merge(tmp_path: Path) -> None:
+    from harness.merge import main
+    assert len(EVIDENCE) >= 2
+    assert main([*map(str, EVIDENCE), "-o", str(tmp_path)]) == 0
+    assert "| kernel | sm_90 |" in (tmp_path / "merged.md").read_text()

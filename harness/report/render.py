@@ -163,7 +163,7 @@ class KnownBugGroup:
         shown = [f"{sig} ({n}x, {_bytes_text(self.bytes_by_signature[sig])})"
                  for sig, n in self.signatures.most_common(SIGNATURES_SHOWN)]
         hidden = len(self.signatures) - SIGNATURES_SHOWN
-        return "; ".join(shown) + (f"; and {hidden} more kinds" if hidden > 0 else "")
+        return "; ".join(shown) + (f"; and {plural(hidden, 'more kind')}" if hidden > 0 else "")
 
 
 def _bytes_text(sizes: Sequence[int]) -> str:
