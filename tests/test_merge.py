@@ -381,3 +381,15 @@ def test_error_text_from_a_file_cannot_drive_the_terminal(two_runners: list[Path
     assert main([str(bad), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and "unknown outcome" in err
+
+
+def test_merged_output_matches_its_published_schema(two_runners: list[Path], tmp_path: Path) -> None:
+    import jsonschema
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "merged.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for paths in (two_runners, [shard_report(tmp_path, i, 3) for i in (1, 3)]):
+        merged = json.loads(report_json_text(merge_reports(paths)))
+        jsonschema.validate(merged, schema)
+    merged["summary"]["status"] = "green"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(merged, schema)

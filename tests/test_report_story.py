@@ -419,7 +419,7 @@ def previous_set(folder: Path) -> dict[str, str]:
 def test_a_failed_rename_leaves_the_previous_complete_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = previous_set(tmp_path)
     fail_nth_replace(monkeypatch, 2)
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(ReportDirError, match="simulated"):
         write_reports(report([result("s[new]", Outcome.CRASHED, message="m")], run_id="new"), tmp_path)
     monkeypatch.undo()
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
@@ -437,7 +437,7 @@ def test_a_full_disk_while_staging_leaves_the_previous_set_and_no_temporaries(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(target, text)
     monkeypatch.setattr(fsutil, "_write_temp", full_on_third)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ReportDirError, match="No space left on device.*the directory holds the previous complete"):
         write_reports(report([result("s[new]", Outcome.CLEAN)], run_id="new"), tmp_path)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
 
@@ -450,7 +450,7 @@ def test_without_hard_links_a_failure_leaves_no_set_rather_than_a_mix(
         raise OSError(errno.EPERM, "links not supported")
     monkeypatch.setattr(fsutil.os, "link", no_link)
     fail_nth_replace(monkeypatch, 2)
-    with pytest.raises(OSError):
+    with pytest.raises(ReportDirError):
         write_reports(report([result("s[new]", Outcome.CLEAN)], run_id="new"), tmp_path)
     assert list(tmp_path.iterdir()) == []
 
@@ -485,3 +485,24 @@ def test_earlier_runs_merge(tmp_path: Path) -> None:
     assert len(EVIDENCE) >= 2
     assert main([*map(str, EVIDENCE), "-o", str(tmp_path)]) == 0
     assert "| kernel | sm_90 |" in (tmp_path / "merged.md").read_text()
+
+
+def test_a_run_whose_final_reports_cannot_be_written_says_so_and_fails(tmp_path: Path) -> None:
+    """The report directory turns into a file before the final write: the run ends non-zero, naming why."""
+    import subprocess
+    import sys
+    plugin = tmp_path / "break_reports.py"
+    plugin.write_text(
+        "import shutil, pytest\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_sessionfinish(session):\n"
+        f"    shutil.rmtree({str(tmp_path / 'reports')!r}); open({str(tmp_path / 'reports')!r}, 'w').close()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-p", "break_reports",
+                           "--scenario", "planted_oob", "-k", "clean-triton", "--mode", "guard",
+                           "--report-dir", str(tmp_path / "reports")], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"reports NOT written: {tmp_path / 'reports'}: the reports could not be written" in proc.stdout
+    assert "1 passed" in proc.stdout

@@ -51,9 +51,16 @@ def render_files(report: Mapping[str, Any]) -> dict[str, str]:
 
 
 def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> dict[str, Path]:
-    """Validate, render, then write the set atomically; keys: json, junit, markdown."""
+    """Validate, render, then write the set atomically; keys: json, junit, markdown.
+
+    A failure to write (disk full, I/O error) raises ReportDirError saying that the previous set was kept."""
     validate_report(report)
-    written = atomic_write_set(directory, render_files(report))
+    texts = render_files(report)
+    try:
+        written = atomic_write_set(directory, texts)
+    except OSError as exc:
+        raise ReportDirError(directory, f"the reports could not be written ({exc.strerror or exc}); the directory "
+                                        "holds the previous complete set, or none") from exc
     return {key: written[name] for key, name in REPORT_FILES.items()}
 
 
@@ -89,8 +96,5 @@ def start_report_dir(directory: str | os.PathLike[str], *, run_id: str, started:
     path = check_report_dir(directory)
     placeholder = build_report([], environment, started=started, finished="", argv=list(argv), mode=mode,
                                run_id=run_id, interrupted=NOT_FINISHED)
-    try:
-        write_reports(placeholder, path)
-    except OSError as exc:
-        raise ReportDirError(path, f"cannot write the reports: {exc.strerror or exc}") from None
+    write_reports(placeholder, path)
     return path
