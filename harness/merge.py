@@ -46,7 +46,7 @@ from harness.report import (
     visible,
     worst_verdict,
 )
-from harness.report.render import first_line, matrix_kinds
+from harness.report.render import first_line, kind_count, matrix_kinds
 
 MERGED_SCHEMA = "gpu-memsafety-merged/1"
 MERGED_FILES = {"json": "merged.json", "markdown": "merged.md"}
@@ -331,7 +331,7 @@ def _cell_text(cell: Mapping[str, Any] | None, kinds: Sequence[str]) -> str:
     totals = {"overread": cell["overreads"], "overwrite": cell["overwrites"], **cell.get("kinds", {})}
     for kind in kinds:
         if kind in totals and totals[kind]["findings"]:
-            text += f"<br>{plural(totals[kind]['findings'], md_text(kind))}, {totals[kind]['bytes']:,} B"
+            text += f"<br>{md_text(kind_count(kind, totals[kind]['findings']))}, {totals[kind]['bytes']:,} B"
     return text
 
 

@@ -393,3 +393,11 @@ def test_merged_output_matches_its_published_schema(two_runners: list[Path], tmp
     merged["summary"]["status"] = "green"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(merged, schema)
+
+
+def test_a_new_finding_kind_shows_in_the_merged_cell(tmp_path: Path) -> None:
+    race = Finding("racecheck", "race", "__shared__", "shared", bytes=4, count=2, kernel="reduce", arch="sm_90")
+    path = write_report(tmp_path / "r.json", [case("s[a]", Outcome.FINDING, "reduce", "sm_90", race, message="m")],
+                        "h", "H200", "sm_90")
+    text = render_merge_markdown(merge_reports([path]))
+    assert "❌ failure (1 case, 1 failed)<br>1 race, 4 B" in text

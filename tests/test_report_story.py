@@ -177,11 +177,11 @@ def test_known_bugs_are_one_terminal_line_per_kernel_and_collapsed_in_markdown()
 
 
 def test_a_new_finding_kind_gets_its_own_matrix_column() -> None:
-    uninit = Finding(GUARD, "uninit", "out", "inside", bytes=16, count=1, kernel="k")
+    uninit = Finding(GUARD, "uninit_read", "out", "inside", bytes=16, count=1, kernel="k")
     doc = report([result("s[a]", Outcome.FINDING, kernel="k", findings=(uninit,), message="new")])
-    assert doc["matrix"][0]["kinds"] == {"uninit": {"findings": 1, "bytes": 16, "accesses": 1}}
+    assert doc["matrix"][0]["kinds"] == {"uninit_read": {"findings": 1, "bytes": 16, "accesses": 1}}
     head = render_terminal(doc).splitlines()[0].split()
-    assert head == ["kernel", "arch", "cases", "failed", "overreads", "overwrites", "uninits", "bytes", "verdict"]
+    assert head == ["kernel", "arch", "cases", "failed", "overreads", "overwrites", "uninit_read", "bytes", "verdict"]
     assert "| k | sm_90 | 1 | 1 | 0 | 0 | 1 | 16 | ❌ failure |" in render_markdown(doc)
 
 

@@ -215,8 +215,21 @@ def matrix_kinds(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return kinds
 
 
+# Column names of the two kinds every report has (as the first reports named them); other kinds by their name.
+_KIND_HEADS = {"overread": "overreads", "overwrite": "overwrites"}
+
+
+def kind_head(kind: str) -> str:
+    return _KIND_HEADS.get(kind, kind)
+
+
+def kind_count(kind: str, n: int) -> str:
+    """'3 overreads', '1 race', '2 uninit_read': a count of findings of one kind."""
+    return plural(n, kind) if kind in _KIND_HEADS else f"{n:,} {kind}"
+
+
 def matrix_head(kinds: Sequence[str]) -> tuple[str, ...]:
-    return ("kernel", "arch", "cases", "failed", *(f"{k}s" for k in kinds), "bytes", "verdict")
+    return ("kernel", "arch", "cases", "failed", *(kind_head(k) for k in kinds), "bytes", "verdict")
 
 
 def matrix_cells(row: Mapping[str, Any], kinds: Sequence[str]) -> tuple[str, ...]:
