@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from harness.fsutil import atomic_write_text
 from harness.model import CaseResult, Finding, Outcome
-from harness.report import ReportError, FieldChecker, describe_finding, read_json_file, upstream_of
+from harness.report import ReportError, FieldChecker, describe_finding, read_json_file, upstream_of, visible
 
 BASELINE_SCHEMA = "gpu-memsafety-baseline/1"
 # Hand-maintained lists of accepted findings stay small; anything near this is not a baseline.
@@ -162,7 +162,8 @@ def render_diff(diff: BaselineDiff) -> str:
         _section("Accepted entries not checked (case absent or did not finish)",
                  [f"{a.case}: {a.finding}" for a in diff.unchecked]),
     ]
-    return "\n\n".join(s for s in sections if s) + "\n" if any(sections) else "baseline: nothing to report\n"
+    text = "\n\n".join(s for s in sections if s) + "\n" if any(sections) else "baseline: nothing to report\n"
+    return visible(text)  # reasons from the baseline file, kernel names: control characters shown as escapes
 
 
 def _section(title: str, lines: Sequence[str]) -> str:

@@ -227,6 +227,15 @@ def test_repro_output_shows_control_characters_as_escapes() -> None:
     assert "\x1b" not in text and "\\x1b[2J" in text
 
 
+def test_baseline_diff_shows_control_characters_from_the_baseline_file_as_escapes() -> None:
+    from harness.baseline import AcceptedFinding, Baseline, compare, render_diff
+    found = result("s[a]", Outcome.FINDING, findings=(overread(),), message="m")
+    key = overread().key()
+    text = render_diff(compare([found], Baseline((AcceptedFinding("s[a]", key, HOSTILE),))))
+    assert "Accepted by the baseline" in text
+    assert "\x1b" not in text and "\u202e" not in text and "\\x1b[2J" in text
+
+
 def test_sanitizer_search_list_is_collapsed_once_and_not_in_the_list() -> None:
     env = {"hostname": "h", "compute_sanitizer": {"path": None, "searched": ["/a/cs", "/b/cs", "/a/cs"]}}
     text = render_markdown(report([result("s[a]", Outcome.CLEAN)], environment=env))
