@@ -8,7 +8,7 @@ MODE ?= both
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test sanitize smoke bench env triton-kernels clean
+.PHONY: test sanitize smoke bench env upstream triton-kernels clean
 
 $(VENV)/.bootstrap-test: pyproject.toml tools/bootstrap.py
 	$(PYTHON) tools/bootstrap.py --venv $(VENV) --extras test
@@ -19,7 +19,10 @@ $(VENV)/.bootstrap-gpu: pyproject.toml tools/bootstrap.py
 test: $(VENV)/.bootstrap-test
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
+# On a GPU machine the first run fetches the upstream code it lacks (`make upstream`); a failed fetch is printed
+# and the cases that need it say so (unsupported, with how to get it). A CPU machine fetches nothing here.
 sanitize: $(VENV)/.bootstrap-gpu
+	-$(PY) -m harness.upstream --if-missing
 	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode $(MODE) \
 		--report-dir $(REPORTS) $(PYTEST_ARGS)
 
@@ -32,15 +35,18 @@ bench: $(VENV)/.bootstrap-gpu
 env: $(VENV)/.bootstrap-gpu
 	$(PY) -m harness env
 
-# OpenAI's triton_kernels as bundled in the sgl-kernel 0.3.21 wheel (matmul_ogs API, runs on triton 3.6).
-# Only its pure-Python triton_kernels/ folder is unpacked into .vendor/ (the wheel's CUDA libraries are not
-# installed); the locator in kernels/mxfp4/triton_kernels_locator.py finds it there.
-TK_WHEEL_VERSION ?= 0.3.21
+# The published upstream code the scenarios run, by exact version (harness/upstream.py): sglang's pre-dispatch
+# .cuh and JIT headers, the triton_kernels/ folders of sgl-kernel 0.3.21, sglang-kernel 0.4.6.post1 and 0.4.10,
+# unpacked into .vendor/; wheels cached in $$GPU_MEMSAFETY_WHEELS (default ~/.cache/gpu-memsafety/wheels);
+# apache-tvm-ffi installed into the venv. Idempotent. Without a GPU the GPU-only wheels are skipped
+# (UPSTREAM_ARGS=--all fetches them anyway).
+UPSTREAM_ARGS ?=
+upstream: $(VENV)/.bootstrap-gpu
+	$(PY) -m harness.upstream $(UPSTREAM_ARGS)
+
+# Only triton_kernels copy A (sgl-kernel 0.3.21, matmul_ogs API, triton 3.6), as before `make upstream`.
 triton-kernels: $(VENV)/.bootstrap-gpu
-	$(PY) -m pip download --no-deps --only-binary=:all: sgl-kernel==$(TK_WHEEL_VERSION) -d .cache/wheels
-	rm -rf .vendor/sgl-kernel-$(TK_WHEEL_VERSION) && mkdir -p .vendor/sgl-kernel-$(TK_WHEEL_VERSION)
-	$(PY) -c "import zipfile,glob,sys; z=zipfile.ZipFile(sorted(glob.glob('.cache/wheels/sgl_kernel-$(TK_WHEEL_VERSION)-*.whl'))[-1]); [z.extract(n,'.vendor/sgl-kernel-$(TK_WHEEL_VERSION)') for n in z.namelist() if n.startswith('triton_kernels/')]"
-	@echo "triton_kernels unpacked into .vendor/sgl-kernel-$(TK_WHEEL_VERSION)/triton_kernels"
+	$(PY) -m harness.upstream --only tk-A --no-tvm-ffi
 
 clean:
 	rm -rf $(REPORTS) .cache/runs

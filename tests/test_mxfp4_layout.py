@@ -242,7 +242,7 @@ def tk():
     try:
         located = find_triton_kernels(sources=("vendor", "env", "importable"))
     except Unsupported as exc:
-        pytest.skip(f"no triton_kernels to compare with (run `make triton-kernels`): {exc}")
+        pytest.skip(f"no triton_kernels to compare with (run `make upstream`): {exc}")
     if located.api_gen != "matmul_ogs":
         pytest.skip(f"comparison written for the matmul_ogs copy; found {located.describe()}")
     yield located

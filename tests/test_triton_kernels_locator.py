@@ -1,7 +1,7 @@
 """CPU tests of kernels.mxfp4.triton_kernels_locator: the real triton_kernels is found, look-alikes are refused.
 
 Fake packages live in tmp_path; each test states which sources it searches, so whatever this machine has
-installed cannot decide the outcome. The vendored copy (what `make triton-kernels` unpacks) is imported for
+installed cannot decide the outcome. The vendored copy (what `make upstream` unpacks) is imported for
 real: triton_kernels imports on the CPU with triton 3.6 (no GPU is touched at import).
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ GOOD_MATMUL = {"__init__.py": "", "matmul.py": "def matmul(a, b, bias):\n    ret
 
 def needs_vendored_copy() -> None:
     if not (VENDORED / "__init__.py").is_file():
-        pytest.skip(f"{VENDORED} is missing: run `make triton-kernels`")
+        pytest.skip(f"{VENDORED} is missing: run `make upstream`")
 
 
 # --- refusing impostors ------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_impostor_on_sys_path_is_refused_without_importing_it(tmp_path: Path) ->
     assert "nor triton_kernels/matmul.py defining matmul()" in message
     assert "it holds __init__.py, kernels.py, utils.py" in message
     assert "`triton-kernels` is an unrelated project" in message
-    assert "make triton-kernels" in message
+    assert "make upstream" in message
     assert "triton_kernels" not in sys.modules
 
 
@@ -172,7 +172,7 @@ def test_copy_that_does_not_import_with_this_triton_is_explained(tmp_path: Path)
     message = str(info.value)
     assert f"{pkg} ({loc.ENV_VAR}={tmp_path / 'new'}, env), API 'matmul', does not import" in message
     assert f"with the installed triton {importlib.metadata.version('triton')}: ImportError" in message
-    assert "need triton >= 3.7" in message
+    assert "sglang-kernel 0.4.10 needs triton >= 3.8" in message
     assert "triton_kernels" not in sys.modules
     assert str(tmp_path / "new") not in sys.path
 
@@ -203,3 +203,21 @@ def test_describe_installed_never_raises(tmp_path: Path) -> None:
 def test_unknown_source_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown sources"):
         loc.candidates(sources=("pypi",))
+
+
+def test_load_copy_switches_between_copies_in_one_process(tmp_path: Path) -> None:
+    a = make_package(tmp_path / "sgl-kernel-0.3.21", {**GOOD_OGS, "__init__.py": "COPY = 'A'\n"})
+    c = make_package(tmp_path / "sglang-kernel-0.4.6.post1", {**GOOD_MATMUL, "__init__.py": "COPY = 'C'\n"})
+    first = loc.load_copy(a)
+    assert (first.api_gen, first.provenance, first.module.COPY) == ("matmul_ogs", "sgl-kernel 0.3.21", "A")
+    second = loc.load_copy(c)
+    assert (second.api_gen, second.provenance, second.module.COPY) == ("matmul", "sglang-kernel 0.4.6.post1", "C")
+    assert sys.modules["triton_kernels"].COPY == "C" and "triton_kernels.matmul_ogs" not in sys.modules
+    assert str(a.parent) not in sys.path
+    assert loc.load_copy(c).module is second.module                      # same copy: not reimported
+
+
+def test_import_hint_says_the_matmul_copy_c_runs_on_triton_36() -> None:
+    assert "sglang-kernel 0.4.6.post1" in loc.IMPORT_HINTS["matmul"]
+    assert "imports with triton 3.6" in loc.IMPORT_HINTS["matmul"]
+    assert "needs triton >= 3.8" in loc.IMPORT_HINTS["matmul"]

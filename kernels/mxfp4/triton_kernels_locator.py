@@ -8,7 +8,7 @@ either fails far from here or, worse, runs something else. So candidates are jud
 anything is imported, and every refusal says what was found, where, and how to get the right one.
 
 Search order: an already importable `triton_kernels`; `$TRITON_KERNELS_PATH`; the repository's
-`.vendor/*/triton_kernels` (what `make triton-kernels` unpacks); copies inside installed sgl-kernel,
+`.vendor/*/triton_kernels` (what `make upstream` unpacks); copies inside installed sgl-kernel,
 sglang-kernel and vllm wheels (found through importlib.metadata, without importing vllm).
 """
 from __future__ import annotations
@@ -35,14 +35,16 @@ GENERATIONS = {"matmul_ogs": ("matmul_ogs.py", "matmul_ogs"), "matmul": ("matmul
 SOURCES = ("importable", "env", "vendor", "installed")
 # Wheels known to carry a copy, and where it sits inside them.
 BUNDLING_DISTS = {"sgl-kernel": PACKAGE, "sglang-kernel": PACKAGE, "vllm": f"vllm/third_party/{PACKAGE}"}
-HOW_TO_GET = (f"get OpenAI's triton_kernels with `make triton-kernels` (unpacks the {PACKAGE}/ folder of the "
-              f"sgl-kernel 0.3.21 wheel into .vendor/; it imports with triton 3.6), or set {ENV_VAR} to a folder "
-              f"holding {PACKAGE}/ (triton-lang/triton python/triton_kernels at your triton's tag)")
+HOW_TO_GET = (f"get OpenAI's triton_kernels with `make upstream` (unpacks the {PACKAGE}/ folders of sgl-kernel "
+              f"0.3.21, sglang-kernel 0.4.6.post1 and 0.4.10 into .vendor/; the first two import with triton 3.6), "
+              f"or set {ENV_VAR} to a folder holding {PACKAGE}/ (triton-lang/triton python/triton_kernels at your "
+              f"triton's tag)")
 IMPORT_HINTS = {
-    "matmul": ("copies with the `matmul` API (e.g. sglang-kernel 0.4.10) need triton >= 3.7; with triton 3.6 use "
-               "the matmul_ogs copy of sgl-kernel 0.3.21 (`make triton-kernels`)"),
-    "matmul_ogs": ("this copy wants another triton than the installed one; `make triton-kernels` unpacks the "
-                   "sgl-kernel 0.3.21 copy, which imports with triton 3.6.0"),
+    "matmul": ("copies with the `matmul` API differ in the triton they need: sglang-kernel 0.4.6.post1 (the copy "
+               "sglang 0.5.18/0.5.19 pin) imports with triton 3.6, sglang-kernel 0.4.10 needs triton >= 3.8 "
+               "(`make upstream` unpacks both)"),
+    "matmul_ogs": ("this copy wants another triton than the installed one; `make upstream` unpacks the "
+                   "sgl-kernel 0.3.21 copy, which imports with triton 3.6"),
 }
 
 
@@ -312,6 +314,23 @@ def _undo(fresh: bool, inserted: bool, entry: Path) -> None:
             del sys.modules[name]
     if inserted and sys.path and sys.path[0] == str(entry):
         del sys.path[0]
+
+
+def load_copy(package_dir: Path) -> Located:
+    """Import the triton_kernels in `package_dir` (a vendored copy), unloading another copy this process
+    imported for an earlier case first: one worker runs cases of several copies one after the other.
+
+    Raises Unsupported naming the copy and why it cannot be used (not OpenAI's, or does not import).
+    """
+    loaded = sys.modules.get(PACKAGE)
+    if loaded is not None and not _is_from(loaded, package_dir):
+        entry = str(Path(getattr(loaded, "__file__", "") or ".").resolve().parent.parent)
+        for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
+            del sys.modules[name]
+        while entry in sys.path:
+            sys.path.remove(entry)
+        importlib.invalidate_caches()
+    return find_triton_kernels(env={ENV_VAR: str(package_dir.parent)}, sources=("env",))
 
 
 def _version(dist: str) -> str | None:

@@ -1,0 +1,166 @@
+"""harness/upstream.py on the CPU with tiny fake wheels: fetch, extraction, idempotence, errors. No test
+downloads anything: pip is replaced by a runner that copies a fake wheel into the cache, or fails."""
+from __future__ import annotations
+
+import re
+import sys
+import zipfile
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from harness import upstream as U
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{art.wheel_prefix}py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+def sglang_files() -> dict[str, str]:
+    return {U.PRE_DISPATCH_CUH: "// kernel", U.JIT_INCLUDE + "sgl_kernel/tensor.h": "// t",
+            U.JIT_INCLUDE + "sgl_kernel/utils.cuh": "// u", "sglang/srt/server.py": "big = 1"}
+
+
+class FakePip:
+    """Stands in for `pip download`: puts a prepared wheel where pip would, or fails like pip."""
+
+    def __init__(self, wheel: Path | None, code: int = 0) -> None:
+        self.wheel, self.code, self.calls = wheel, code, []
+
+    def __call__(self, cmd: Sequence[str]) -> tuple[int, str]:
+        self.calls.append(list(cmd))
+        if self.code == 0 and self.wheel is not None:
+            dest = Path(cmd[cmd.index("-d") + 1])
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / self.wheel.name).write_bytes(self.wheel.read_bytes())
+        tail = "ERROR: No matching distribution found" if self.code else "Saved"
+        return self.code, tail
+
+
+def test_fetch_downloads_by_exact_version_and_extracts_only_the_members(tmp_path: Path) -> None:
+    art = U.artifact("sglang-0.5.18")
+    pip = FakePip(fake_wheel(tmp_path / "index", art, sglang_files()))
+    folder = U.fetch(art, cache=tmp_path / "cache", vendor=tmp_path / "vendor", run=pip, log=lambda _: None)
+    cmd = pip.calls[0]
+    assert cmd[1:6] == ["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    assert "sglang==0.5.18" in cmd and "--python-version" in cmd and "3.11" in cmd   # cp311 wheels
+    assert folder == tmp_path / "vendor" / "sglang-0.5.18"
+    assert (folder / U.PRE_DISPATCH_CUH).read_text() == "// kernel"
+    assert (folder / U.JIT_INCLUDE / "sgl_kernel" / "tensor.h").is_file()
+    assert not (folder / "sglang" / "srt").exists()                       # only what a scenario needs
+    stamp = (folder / U.STAMP).read_text().splitlines()
+    assert stamp[0].startswith("sglang-0.5.18-") and re.fullmatch(r"[0-9a-f]{64}", stamp[1])
+
+
+def test_second_run_does_nothing_and_a_half_written_folder_is_redone(tmp_path: Path) -> None:
+    art = U.artifact("tk-A")
+    pip = FakePip(fake_wheel(tmp_path / "index", art, {"triton_kernels/__init__.py": "", "sgl_kernel/x.so": "b"}))
+    kw = dict(cache=tmp_path / "cache", vendor=tmp_path / "vendor", log=lambda _: None)
+    folder = U.fetch(art, run=pip, **kw)
+    assert (folder / "triton_kernels" / "__init__.py").is_file() and not (folder / "sgl_kernel").exists()
+    U.fetch(art, run=FakePip(None, code=1), **kw)                           # present: pip never called
+    (folder / U.STAMP).unlink()                                            # as a run killed mid-extraction leaves it
+    (folder / "triton_kernels" / "__init__.py").unlink()
+    U.fetch(art, run=FakePip(None, code=1), **kw)                           # wheel cached: re-extracted, no download
+    assert (folder / "triton_kernels" / "__init__.py").is_file() and (folder / U.STAMP).is_file()
+    assert [p.name for p in (tmp_path / "vendor").iterdir()] == ["sgl-kernel-0.3.21"]   # no staging left
+
+
+def test_a_version_missing_from_the_index_names_the_version(tmp_path: Path) -> None:
+    art = U.artifact("tk-D")
+    with pytest.raises(U.UpstreamError) as info:
+        U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=FakePip(None, code=1), log=lambda _: None)
+    text = str(info.value)
+    assert "sglang-kernel 0.4.10: download failed (pip exit code 1)" in text
+    assert "sglang_kernel-0.4.10-*.whl" in text and "found none" in text and "No matching distribution" in text
+    assert not (tmp_path / "v").exists()
+
+
+def test_a_wheel_without_the_expected_files_is_refused(tmp_path: Path) -> None:
+    art = U.artifact("sglang-0.5.19")
+    pip = FakePip(fake_wheel(tmp_path / "index", art, {"sglang/__init__.py": ""}))
+    with pytest.raises(U.UpstreamError) as info:
+        U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
+    assert f"sglang 0.5.19: wheel sglang-0.5.19-py3-none-any.whl lacks {U.PRE_DISPATCH_CUH}" in str(info.value)
+    assert U.unpacked(art, tmp_path / "v") is None
+
+
+def test_a_corrupt_wheel_and_a_member_escaping_its_folder_are_refused(tmp_path: Path) -> None:
+    art = U.artifact("tk-C")
+    cache = tmp_path / "c"
+    cache.mkdir()
+    (cache / f"{art.wheel_prefix}cp310-abi3-manylinux2014_x86_64.whl").write_bytes(b"not a zip")
+    with pytest.raises(U.UpstreamError, match="sglang-kernel 0.4.6.post1: .* is not a readable wheel"):
+        U.fetch(art, cache=cache, vendor=tmp_path / "v", run=FakePip(None, 1), log=lambda _: None)
+    evil = fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""})
+    with pytest.raises(U.UpstreamError, match="outside its folder"):
+        U.extract(art, evil, tmp_path / "v2")
+    assert not (tmp_path / "x").exists()
+
+
+def test_wheel_names_follow_pep_427() -> None:
+    assert U.artifact("tk-C").wheel_prefix == "sglang_kernel-0.4.6.post1-"
+    assert U.artifact("tk-A").wheel_prefix == "sgl_kernel-0.3.21-"
+
+
+def test_a_cpu_machine_fetches_no_gpu_only_wheels() -> None:
+    cpu = U.plan(everything=False, gpu=False)
+    assert cpu and all(not a.gpu_only for a in cpu)
+    assert {a.key for a in U.plan(everything=False, gpu=True)} == set(U.BY_KEY)
+    assert {a.key for a in U.plan(everything=True, gpu=False)} == set(U.BY_KEY)
+
+
+def test_if_missing_on_a_cpu_machine_does_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(U, "has_gpu", lambda: False)
+    monkeypatch.setattr(U, "fetch", lambda *a, **k: pytest.fail("fetched on a CPU machine"))
+    monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
+    assert U.main(["--if-missing"]) == 0
+
+
+def test_main_reports_each_failure_and_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    def failing(art: U.Artifact, **_: object) -> Path:
+        raise U.UpstreamError(f"{art.label}: download failed")
+
+    monkeypatch.setattr(U, "fetch", failing)
+    monkeypatch.setattr(U, "install_tvm_ffi", lambda: None)
+    assert U.main(["--only", "sglang-0.5.18", "--only", "tk-A"]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED: sglang 0.5.18: download failed" in err and "FAILED: sgl-kernel 0.3.21: download failed" in err
+    with pytest.raises(U.UpstreamError, match="unknown upstream artifact 'nope'"):
+        U.main(["--only", "nope"])
+
+
+def test_tvm_ffi_problem_names_what_was_needed_and_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(U, "installed_version", lambda dist: None)
+    assert U.tvm_ffi_problem() == (f"needs apache-tvm-ffi==0.1.11 (what sglang 0.5.18/0.5.19 build with), found none "
+                                   f"in {sys.prefix}: run `make upstream`")
+    monkeypatch.setattr(U, "installed_version", lambda dist: "0.1.9")
+    assert "found 0.1.9" in str(U.tvm_ffi_problem())
+    monkeypatch.setattr(U, "installed_version", lambda dist: "0.1.11")
+    assert U.tvm_ffi_problem() is None
+
+
+def test_the_tvm_ffi_pin_is_the_one_in_pyproject() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"{U.TVM_FFI_DIST}=={U.TVM_FFI_VERSION}"' in text
+
+
+def test_wheel_cache_is_outside_the_workspace_and_overridable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(U.WHEELS_ENV, raising=False)
+    assert U.wheel_cache() == Path.home() / ".cache" / "gpu-memsafety" / "wheels"
+    monkeypatch.setenv(U.WHEELS_ENV, str(tmp_path))
+    assert U.wheel_cache() == tmp_path
+
+
+def test_how_to_get_names_the_make_target() -> None:
+    assert "run `make upstream`" in U.how_to_get(U.artifact("tk-C"))
+    assert "sglang-kernel 0.4.6.post1" in U.how_to_get(U.artifact("tk-C"))
