@@ -388,9 +388,10 @@ class Runner:
         if self.o.mode.name == "memcheck" or self.o.mode.name == "both":
             if sanitized and not attempt.sanitizer_ran:
                 return self._result(scenario, case, Outcome.UNRESOLVED, f"memcheck did not run properly: {attempt.sanitizer_problem}", findings, runs, res)
-            if sanitized and not res.get("launches") and status != "fault":
+            refused = bool((res.get("notes") or {}).get("refused"))   # a host-side refusal contract: no launch by design
+            if sanitized and not res.get("launches") and status != "fault" and not refused:
                 return self._result(scenario, case, Outcome.UNRESOLVED, "the kernel was never launched: memcheck checked nothing", findings, runs, res)
-        verdict = decide(scenario.expect(case), findings, runs, placement=self._job_placement(sanitized))
+        verdict = decide(scenario.expectation(case, arch), findings, runs, placement=self._job_placement(sanitized))
         message = verdict.message
         if sanitized and attempt.sanitizer_problem:
             message += f"\n(sanitizer: {attempt.sanitizer_problem})"
@@ -457,7 +458,8 @@ class Runner:
         details = {k: res[k] for k in ("notes", "kernel_seconds", "seconds", "stress_iterations", "poison", "device", "memory") if k in res}
         return CaseResult(case_id=case.id, scenario=scenario.name, variant=case.variant, params=dict(case.params),
                           kernel=res.get("kernel") or scenario.kernel(case), arch=res.get("arch", ""),
-                          mode=self.o.mode.name, outcome=outcome, expected=scenario.expect(case).describe(),
+                          mode=self.o.mode.name, outcome=outcome,
+                          expected=scenario.expectation(case, res.get("arch", "")).describe(),
                           findings=findings, detectors=runs, message=message.strip(),
                           duration_s=float(res.get("seconds", 0.0)), details=details)
 

@@ -88,6 +88,10 @@ class Scenario:
     timeout_s: float = 120.0
     upstream: str = ""
     notes: str = ""
+    # Per-architecture expectations ("sm_90" -> ...): given, it decides for every case that ran on a GPU; an
+    # architecture it has no entry for gets what it returns for that arch (typically "no expectation: report
+    # what it finds"). Absent, `expect` decides everywhere.
+    expect_on_arch: Callable[[Case, str], Expectation] | None = None
     _validated: list[Case] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -102,6 +106,12 @@ class Scenario:
             raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
         if self.timeout_s <= 0:
             raise ScenarioError(self.name, "timeout_s", f"must be positive, got {self.timeout_s}")
+
+    def expectation(self, case: Case, arch: str = "") -> Expectation:
+        """What `case` must show on `arch` (e.g. "sm_90"; "" when it ran on no GPU)."""
+        if self.expect_on_arch is not None and arch not in ("", "cpu"):
+            return self.expect_on_arch(case, arch)
+        return self.expect(case)
 
     def build(self) -> list[Case]:
         """Expand and validate the cases (once)."""

@@ -68,6 +68,7 @@ class Artifact:
     gpu_only: bool              # used only on a GPU machine (big wheels: never fetched on CPU by default)
     pip_tags: tuple[str, ...] = ()
     what: str = ""              # one line for reports and --list
+    min_triton: str = ""        # the oldest triton this code imports with ("" = any we run)
 
     @property
     def label(self) -> str:
@@ -89,9 +90,9 @@ def _sglang(version: str, what: str) -> Artifact:
                     gpu_only=False, pip_tags=SGLANG_TAGS, what=what)
 
 
-def _triton_kernels(key: str, dist: str, version: str, what: str) -> Artifact:
+def _triton_kernels(key: str, dist: str, version: str, what: str, min_triton: str = "") -> Artifact:
     return Artifact(key, dist, version, ("triton_kernels/",), ("triton_kernels/__init__.py",), gpu_only=True,
-                    what=what)
+                    what=what, min_triton=min_triton)
 
 
 ARTIFACTS: tuple[Artifact, ...] = (
@@ -100,9 +101,34 @@ ARTIFACTS: tuple[Artifact, ...] = (
     _triton_kernels("tk-A", "sgl-kernel", "0.3.21", "triton_kernels copy A: matmul_ogs API, triton 3.6"),
     _triton_kernels("tk-C", "sglang-kernel", "0.4.6.post1",
                     "triton_kernels copy C: matmul API, pinned by sglang 0.5.18/0.5.19, triton 3.6"),
-    _triton_kernels("tk-D", "sglang-kernel", "0.4.10", "triton_kernels copy D: matmul API, needs triton >= 3.8"),
+    _triton_kernels("tk-D", "sglang-kernel", "0.4.10", "triton_kernels copy D: matmul API, needs triton >= 3.8",
+                    min_triton="3.8"),
 )
+# The triton_kernels copies by letter (A: matmul_ogs; C, D: matmul), as the last-expert scenario names them.
+TRITON_KERNELS_COPIES = {"A": "tk-A", "C": "tk-C", "D": "tk-D"}
 BY_KEY = {a.key: a for a in ARTIFACTS}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'3.6.0' -> (3, 6, 0); '3.8.0+git1234' -> (3, 8, 0); stops at the first part without leading digits."""
+    parts = []
+    for piece in version.split("."):
+        m = re.match(r"\d+", piece)
+        if m is None:
+            break
+        parts.append(int(m.group()))
+    return tuple(parts)
+
+
+def triton_problem(art: Artifact, triton_version: str | None) -> str | None:
+    """None when `art` can run with this triton, else 'needs triton >= X, found Y'."""
+    if not art.min_triton:
+        return None
+    if triton_version is None:
+        return f"needs triton >= {art.min_triton}, found none"
+    if version_tuple(triton_version) < version_tuple(art.min_triton):
+        return f"needs triton >= {art.min_triton}, found {triton_version}"
+    return None
 
 
 def artifact(key: str) -> Artifact:

@@ -6,7 +6,13 @@ The packed writes stay inside the allocation, so no sanitizer sees them: only th
 row's padding do (H=2304, 5 tokens in 8 rows: the 8 padding bytes of rows 0..3). The reverse mismatch (a
 padded stride on a packed allocation) writes past the end, which memcheck sees. Hidden sizes with
 H % 512 in {128, 256, 384} have padding; 2560, 4096 and 7168 have none and are clean in both modes.
-Every case runs the CUDA kernel (GPU) and its Triton twin (GPU, or CPU under TRITON_INTERPRET=1).
+Every case runs the CUDA kernel (GPU) and its Triton twin (GPU, or CPU under TRITON_INTERPRET=1): our model of
+the kernel. The REAL sglang kernel runs too (impl `sglang-<version>`, built from the published wheel by
+kernels/pre_dispatch/sglang.py, `make upstream` fetches it), fed as its callers fed it: 0.5.18 a contiguous
+scale view of G bytes per row over an allocation padded to 16-byte rows (what a padded consumer handed over:
+the bug), 0.5.19 the padded view (the fix, sglang PR #36237). Each version's host-side refusal of the other
+layout is a contract case (`refusal`): the kernel's own message expected; a refusal that disappears or
+changes fails the case.
 """
 from __future__ import annotations
 
@@ -15,25 +21,40 @@ from harness.model import GUARD, MEMCHECK, OVERWRITE, Expectation, ExpectedFindi
 from harness.scenario import Case, Param, Scenario, grid
 from kernels.pre_dispatch import layout as PL
 
+SGLANG_IMPLS = tuple(f"sglang-{v}" for v in PL.SGLANG_VERSIONS)
 PADDED_HIDDEN = (2176, 2304, 2432)        # 12, 8, 4 bytes of padding per scale row
 UNPADDED_HIDDEN = (2560, 4096, 7168)
 TOKENS = ((5, 8), (8, 8), (1, 8), (37, 64))   # (num_tokens, padded_max): partial, full, single, larger
 TOPK = 8
 
 
+def _mode(case: Case) -> str:
+    """How the kernel addresses scale rows: 'packed', 'strided', 'strided_on_packed', or 'refused' (nothing)."""
+    version = PL.sglang_version(case.params["impl"])
+    if version is None:
+        return case.variant
+    return "refused" if case.variant == "refusal" else PL.sglang_mode(version)
+
+
 def _allocated_stride(case: Case) -> int:
-    """Bytes per row of the scale allocation: padded, except in the reverse mismatch (packed rows)."""
+    """Bytes per row of the scale allocation: padded, except in the reverse mismatch (packed rows) and in the
+    fixed version's refusal case (a packed allocation, as pre-fix callers made)."""
     hidden = case.params["hidden"]
-    return PL.scale_row_bytes(hidden) if case.variant == "strided_on_packed" else PL.padded_row_stride(hidden)
+    version = PL.sglang_version(case.params["impl"])
+    packed_alloc = case.variant == "strided_on_packed" or (
+        case.variant == "refusal" and version is not None and PL.sglang_mode(version) == "strided")
+    return PL.scale_row_bytes(hidden) if packed_alloc else PL.padded_row_stride(hidden)
 
 
 def _kernel_step(case: Case) -> int:
     hidden = case.params["hidden"]
-    return PL.scale_row_bytes(hidden) if case.variant == "packed" else PL.padded_row_stride(hidden)
+    return PL.scale_row_bytes(hidden) if _mode(case) == "packed" else PL.padded_row_stride(hidden)
 
 
 def written(case: Case) -> list[tuple[int, int]]:
     """Every scale byte the kernel writes, relative to the scale tensor (pure simulation of the addressing)."""
+    if _mode(case) == "refused":
+        return []
     g, step = PL.scale_row_bytes(case.params["hidden"]), _kernel_step(case)
     return L.merge_runs((t * step, t * step + g) for t in range(case.params["num_tokens"]))
 
@@ -60,15 +81,22 @@ def _expect(case: Case) -> Expectation:
     guarded = _outside(case, L.GUARDED)
     flush = _outside(case, L.FLUSH_END)
     found = []
+    upstream = PL.SGLANG_FIX if PL.sglang_version(case.params["impl"]) else ""
     for region, spans in guarded.items():
         found.append(ExpectedFinding(OVERWRITE, "scale", (GUARD,), region=region, bytes=sum(e - s for s, e in spans),
-                                     ranges=tuple(spans)))
+                                     ranges=tuple(spans), upstream=upstream))
     if any(hi > _layout(case, L.FLUSH_END).allocation_end for _, hi in flush.get(L.PAST_END, ())):
         # Past the flush-end allocation (beyond the alignment tail, which only the markers see). memcheck
         # ends the kernel at its first bad store, so it reports some of these bytes, not all.
         found.append(ExpectedFinding(OVERWRITE, "scale", (MEMCHECK,), region="past_end"))
+    version = PL.sglang_version(case.params["impl"])
+    if _mode(case) == "refused":
+        return Expectation((), f"sglang {version}'s host wrapper refuses the other version's scale layout: "
+                               f"{PL.SGLANG_REFUSALS[version]!r} (contract; nothing is launched)")
     why = {"packed": "packed addressing into padded rows (the bug)", "strided": "strided addressing (the fix)",
-           "strided_on_packed": "padded stride on a packed allocation (reverse mismatch)"}[case.variant]
+           "strided_on_packed": "padded stride on a packed allocation (reverse mismatch)"}[_mode(case)]
+    if version is not None:
+        why = f"sglang {version}, {why}"
     return Expectation(tuple(found), why)
 
 
@@ -86,33 +114,58 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
     return f"{place} ({end - start} B); token {token}'s scale bytes {tbyte}..{tbyte + end - start - 1} land {abs(shift) if shift else 0} B {'early' if shift > 0 else 'late' if shift < 0 else 'in place'}"
 
 
+def upstream_source(impl: str) -> str:
+    """What the case runs, named with its upstream source and version (reports show it)."""
+    version = PL.sglang_version(impl)
+    if version is not None:
+        return f"sglang {version}"
+    return f"ours ({impl}): model of sglang 0.5.18 (packed) / 0.5.19 (strided)"
+
+
 def _cases() -> list[Case]:
     cases = []
-    for impl in ("cuda", "triton"):
+    for impl in ("cuda", "triton", *SGLANG_IMPLS):
+        version = PL.sglang_version(impl)
         for p in grid(hidden=PADDED_HIDDEN + UNPADDED_HIDDEN, tokens=TOKENS):
             nt, pm = p["tokens"]
-            params = {"impl": impl, "hidden": p["hidden"], "num_tokens": nt, "padded_max": pm}
+            params = {"impl": impl, "hidden": p["hidden"], "num_tokens": nt, "padded_max": pm,
+                      "upstream": upstream_source(impl)}
             tags = ("smoke",) if (p["hidden"], nt, pm) in ((2304, 5, 8), (2560, 5, 8)) else ()
+            label = f"{impl}-H{p['hidden']}-T{nt}of{pm}"
+            if version is not None:
+                cases.append(Case("padded_stride_scale_write", PL.sglang_mode(version), params, label, tags))
+                if p["hidden"] in (2304, 2176) and (nt, pm) == (5, 8):
+                    cases.append(Case("padded_stride_scale_write", "refusal", params, label, tags))
+                continue
             for variant in ("packed", "strided"):
-                cases.append(Case("padded_stride_scale_write", variant, params, f"{impl}-H{p['hidden']}-T{nt}of{pm}", tags))
+                cases.append(Case("padded_stride_scale_write", variant, params, label, tags))
             if p["hidden"] in (2304, 2176) and pm == 8:
-                cases.append(Case("padded_stride_scale_write", "strided_on_packed", params, f"{impl}-H{p['hidden']}-T{nt}of{pm}", tags))
+                cases.append(Case("padded_stride_scale_write", "strided_on_packed", params, label, tags))
     return cases
+
+
+def _kernel(case: Case) -> str:
+    version = PL.sglang_version(case.params["impl"])
+    if version is not None:
+        return f"{PL.SGLANG_KERNEL_NAME} [sglang {version}]"
+    return PL.kernel_name(case.params["impl"], "strided")
 
 
 SCENARIO = Scenario(
     name="padded_stride_scale_write",
     summary="MXFP8 pre-dispatch: packed scale addressing into 16-byte-padded rows (sglang deepseek_v4)",
     adapter="kernels.pre_dispatch.adapter:run_case",
-    params=(Param("impl", str, choices=("cuda", "triton")), Param("hidden", int, low=128, high=65536),
-            Param("num_tokens", int, low=1, high=1 << 20), Param("padded_max", int, low=1, high=1 << 20)),
-    variants=("packed", "strided", "strided_on_packed"),
+    params=(Param("impl", str, choices=("cuda", "triton", *SGLANG_IMPLS)), Param("hidden", int, low=128, high=65536),
+            Param("num_tokens", int, low=1, high=1 << 20), Param("padded_max", int, low=1, high=1 << 20),
+            Param("upstream", str)),
+    variants=("packed", "strided", "strided_on_packed", "refusal"),
     cases=_cases,
     expect=_expect,
-    kernel=lambda case: PL.kernel_name(case.params["impl"], "strided"),
-    needs_gpu=lambda case: case.params["impl"] == "cuda",
+    kernel=_kernel,
+    needs_gpu=lambda case: case.params["impl"] != "triton",
     describe=_describe,
     detectors=(GUARD, MEMCHECK, "guard_page", "poison"),
     timeout_s=300.0,
-    notes="sglang python/sglang/kernels/jit/csrc/deepseek_v4/mega_moe_pre_dispatch.cuh",
+    upstream=PL.SGLANG_FIX,
+    notes="sglang python/sglang/kernels/jit/csrc/deepseek_v4/mega_moe_pre_dispatch.cuh (0.5.18 buggy, 0.5.19 fixed)",
 )

@@ -164,3 +164,15 @@ def test_wheel_cache_is_outside_the_workspace_and_overridable(monkeypatch: pytes
 def test_how_to_get_names_the_make_target() -> None:
     assert "run `make upstream`" in U.how_to_get(U.artifact("tk-C"))
     assert "sglang-kernel 0.4.6.post1" in U.how_to_get(U.artifact("tk-C"))
+
+
+def test_version_parsing_and_the_triton_gate() -> None:
+    assert U.version_tuple("3.6.0") == (3, 6, 0)
+    assert U.version_tuple("3.8.0+git1a2b") == (3, 8, 0)
+    assert U.version_tuple("0.4.6.post1") == (0, 4, 6)
+    d, c = U.artifact("tk-D"), U.artifact("tk-C")
+    assert U.triton_problem(d, "3.6.0") == "needs triton >= 3.8, found 3.6.0"
+    assert U.triton_problem(d, None) == "needs triton >= 3.8, found none"
+    assert U.triton_problem(d, "3.8.0") is None and U.triton_problem(d, "3.10.1") is None
+    assert U.triton_problem(c, "3.6.0") is None
+    assert set(U.TRITON_KERNELS_COPIES.values()) <= set(U.BY_KEY)

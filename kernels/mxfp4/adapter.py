@@ -1,13 +1,44 @@
-"""Harness adapter for triton_kernels' mxfp4 MoE matmul (the last-expert OOB read).
+"""Harness adapter for triton_kernels' mxfp4 MoE matmul (the last-expert OOB read), per triton_kernels copy.
 
 The weight scale's swizzled storage is the watched buffer: the harness places it so that its last byte is
 the last byte of its allocation (memcheck: the overread leaves the allocation on every run), flush against
 an unmapped page (guard-page mode: the overread faults in hardware), or inside guards in a poison pattern.
-Everything else (quantization, swizzle, routing, the call) is kernels/mxfp4/moe.py.
+The copy a case runs (params `tk`: A, C or D, see harness.upstream.TRITON_KERNELS_COPIES) is the one
+`make upstream` unpacked into .vendor/; one that is missing, or that needs a newer triton than this machine's,
+is `unsupported` with what was needed and what was found. Everything else (quantization, pad, swizzle,
+routing, the call) is kernels/mxfp4/moe.py.
 """
 from __future__ import annotations
 
 from typing import Any
+
+from harness import upstream as U
+from harness.errors import Unsupported
+
+
+def copy_label(tk: str) -> str:
+    """'triton_kernels from sglang-kernel 0.4.6.post1' for copy C: what reports name."""
+    return f"triton_kernels from {U.artifact(U.TRITON_KERNELS_COPIES[tk]).label}"
+
+
+def locate(tk: str) -> Any:
+    """The copy's triton_kernels, imported (switching from another copy this process used), or Unsupported."""
+    import importlib.metadata as metadata
+
+    from kernels.mxfp4.triton_kernels_locator import load_copy
+
+    art = U.artifact(U.TRITON_KERNELS_COPIES[tk])
+    try:
+        triton_version: str | None = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton_version = None
+    problem = U.triton_problem(art, triton_version)
+    if problem:
+        raise Unsupported(f"{copy_label(tk)}: {problem}")
+    folder = U.unpacked(art)
+    if folder is None:
+        raise Unsupported(U.how_to_get(art))
+    return load_copy(folder / "triton_kernels")
 
 
 def run_case(case: Any, ctx: Any) -> Any:
@@ -18,12 +49,13 @@ def run_case(case: Any, ctx: Any) -> Any:
 
     p = case.params
     M.check_device(ctx.device)
-    padded = case.variant in ("padded", "batched_padded", "batched_splitk1_padded")
+    located = locate(p["tk"])
 
     def alloc_scale(nbytes: int) -> Any:
         return ctx.tensor("w_scale", (nbytes,), torch.uint8, watch=True)
 
-    prepared = M.prepare(p["E"], p["N"], p["K"], padded=padded, seed=ctx.seed, device=ctx.device, alloc_scale=alloc_scale)
+    prepared = M.prepare(p["E"], p["N"], p["K"], pad=p["pad"], seed=ctx.seed, device=ctx.device,
+                         alloc_scale=alloc_scale, located=located)
     flags: dict[str, Any] = {}
     if case.variant.startswith("batched"):
         split_k = 1 if "splitk1" in case.variant else None
@@ -36,9 +68,12 @@ def run_case(case: Any, ctx: Any) -> Any:
         once = lambda: M.run(prepared, x, routing, on_flags=flags.update)  # noqa: E731
         counts = routing.expert_counts
     y = once()
-    notes = {"api": prepared.api_gen, "triton_kernels": prepared.located.describe(),
+    notes = {"api": prepared.api_gen, "triton_kernels": prepared.located.describe(), "upstream": copy_label(p["tk"]),
+             "pad": prepared.pad, "hopper_layout_model": prepared.hopper_model,
              "scale_storage_bytes": prepared.layout.nbytes, "expected_overread_bytes": prepared.layout.overread_bytes,
              "expert_rows": list(counts), "opt_flags": {k: str(v) for k, v in flags.items()}}
-    return RunInfo(kernel="_matmul_ogs" if prepared.api_gen == "matmul_ogs" else "_matmul", outputs={"y": y},
-                   notes=notes, relaunch=once)
+    return RunInfo(kernel=kernel_label(prepared.api_gen, p["tk"]), outputs={"y": y}, notes=notes, relaunch=once)
 
+
+def kernel_label(api_gen: str, tk: str) -> str:
+    return f"{'_matmul_ogs' if api_gen == 'matmul_ogs' else '_matmul'} [{copy_label(tk)}]"

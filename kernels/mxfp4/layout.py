@@ -112,6 +112,27 @@ def padded_groups(K: int, block_k: int = HOPPER_BLOCK_K) -> int:
     return round_up(K, block_k) // MX_BLOCK
 
 
+# Downstream workarounds for the unmasked Hopper scale load: (groups the scale is padded to, fill byte).
+# sglang 0.5.19+ (mxfp4.py _pad_hopper_mxfp4_scale): E8M0 127 (= 1.0) up to round_up(K, 128)/32 groups.
+# vLLM PR #47910: 0 up to a multiple of 4 groups ("remove once Triton 3.8.0+").
+PAD_POLICIES = ("none", "sglang", "vllm")
+VLLM_PAD_MULTIPLE = 4
+PAD_SOURCES = {"sglang": "sglang 0.5.19+ mxfp4.py (_pad_hopper_mxfp4_scale; PR #36456)",
+               "vllm": "vLLM PR #47910"}
+
+
+def pad_groups(policy: str, K: int) -> tuple[int, int] | None:
+    """(groups, fill byte) a policy pads K's scales to; None for 'none'. Both policies give padded_groups(K)
+    groups whenever K is a multiple of 32 (round_up(K, 128)/32 == round_up(K/32, 4)); they differ in the fill."""
+    if policy == "none":
+        return None
+    if policy == "sglang":
+        return padded_groups(K), E8M0_ONE
+    if policy == "vllm":
+        return round_up(k_groups(K), VLLM_PAD_MULTIPLE), 0
+    raise LayoutError(f"unknown pad policy {policy!r}; known: {', '.join(PAD_POLICIES)}")
+
+
 def stored_groups(K: int, *, padded: bool, block_k: int = HOPPER_BLOCK_K) -> int:
     """Groups per row in the swizzled storage: the (padded) count rounded up to SWIZZLE_ALIGN_K."""
     groups = padded_groups(K, block_k) if padded else k_groups(K)

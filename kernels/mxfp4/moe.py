@@ -8,9 +8,13 @@ overread), routes tokens so the last expert is used, and launches the matmul.
 The byte arithmetic it must agree with lives in `kernels.mxfp4.layout` (pure); `prepare` checks the real
 storage against it and stops loudly on any difference.
 
-API generations: `matmul_ogs` (triton <= 3.6, e.g. the sgl-kernel 0.3.21 copy) is what runs on the H200
-and is written against that code. `matmul` (triton >= 3.7) follows upstream's current API as read, and has
-NOT been run: every call in `_MatmulApi` is marked so.
+API generations: `matmul_ogs` (copy A, sgl-kernel 0.3.21) and `matmul` (copy C, sglang-kernel 0.4.6.post1, the
+copy sglang 0.5.18/0.5.19 pin; copy D, sglang-kernel 0.4.10). Both are called as sglang calls them: the
+library's default layouts for the device (`make_default_matmul_mxfp4_w_layout` / `..._w_scale_layout`,
+num_warps=8; Hopper swizzles on sm_90), the pad as the chosen policy applies it, and for `matmul` sglang's
+routing (topk -> ragged metadata, gather = col_sorted // top_k) and PrecisionConfig(b_mx_scale=...).
+On sm_90 the swizzled scale storage is checked against `kernels.mxfp4.layout` before anything runs; on other
+architectures the library's own layout is used as it is and the case reports what it finds.
 torch, triton and triton_kernels are imported inside functions: importing this module needs none of them.
 """
 from __future__ import annotations
@@ -28,8 +32,8 @@ from kernels.mxfp4.triton_kernels_locator import Located, find_triton_kernels
 if TYPE_CHECKING:
     import torch
 
-# The HOPPER_SCALE layout (and its unmasked load) is what triton_kernels picks on sm90 only.
-SUPPORTED_CAPABILITIES = ((9, 0),)
+# The HOPPER_SCALE layout (the one kernels.mxfp4.layout models) is what triton_kernels picks on sm90 only.
+HOPPER = (9, 0)
 # 64 tokens, top-2, last expert forced: 35 memcheck records unpadded and 0 padded on the H200 (evidence/h200/run3-last-expert).
 DEFAULT_TOKENS = 64
 DEFAULT_TOP_K = 2
@@ -46,7 +50,9 @@ class Prepared:
     N: int
     K: int
     padded: bool
+    pad: str                    # the pad policy: "none", "sglang", "vllm" (kernels.mxfp4.layout.PAD_POLICIES)
     device: Any                 # torch.device
+    hopper_model: bool          # the storage was checked against kernels.mxfp4.layout (sm_90)
     api_gen: str
     layout: L.ScaleLayout
     w: Any                      # triton_kernels Tensor, HOPPER_VALUE layout, logical [E, K, N] fp4
@@ -91,12 +97,15 @@ class _OgsApi:
 
     def swizzle(self, q: Any, s: Any, layout: L.ScaleLayout) -> tuple[Any, Any]:
         from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
-        from triton_kernels.tensor_details.layout import HopperMXScaleLayout, HopperMXValueLayout
+        from triton_kernels.tensor_details import layout as tk_layout
 
-        # [E, N, K/2] -> [E, K/2, N] views, so that the K (mx) axis is axis 1 as the matmul wants it.
-        w = convert_layout(wrap_torch_tensor(q.transpose(-2, -1), dtype=FP4), HopperMXValueLayout, mx_axis=1)
-        ws = convert_layout(wrap_torch_tensor(s.transpose(-2, -1)), HopperMXScaleLayout, mx_axis=1,
-                            num_warps=layout.num_warps)
+        # [E, N, K/2] -> [E, K/2, N] views, so that the K (mx) axis is axis 1 as the matmul wants it. This API
+        # returns (layout class, options): Hopper value/scale layouts with mx_axis=1 on sm_90.
+        value_cls, value_opts = tk_layout.make_default_matmul_mxfp4_w_layout(mx_axis=1)
+        scale_cls, scale_opts = tk_layout.make_default_matmul_mxfp4_w_scale_layout(mx_axis=1,
+                                                                                   num_warps=layout.num_warps)
+        w = convert_layout(wrap_torch_tensor(q.transpose(-2, -1), dtype=FP4), value_cls, **value_opts)
+        ws = convert_layout(wrap_torch_tensor(s.transpose(-2, -1)), scale_cls, **scale_opts)
         return w, ws
 
     def precision_config(self, w_scale: Any) -> Any:
@@ -120,32 +129,26 @@ class _OgsApi:
 
 
 class _MatmulApi:
-    """triton_kernels with `matmul` (triton >= 3.7). NOT RUN HERE: written from upstream's current API."""
+    """triton_kernels with `matmul` (copies C and D): as sglang 0.5.19's mxfp4.py / triton_kernels_moe.py call it."""
 
     gen = "matmul"
     matmul_module = "triton_kernels.matmul"
     opt_flags_module = "triton_kernels.matmul_details.opt_flags"
 
     def swizzle(self, q: Any, s: Any, layout: L.ScaleLayout) -> tuple[Any, Any]:
-        # NOT RUN HERE. Layouts are instances in this API; mx_axis counts from the end ([E, K, N]: -2 is K).
+        # Layouts are instances in this API; mx_axis counts from the end ([E, K, N]: -2 is K). sglang passes the
+        # padded scale as it is (shape [E, padded groups, N]); so do we.
         from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
         from triton_kernels.tensor_details import layout as tk_layout
 
         value_layout = tk_layout.make_default_matmul_mxfp4_w_layout(mx_axis=-2)
         scale_layout = tk_layout.make_default_matmul_mxfp4_w_scale_layout(mx_axis=-2, num_warps=layout.num_warps)
-        if "HOPPER" not in str(getattr(scale_layout, "name", "")):
-            raise Unsupported(f"triton_kernels chose scale layout {scale_layout!r}, not a Hopper one: needs sm_90")
         w = convert_layout(wrap_torch_tensor(q.transpose(-2, -1), dtype=FP4), value_layout)
         ws = convert_layout(wrap_torch_tensor(s.transpose(-2, -1)), scale_layout)
-        if layout.padded:
-            # matmul() derives the microblock size as K // scale.shape[-2]: keep the logical K/32 groups in the
-            # shape while the storage holds the padded ones (the kernel only uses the storage strides).
-            logical = [layout.E, layout.k_groups, layout.N]
-            ws = dataclasses.replace(ws, shape=list(logical), shape_max=list(logical))
         return w, ws
 
     def precision_config(self, w_scale: Any) -> Any:
-        # NOT RUN HERE. Field names moved between versions (weight_scale -> b_mx_scale, b_microblock_size).
+        # Field names moved between versions (weight_scale -> b_mx_scale; b_microblock_size in newer ones).
         from triton_kernels.matmul import FlexCtx, PrecisionConfig
         from triton_kernels.numerics import InFlexData
 
@@ -157,7 +160,8 @@ class _MatmulApi:
         return PrecisionConfig(**kwargs)
 
     def route(self, logits: Any, top_k: int) -> RouteParts:
-        # NOT RUN HERE. topk gives a sparse matrix; rows sorted by expert come from its mask metadata.
+        # sglang's routing() for this API (srt/layers/moe/topk.py): topk gives a sparse matrix; rows sorted by
+        # expert come from its mask metadata.
         from triton_kernels.tensor import make_ragged_tensor_metadata
         from triton_kernels.topk import topk
 
@@ -167,7 +171,6 @@ class _MatmulApi:
         return RouteParts(ragged, col_sorted // top_k, sparse.mask_metadata.col_sum)
 
     def matmul(self, x: Any, w: Any, pc: Any, routing: Routing | None) -> Any:
-        # NOT RUN HERE.
         from triton_kernels.matmul import matmul
 
         if routing is None:
@@ -191,24 +194,22 @@ def kernel_names(api_gen: str = "matmul_ogs") -> tuple[str, ...]:
     return L.MATMUL_KERNELS[api_gen]
 
 
-def check_device(device: Any) -> None:
-    """Unsupported unless `device` is a CUDA device of a supported compute capability."""
+def check_device(device: Any) -> tuple[int, int]:
+    """The compute capability of `device`; Unsupported unless it is a CUDA device. Every architecture runs:
+    one without an expectation reports what it finds."""
     import torch
 
     dev = torch.device(device)
     if dev.type != "cuda" or not torch.cuda.is_available():
-        raise Unsupported(f"needs a CUDA device of compute capability 9.0 (Hopper), where triton_kernels uses "
-                          f"the HOPPER_SCALE layout; got {dev} (cuda available: {torch.cuda.is_available()})")
-    cap = tuple(torch.cuda.get_device_capability(dev))
-    if cap not in SUPPORTED_CAPABILITIES:
-        raise Unsupported(f"needs compute capability 9.0 (sm_90): triton_kernels uses the HOPPER_SCALE layout only "
-                          f"on Hopper; found sm_{cap[0]}{cap[1]}")
+        raise Unsupported(f"needs a CUDA GPU (triton_kernels' matmul is GPU-only); got {dev} "
+                          f"(cuda available: {torch.cuda.is_available()})")
+    return tuple(torch.cuda.get_device_capability(dev))  # type: ignore[return-value]
 
 
 # --- weights -----------------------------------------------------------------------------------------------
-def prepare(E: int, N: int, K: int, *, padded: bool, seed: int, device: Any, alloc_scale: ScaleAllocator,
+def prepare(E: int, N: int, K: int, *, pad: str, seed: int, device: Any, alloc_scale: ScaleAllocator,
             quantize: str = "triton", located: Located | None = None) -> Prepared:
-    """Random bf16 experts -> mxfp4 along K -> (sm90 pad) -> Hopper swizzle -> scale copied into alloc_scale.
+    """Random bf16 experts -> mxfp4 along K -> pad (policy) -> default swizzle -> scale copied into alloc_scale.
 
     quantize="triton" uses triton_kernels' downcast_to_mxfp kernel (needs the GPU, what sglang's checkpoints
     went through); "torch" its pure-torch reference (slower, rounding not checked to be identical), which
@@ -216,19 +217,24 @@ def prepare(E: int, N: int, K: int, *, padded: bool, seed: int, device: Any, all
     """
     import torch
 
+    fill = L.pad_groups(pad, K)
+    padded = fill is not None
     layout = L.scale_layout(E, N, K, padded=padded)
+    if fill is not None and fill[0] != layout.logical_groups:
+        raise L.LayoutError(f"pad policy {pad!r} pads K={K} to {fill[0]} groups; the layout model has "
+                            f"{layout.logical_groups}")
     dev = torch.device(device)
-    if quantize == "triton":
-        check_device(dev)
+    hopper = quantize == "triton" and check_device(dev) == HOPPER
     found = located or find_triton_kernels()
     api = _api(found.api_gen)
     q, s = quantize_experts(E, N, K, seed=seed, device=dev, method=quantize)
-    if padded:
-        s = pad_scale_groups(s, layout.logical_groups)
+    if fill is not None:
+        s = pad_scale_groups(s, fill[0], fill[1])
     w, ws = api.swizzle(q, s, layout)
     del q, s
-    ws = _move_scale(ws, layout, alloc_scale)
-    return Prepared(E, N, K, padded, dev, found.api_gen, layout, w, ws, api.precision_config(ws), found)
+    ws = _move_scale(ws, layout if hopper or quantize != "triton" else None, alloc_scale)
+    return Prepared(E, N, K, padded, pad, dev, hopper, found.api_gen, layout, w, ws, api.precision_config(ws),
+                    found)
 
 
 def quantize_experts(E: int, N: int, K: int, *, seed: int, device: Any, method: str = "triton") -> tuple[Any, Any]:
@@ -245,20 +251,22 @@ def quantize_experts(E: int, N: int, K: int, *, seed: int, device: Any, method: 
     return q.contiguous(), s.contiguous()
 
 
-def pad_scale_groups(s: Any, groups: int) -> Any:
-    """sglang's sm90 fix: pad [E, N, G] scales to `groups` along K with E8M0 127 (= 1.0)."""
+def pad_scale_groups(s: Any, groups: int, value: int = L.E8M0_ONE) -> Any:
+    """Pad [E, N, G] scales to `groups` along K with byte `value` (sglang: E8M0 127 = 1.0; vLLM: 0)."""
     import torch.nn.functional as F
 
     extra = groups - s.shape[-1]
     if extra < 0:
         raise ValueError(f"cannot pad {s.shape[-1]} groups down to {groups}")
-    return F.pad(s, (0, extra), value=L.E8M0_ONE) if extra else s
+    return F.pad(s, (0, extra), value=value) if extra else s
 
 
-def _move_scale(ws: Any, layout: L.ScaleLayout, alloc_scale: ScaleAllocator) -> Any:
-    """The same triton_kernels Tensor (layout object, shape, strides) over a copy in alloc_scale's buffer."""
+def _move_scale(ws: Any, layout: L.ScaleLayout | None, alloc_scale: ScaleAllocator) -> Any:
+    """The same triton_kernels Tensor (layout object, shape, strides) over a copy in alloc_scale's buffer;
+    checked against the Hopper layout model first when one is given."""
     data = ws.storage.data
-    _check_against_layout(data, layout)
+    if layout is not None:
+        _check_against_layout(data, layout)
     moved = _copy_into(data, alloc_scale)
     return dataclasses.replace(ws, storage=dataclasses.replace(ws.storage, data=moved))
 

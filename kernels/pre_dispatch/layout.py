@@ -8,6 +8,8 @@ relative to the first byte of the scale tensor, like `harness.model.ByteRange`.
 """
 from __future__ import annotations
 
+from harness.upstream import version_tuple
+
 GROUP_SIZE = 32          # bf16 elements per UE8M0 scale byte
 SCALE_ROW_ALIGN = 16     # bytes: the fixed kernel's rows start 16-byte aligned (TMA-friendly layout)
 FP8_E4M3_MAX = 448.0     # largest finite float8 e4m3fn value
@@ -133,3 +135,26 @@ def check_scale_layout(*, hidden: int, stride0: int, row_stride_bytes: int, base
         raise ValueError(f"scale_out check failed: base address % {SCALE_ROW_ALIGN} == 0: base = "
                          f"{base_address:#x}, {base_address:#x} % {SCALE_ROW_ALIGN} = "
                          f"{base_address % SCALE_ROW_ALIGN} {where}")
+
+
+# --- the real sglang kernel (kernels/pre_dispatch/sglang.py), by version ------------------------------------
+SGLANG_VERSIONS = ("0.5.18", "0.5.19")
+SGLANG_FIXED_FROM = "0.5.19"          # sglang PR #36237: strided addressing and host stride checks
+SGLANG_FIX = "sgl-project/sglang#36237"
+SGLANG_KERNEL_NAME = "mega_moe_pre_dispatch_kernel"
+# Each version's host-side refusal of the other version's scale layout, in the kernel's own words
+# (mega_moe_pre_dispatch.cuh: 0.5.18 line 168, TensorMatcher with no strides; 0.5.19 line 221).
+SGLANG_REFUSALS = {
+    "0.5.18": "Tensor is not contiguous as expected",
+    "0.5.19": "buf_x_sf row stride must be 16B-aligned",
+}
+
+
+def sglang_version(impl: str) -> str | None:
+    """'0.5.18' for impl 'sglang-0.5.18'; None for our own kernels ('cuda', 'triton')."""
+    return impl.removeprefix("sglang-") if impl.startswith("sglang-") else None
+
+
+def sglang_mode(version: str) -> str:
+    """The addressing a version's kernel uses: 'packed' (0.5.12 .. 0.5.18, token*G + g) or 'strided' (0.5.19+)."""
+    return "strided" if version_tuple(version) >= version_tuple(SGLANG_FIXED_FROM) else "packed"

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from harness import upstream as U
 from kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, write_if_changed
 from kernels.errors import KernelBuildError, Unsupported
+from kernels.pre_dispatch.layout import SGLANG_REFUSALS
 
 GROUP_SIZE = 32
 KERNEL_NAME = "mega_moe_pre_dispatch_kernel"
@@ -38,31 +39,6 @@ CUDA_FLAGS = ("-Xcompiler", "-fPIC")
 # What tvm-ffi's _decorate_with_tvm_ffi prepends to every generated unit (sglang compile/spec.py).
 FFI_INCLUDES = ("tvm/ffi/container/tensor.h", "tvm/ffi/dtype.h", "tvm/ffi/error.h", "tvm/ffi/extra/c_env_api.h",
                 "tvm/ffi/function.h")
-# Each version's host-side refusal of the other version's scale layout, in the kernel's own words.
-REFUSALS = {
-    "0.5.18": "Tensor is not contiguous as expected",            # TensorMatcher on buf_x_sf (no explicit strides)
-    "0.5.19": "buf_x_sf row stride must be 16B-aligned",         # the fix's stride check (PR #36237)
-}
-# Which scale layout each version's callers handed over: 0.5.18 a contiguous view of G bytes per row (over a
-# 16-byte-padded allocation: the bug), 0.5.19 the padded view.
-FIXED_FROM = "0.5.19"
-
-
-def layout_for(version: str) -> str:
-    """'contiguous' (the view 0.5.12..0.5.18 require) or 'padded' (what 0.5.19+ take)."""
-    return "padded" if _tuple(version) >= _tuple(FIXED_FROM) else "contiguous"
-
-
-def _tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
 def arch_target(capability: tuple[int, int]) -> str:
     """sglang's JIT target for a capability (arch._cuda_arch_suffix): 9.x and 10.x+ get the 'a' variant."""
     major, minor = capability
@@ -136,11 +112,12 @@ def toolchain() -> Toolchain:
     return Toolchain(nvcc, cxx, find_cudart(Path(nvcc), home), includes, str(lib.parent), lib.stem.removeprefix("lib"))
 
 
-def find_cudart(nvcc: Path, home: str | None) -> str:
+def find_cudart(nvcc: Path, home: str | None, system_roots: Sequence[Path] | None = None) -> str:
     """libcudart.so of the toolkit nvcc belongs to (nvcc may be a wrapper script outside the toolkit)."""
+    if system_roots is None:
+        system_roots = [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
     homes = [Path(home)] if home else []
-    homes += [nvcc.parent.parent, nvcc.resolve().parent.parent, Path("/usr/local/cuda"),
-              *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
+    homes += [nvcc.parent.parent, nvcc.resolve().parent.parent, *system_roots]
     tried = []
     for root in dict.fromkeys(homes):
         for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
@@ -227,4 +204,4 @@ def launch(version: str, x: Any, topk_idx: Any, topk_weights: Any, buf_x: Any, b
 
 
 def refusal_matches(version: str, message: str) -> bool:
-    return REFUSALS[version] in message
+    return SGLANG_REFUSALS[version] in message
