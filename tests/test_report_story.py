@@ -147,6 +147,15 @@ def test_junit_marks_cases_never_started_as_errors(tmp_path: Path) -> None:
     assert sum(s.tests for s in xml) == 152
 
 
+def test_a_writer_that_knew_fewer_outcomes_is_read_but_an_edited_count_is_not() -> None:
+    doc = json.loads(report_json_text(report([known_bug(0), result("s[b]", Outcome.CLEAN)])))
+    del doc["summary"]["counts"]["timeout"]      # an older writer, before that outcome existed
+    validate_report(doc)
+    doc["summary"]["counts"]["clean"] = 2
+    with pytest.raises(ReportError, match="summary.counts: says"):
+        validate_report(doc)
+
+
 def test_an_interrupted_summary_cannot_be_edited_into_a_pass(tmp_path: Path) -> None:
     doc = interrupted_report()
     doc["summary"]["status"] = "passed"
