@@ -14,12 +14,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from harness.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, Finding
+from harness.model import BARRIER, RACE, RACECHECK, SHARED, SHARED_MEMORY, SYNCCHECK, Finding
 from harness.parse import (API_ERROR, HAZARD, INTERNAL_ERROR, MEMORY_ACCESS, OTHER, PROCESS_EXIT, SYNC_ERROR,
                            HazardAccess, ParseResult, SanitizerRecord)
 
 BARRIER_BUFFER = "barrier"   # the "buffer" of a synccheck finding: the synchronisation primitive, not memory
-SHARED_REGION = "shared"
+SHARED_REGION = SHARED_MEMORY   # the region of every hazard and barrier finding
 TOOLS = ("racecheck", "synccheck")
 # What each tool's summary line counts (memcheck's ERROR SUMMARY counts accesses, API errors and unknown
 # records, not "Target application returned an error": tests/data/sanitizer/memcheck-mxfp4-*; racecheck's
@@ -89,10 +89,13 @@ def _race_finding(kernel: str, a: _Side, b: _Side, race: _Race, arch: str) -> Fi
     note = (f"{a.describe()} races with {b.describe()}{kinds}: {race.hazards} hazard(s) in "
             f"{race.records} record(s){where}{level}")
     first = race.first
+    details = [("access", a.describe()), ("other_access", b.describe()), ("hazards", str(race.hazards))]
+    details += [("hazard_kinds", "/".join(sorted(race.kinds)))] if race.kinds else []
+    details += [("level", race.level)] if race.level else []
     return Finding(detector=RACECHECK, kind=RACE, buffer=SHARED, region=SHARED_REGION,
                    bytes=len(race.addresses or ()), count=race.hazards, kernel=kernel, arch=arch,
                    first_thread=_xyz(first.thread if first else None), first_block=_xyz(first.block if first else None),
-                   source=f"{a.source} / {b.source}", note=note, exact=False)
+                   source=f"{a.source} / {b.source}", note=note, exact=False, details=tuple(details))
 
 
 def _incomplete_finding(rec: SanitizerRecord, arch: str) -> Finding:
@@ -114,7 +117,8 @@ def sync_findings(records: Iterable[SanitizerRecord], *, arch: str = "") -> list
         out.append(Finding(detector=SYNCCHECK, kind=BARRIER, buffer=BARRIER_BUFFER, region=SHARED_REGION, bytes=0,
                            count=len(recs), kernel=kernel, arch=arch, first_thread=_xyz(first.thread),
                            first_block=_xyz(first.block), source=source,
-                           note=f"{first.text} at {source or '?'}: {len(recs)} record(s)", exact=False))
+                           note=f"{first.text} at {source or '?'}: {len(recs)} record(s)", exact=False,
+                           details=(("error", error or first.text), ("records", str(len(recs))))))
     return out
 
 

@@ -58,7 +58,8 @@ def _by_region(kind: str, name: str, runs: Sequence[Sequence[int]], layout: L.Gu
         logical = describe(name, r.start, r.end) if describe else ""
         by_class[L.region_class(r.region)].append(ByteRange(r.region, r.start, r.end, logical))
     return [Finding(detector=UNINIT, kind=kind, buffer=name, region=region, bytes=sum(r.nbytes for r in rs),
-                    count=len(rs), kernel=kernel, arch=arch, ranges=tuple(rs), note=note)
+                    count=len(rs), kernel=kernel, arch=arch, ranges=tuple(rs), note=note,
+                    details=(("zone", ", ".join(sorted({r.region for r in rs}))),))
             for region, rs in by_class.items()]
 
 

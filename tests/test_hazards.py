@@ -145,3 +145,10 @@ def test_a_summary_that_counts_more_than_the_text_holds_is_a_problem() -> None:
     assert "counted 4 hazards displayed" in problem and "holds 3" in problem
     text = (DATA / "synccheck-fabricated.txt").read_text().replace("ERROR SUMMARY: 2 errors", "ERROR SUMMARY: 5 errors")
     assert "counted 5 errors" in hazards.tool_records("synccheck", parse.parse_text(text))[1]
+
+
+def test_a_race_finding_keeps_both_accesses_in_its_details() -> None:
+    (f,) = [f for f in hazards.findings(_parsed("racecheck-hazard-fabricated.txt").records) if f.kernel == "scan_kernel"]
+    assert (f.detail("access"), f.detail("other_access"), f.detail("hazard_kinds"), f.detail("level")) == (
+        "write at warp_scan.cuh:151", "read at warp_scan.cuh:146", "WAR", "WARN")
+    assert f.region == "shared"
