@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from harness.fsutil import atomic_write_json, atomic_write_text
-from harness.progress import watch
+from harness.progress import track, watch
 from harness.registry import ROOT, all_scenarios
 from harness.scenario import Case, Scenario
 
@@ -556,7 +556,7 @@ class Bench:
             os.environ["TRITON_CACHE_DIR"] = str(Path(tmp, "triton"))
             os.environ["GPU_MEMSAFETY_CACHE"] = str(Path(tmp, "ext"))
             try:
-                for s, c in picks:
+                for s, c in track(picks, "bench cache: cold and warm start", unit="cases"):
                     row: dict[str, Any] = {"case_id": c.id}
                     for label in ("cold", "warm"):
                         runner = Runner(RunOptions(mode=MODES["guard"], workdir=self.out / "work" / "cache" / f"{s.name}-{label}",
@@ -601,7 +601,7 @@ class Bench:
         t0 = time.perf_counter()
         single: dict[str, str] = {}
         per_case_s = []
-        for i, (s, c) in enumerate(items):
+        for i, (s, c) in enumerate(track(items, "bench batching: one process per case", unit="cases")):
             t1 = time.perf_counter()
             runner = Runner(RunOptions(workdir=self.out / "work" / "batching" / f"single-{i:03d}", **opts))
             single.update({r.case_id: r.outcome.label for r in runner.run([(s, c)])})

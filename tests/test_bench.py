@@ -163,3 +163,12 @@ def test_a_child_past_its_time_limit_is_killed_and_its_case_recorded(tmp_path: P
     assert r["fake_faults[hang-n4000]"]["status"] == "crashed"
     assert "killed after 20 s" in r["fake_faults[hang-n4000]"]["message"]
     assert r[PLANTED_CLEAN]["status"] == "ok"
+
+
+def test_cache_part_counts_its_cases_on_stderr(tmp_path: Path) -> None:
+    proc = run_bench(tmp_path, "--parts", "cache")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("bench cache: cold and warm start: ")]
+    n = len(json.loads((tmp_path / "bench.json").read_text())["parts"]["cache"]["cases"])
+    assert n >= 1 and lines[0].endswith(f"started ({n} cases)"), lines
+    assert lines[-1].split(": ")[-1].startswith(f"{n} of {n} cases (100%)") and lines[-1].endswith("done"), lines
