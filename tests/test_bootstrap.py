@@ -259,6 +259,14 @@ def test_runner_torch_and_triton_are_never_reinstalled(venv: Path, tmp_path: Pat
     assert seen == {"torch": "2.14.1", "triton": "3.8.0"}
 
 
+def test_a_torch_an_earlier_bootstrap_put_in_the_venv_is_checked_against_the_pins(
+        venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    own = next((venv / "lib").glob("python3*/site-packages"))
+    fake_site(own, {"torch": "2.13.0+cpu", "triton": "3.9.0"})
+    (only,) = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"]).calls
+    assert "torch>=2.8,<2.15" in only and "triton>=3.4,<3.7" in only     # ours: brought back to the pinned set
+
+
 def test_cuda_13_torch_gets_cuda_bindings_13(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = fake_site(tmp_path / "base", {"torch": "2.14.1", "triton": "3.8.0"}, cuda="13.0")
     (only,) = _run(monkeypatch, venv, base, ["gpu"]).calls

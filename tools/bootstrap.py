@@ -10,7 +10,8 @@
 - Then the dependencies listed in pyproject.toml (and the `gpu` or `test` extra). When torch was already
   there (the runner's), its stack is left alone: torch and triton are not asked of pip, so a pinned triton is
   never installed over (and in front of) the one the runner's torch was built with; cuda-bindings is held to
-  torch's CUDA major version. pip does not touch the network for requirements already satisfied, and runs
+  torch's CUDA major version (a torch an earlier bootstrap put inside the venv is checked against the pins
+  like everything else). pip does not touch the network for requirements already satisfied, and runs
   without -q, so downloads show progress.
 - Writes a stamp holding a hash of pyproject.toml and this file; `make` re-runs bootstrap only when they change.
 """
@@ -65,10 +66,11 @@ def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
     python = make_venv(venv, base_layers())
     reqs = requirements(project, extras)
     found = installed(python, RUNNER_STACK)
-    if "torch" in found:
-        reqs = keep_runner_stack(reqs, found, torch_cuda(python))
-    else:
+    if "torch" not in found:
         install_torch(python, reqs)
+    elif not _inside(location(python, "torch"), venv):        # the runner's torch, seen through the layering
+        reqs = keep_runner_stack(reqs, found, torch_cuda(python))
+    # else a torch an earlier bootstrap put in this venv: pip checks it and its triton against the pins
     pip(python, reqs)
     stamp.write_text(digest)
     print(f"bootstrap: environment ready in {venv}")
@@ -203,6 +205,18 @@ def installed(python: Path, names: tuple[str, ...]) -> dict[str, str]:
             "    try: out[n] = m.version(n)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
     proc = subprocess.run([str(python), "-c", code, *names], check=True, capture_output=True, text=True)
     return json.loads(proc.stdout)
+
+
+def location(python: Path, name: str) -> Path | None:
+    """The site-packages folder holding distribution `name` as the venv's interpreter sees it."""
+    code = ("import importlib.metadata as m, sys\ntry: print(m.distribution(sys.argv[1]).locate_file(''))\n"
+            "except m.PackageNotFoundError: pass")
+    out = subprocess.run([str(python), "-c", code, name], check=True, capture_output=True, text=True).stdout.strip()
+    return Path(out) if out else None
+
+
+def _inside(path: Path | None, venv: Path) -> bool:
+    return path is not None and path.resolve().is_relative_to(venv.resolve())
 
 
 def torch_cuda(python: Path) -> str | None:
