@@ -267,6 +267,14 @@ def test_a_torch_an_earlier_bootstrap_put_in_the_venv_is_checked_against_the_pin
     assert "torch>=2.8,<2.15" in only and "triton>=3.4,<3.7" in only     # ours: brought back to the pinned set
 
 
+def test_a_cuda_torch_installed_by_bootstrap_also_holds_cuda_bindings(venv: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bootstrap, "torch_cuda", lambda python: "12.8")      # as after PyPI's torch went in
+    calls = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["gpu"], driver=True).calls
+    bindings = Requirement(next(r for r in calls[1] if r.startswith("cuda-bindings")))
+    assert bindings.specifier.contains("12.9.0") and not bindings.specifier.contains("13.0.0")
+
+
 def test_cuda_13_torch_gets_cuda_bindings_13(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = fake_site(tmp_path / "base", {"torch": "2.14.1", "triton": "3.8.0"}, cuda="13.0")
     (only,) = _run(monkeypatch, venv, base, ["gpu"]).calls
@@ -305,6 +313,14 @@ def test_with_a_driver_torch_comes_from_pypi_with_its_triton(venv: Path, tmp_pat
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), [], driver=True)
     assert rec.calls[0] == ["torch>=2.8,<2.15", "triton>=3.4,<3.7"]
+
+
+@pytest.mark.parametrize("version,upgraded", [("23.0.1", True), ("23.2.1", False), ("26.1", False)])
+def test_an_old_pip_is_upgraded_first(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      version: str, upgraded: bool) -> None:
+    base = fake_site(tmp_path / "base", {"pip": version, "torch": "2.14.1", "triton": "3.8.0"}, cuda="12.8")
+    calls = _run(monkeypatch, venv, base, []).calls
+    assert (calls[0] == ["--upgrade", "pip>=23.2"]) is upgraded and len(calls) == 1 + upgraded
 
 
 def test_unknown_extra_is_named(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

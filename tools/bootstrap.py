@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DEFAULT_WHEEL_DIRS = ("/opt/wheels",)
 REACH_TIMEOUT_S = 15        # how long to wait for PyTorch's CPU index before taking PyPI's torch
+MIN_PIP = (23, 2)           # reads the metadata PyPI publishes (PEP 658/714): picking a torch whose triton fits
+                            # the pin then downloads no wheel per candidate (older pips fetch each ~1 GB torch)
 RUNNER_STACK = ("torch", "triton")   # never asked of pip when torch is already there: the runner's stay
 
 
@@ -64,6 +66,7 @@ def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
     if stamp.exists() and stamp.read_text() == digest:
         return 0
     python = make_venv(venv, base_layers())
+    modern_pip(python)
     reqs = requirements(project, extras)
     found = installed(python, RUNNER_STACK)
     if "torch" not in found:
@@ -71,6 +74,7 @@ def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
     elif not _inside(location(python, "torch"), venv):        # the runner's torch, seen through the layering
         reqs = keep_runner_stack(reqs, found, torch_cuda(python))
     # else a torch an earlier bootstrap put in this venv: pip checks it and its triton against the pins
+    reqs = hold_cuda_bindings(reqs, torch_cuda(python))
     pip(python, reqs)
     stamp.write_text(digest)
     print(f"bootstrap: environment ready in {venv}")
@@ -199,6 +203,19 @@ def make_venv(venv: Path, layers: list[str]) -> Path:
     return python
 
 
+def modern_pip(python: Path) -> None:
+    """Upgrade the venv's pip when it is older than MIN_PIP (Python 3.10's ensurepip brings 23.0)."""
+    version = installed(python, ("pip",)).get("pip")
+    if version is None or tuple(int(x) for x in re.findall(r"\d+", version)[:2]) >= MIN_PIP:
+        return
+    need = ".".join(map(str, MIN_PIP))
+    print(f"bootstrap: pip {version} is older than {need}; upgrading it in the venv first")
+    try:
+        pip(python, ["--upgrade", f"pip>={need}"])
+    except BootstrapError as exc:
+        print(f"bootstrap: note: {exc}; going on with pip {version}")
+
+
 def installed(python: Path, names: tuple[str, ...]) -> dict[str, str]:
     """Distributions the venv's interpreter sees (its own or a base layer's): name -> version."""
     code = ("import importlib.metadata as m, json, sys\nout = {}\nfor n in sys.argv[1:]:\n"
@@ -245,8 +262,8 @@ def requirements(project: dict, extras: list[str]) -> list[str]:
 
 
 def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) -> list[str]:
-    """Requirements for pip when torch was already there: torch and triton are not asked for (pip would put
-    the pinned ones in the venv, in front of the runner's); cuda-bindings follows torch's CUDA major."""
+    """Requirements for pip when the runner's torch is there: torch and triton are not asked for (pip would put
+    the pinned ones in the venv, in front of the runner's)."""
     print(f"bootstrap: reusing the existing torch {found['torch']}"
           + (f" (CUDA {cuda})" if cuda else " (CPU build)")
           + (f" and triton {found['triton']}" if "triton" in found else "") + "; neither is reinstalled")
@@ -257,13 +274,19 @@ def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) 
     out = [r for r in reqs if _name(r) not in RUNNER_STACK]
     if "triton" not in found and wanted_triton:
         out.append(wanted_triton)      # a torch without triton (a CPU build): nothing to shadow
-    if cuda:
-        out = [_same_cuda_major(r, int(cuda.split(".")[0])) if _name(r) == "cuda-bindings" else r for r in out]
     return out
 
 
+def hold_cuda_bindings(reqs: list[str], cuda: str | None) -> list[str]:
+    """cuda-bindings of torch's CUDA major (cuda-bindings 13 needs a CUDA 13 driver; torch's build says which
+    the machine has); unchanged for a CPU torch."""
+    if not cuda:
+        return reqs
+    return [_same_cuda_major(r, int(cuda.split(".")[0])) if _name(r) == "cuda-bindings" else r for r in reqs]
+
+
 def _same_cuda_major(req: str, major: int) -> str:
-    """`req` further held to CUDA `major` (cuda-bindings 13 needs a CUDA 13 driver; torch knows which it has)."""
+    """`req` further held to `>=major,<major+1`."""
     spec, _, marker = req.partition(";")
     spec = spec.strip() + ("," if re.search(r"[<>=!~]", spec) else "") + f">={major},<{major + 1}"
     return spec + (f"; {marker.strip()}" if marker else "")
