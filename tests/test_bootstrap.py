@@ -162,14 +162,15 @@ def test_a_real_python_3_9_is_refused_before_anything_is_made(tmp_path: Path) ->
 
 # The triton each PyPI torch release pins (its Requires-Dist): a fresh GPU install takes torch and triton together.
 PYPI_TORCH_TRITON = {"2.4": "3.0.0", "2.5": "3.1.0", "2.6": "3.2.0", "2.7": "3.3.0", "2.8": "3.4.0",
-                     "2.9": "3.5.0", "2.10": "3.6.0", "2.14": "3.8.0"}
+                     "2.9": "3.5.0", "2.10": "3.6.0", "2.12": "3.7.0", "2.13": "3.7.1", "2.14": "3.8.0"}
 TESTED_TRITON = "3.6.0"            # the default triton_kernels copy (sgl-kernel 0.3.21, matmul_ogs) runs on it
 NUMPY_BREAKS_TRITON_36 = "2.4.0"   # its interpreter: "only 0-dimensional arrays can be converted to Python scalars"
 
 
 def _reqs() -> dict[str, Requirement]:
     project = PROJECT
-    deps = project["dependencies"] + [d for g in project["optional-dependencies"].values() for d in g]
+    groups = [g for name, g in project["optional-dependencies"].items() if name != bootstrap.PYPI_TORCH]
+    deps = project["dependencies"] + [d for g in groups for d in g]
     return {Requirement(d).name: Requirement(d) for d in deps}
 
 
@@ -186,6 +187,10 @@ def test_declared_bounds_fit_together() -> None:
     allowed = [v for v in PYPI_TORCH_TRITON if reqs["torch"].specifier.contains(f"{v}.0")]
     fits = [v for v in allowed if PYPI_TORCH_TRITON[v] in reqs["triton"].specifier]
     assert allowed and fits and fits[0] == allowed[0], (allowed, fits)
+    # the torch bootstrap takes from PyPI: exactly the releases whose own triton pin fits ours
+    pypi = Requirement(PROJECT["optional-dependencies"]["pypi-torch"][0])
+    assert pypi.name == "torch" and [v for v in PYPI_TORCH_TRITON if pypi.specifier.contains(f"{v}.0")] == fits
+    assert all(reqs["torch"].specifier.contains(f"{v}.0") for v in fits)
     assert reqs["pytest"].specifier.contains("8.4.0") and not reqs["pytest"].specifier.contains("8.3.5")
 
 
@@ -299,7 +304,7 @@ def test_unreachable_cpu_index_falls_back_to_pypi_with_a_message(venv: Path, tmp
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"], reach=False)
-    assert rec.calls[0] == ["torch>=2.8,<2.15", "triton>=3.4,<3.7"]     # together: a torch whose triton fits
+    assert rec.calls[0] == ["torch>=2.8,<2.11", "triton>=3.4,<3.7"]     # together: a torch whose triton fits
     out = capsys.readouterr().out
     assert f"PyTorch's CPU index {bootstrap.CPU_INDEX} cannot be reached" in out and "from PyPI instead" in out
 
@@ -312,7 +317,7 @@ def test_a_local_wheel_comes_first(venv: Path, tmp_path: Path, monkeypatch: pyte
 def test_with_a_driver_torch_comes_from_pypi_with_its_triton(venv: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), [], driver=True)
-    assert rec.calls[0] == ["torch>=2.8,<2.15", "triton>=3.4,<3.7"]
+    assert rec.calls[0] == ["torch>=2.8,<2.11", "triton>=3.4,<3.7"]
 
 
 @pytest.mark.parametrize("version,upgraded", [("23.0.1", True), ("23.2.1", False), ("26.1", False)])
@@ -324,7 +329,7 @@ def test_an_old_pip_is_upgraded_first(venv: Path, tmp_path: Path, monkeypatch: p
 
 
 def test_unknown_extra_is_named(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(bootstrap.BootstrapError, match="no optional-dependencies group 'gpus'.*known: gpu, test"):
+    with pytest.raises(bootstrap.BootstrapError, match="no optional-dependencies group 'gpus'.*known: gpu, pypi-torch, test"):
         _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["gpus"])
 
 

@@ -38,7 +38,8 @@ DEFAULT_WHEEL_DIRS = ("/opt/wheels",)
 REACH_TIMEOUT_S = 15        # how long to wait for PyTorch's CPU index before taking PyPI's torch
 MIN_PIP = (23, 2)           # reads the metadata PyPI publishes (PEP 658/714): picking a torch whose triton fits
                             # the pin then downloads no wheel per candidate (older pips fetch each ~1 GB torch)
-RUNNER_STACK = ("torch", "triton")   # never asked of pip when torch is already there: the runner's stay
+RUNNER_STACK = ("torch", "triton")
+PYPI_TORCH = "pypi-torch"   # the optional-dependencies group naming PyPI's torch releases whose triton fits   # never asked of pip when torch is already there: the runner's stay
 
 
 class BootstrapError(Exception):
@@ -70,7 +71,7 @@ def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
     reqs = requirements(project, extras)
     found = installed(python, RUNNER_STACK)
     if "torch" not in found:
-        install_torch(python, reqs)
+        install_torch(python, reqs, project.get("optional-dependencies", {}).get(PYPI_TORCH, []))
     elif not _inside(location(python, "torch"), venv):        # the runner's torch, seen through the layering
         reqs = keep_runner_stack(reqs, found, torch_cuda(python))
     # else a torch an earlier bootstrap put in this venv: pip checks it and its triton against the pins
@@ -319,7 +320,10 @@ def reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> bool:
         return False
 
 
-def install_torch(python: Path, reqs: list[str]) -> None:
+def install_torch(python: Path, reqs: list[str], pypi_torch: list[str]) -> None:
+    """torch where none is there: a local wheel, PyTorch's CPU build (no triton pin), else PyPI's build from
+    the `pypi-torch` group, whose releases pin a triton inside ours (pip never walks back through newer
+    ~550 MB wheels to find one that fits), installed together with our triton pin."""
     torch = next((r for r in reqs if _name(r) == "torch"), "torch")
     wheel = _local_torch_wheel()
     if wheel:
@@ -334,7 +338,7 @@ def install_torch(python: Path, reqs: list[str]) -> None:
         print(f"bootstrap: PyTorch's CPU index {CPU_INDEX} cannot be reached (no answer in {REACH_TIMEOUT_S} s); "
               "installing torch from PyPI instead: its CUDA build, several GB, which also runs on the CPU")
     triton = [r for r in reqs if _name(r) == "triton"]
-    pip(python, [torch, *triton])      # together, so pip picks a torch whose triton pin fits ours
+    pip(python, [*(pypi_torch or [torch]), *triton])
 
 
 def pip(python: Path, args: list[str]) -> None:
