@@ -239,7 +239,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, venv: Path, base: Path, extras: list[s
     monkeypatch.setattr(bootstrap, "pip", rec)
     monkeypatch.setattr(bootstrap, "base_layers", lambda: [str(base)])
     monkeypatch.setattr(bootstrap, "_has_nvidia_driver", lambda: driver)
-    monkeypatch.setattr(bootstrap, "reachable", lambda url, timeout=0: reach)
+    monkeypatch.setattr(bootstrap, "unreachable", lambda url, timeout=0: None if reach else "Name or service not known")
     monkeypatch.setattr(bootstrap, "_local_torch_wheel", lambda: wheel)
     assert bootstrap.bootstrap(venv, extras, PROJECT) == 0
     return rec
@@ -306,7 +306,8 @@ def test_unreachable_cpu_index_falls_back_to_pypi_with_a_message(venv: Path, tmp
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"], reach=False)
     assert rec.calls[0] == ["torch>=2.8,<2.11", "triton>=3.4,<3.7"]     # together: a torch whose triton fits
     out = capsys.readouterr().out
-    assert f"PyTorch's CPU index {bootstrap.CPU_INDEX} cannot be reached" in out and "from PyPI instead" in out
+    assert f"PyTorch's CPU index {bootstrap.CPU_INDEX} cannot be reached (Name or service not known)" in out
+    assert "from PyPI instead" in out
 
 
 def test_a_local_wheel_comes_first(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -360,11 +361,11 @@ def test_reachable_tells_an_answering_host_from_a_dead_one() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
-        assert bootstrap.reachable(f"http://127.0.0.1:{port}/whl/cpu/torch/", timeout=5)
-        assert bootstrap.reachable(f"http://127.0.0.1:{port}/missing", timeout=5)     # a 404 is an answer
+        assert bootstrap.unreachable(f"http://127.0.0.1:{port}/whl/cpu/torch/", timeout=5) is None
+        assert bootstrap.unreachable(f"http://127.0.0.1:{port}/missing", timeout=5) is None   # a 404 is an answer
     finally:
         server.shutdown()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    assert not bootstrap.reachable(f"http://127.0.0.1:{dead}/", timeout=5)
+    assert "Connection refused" in (bootstrap.unreachable(f"http://127.0.0.1:{dead}/", timeout=5) or "")

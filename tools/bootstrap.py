@@ -309,15 +309,17 @@ def _local_torch_wheel() -> str | None:
     return None
 
 
-def reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> bool:
-    """Whether `url` answers at all (any HTTP status counts: the host is there)."""
+def unreachable(url: str, timeout: float = REACH_TIMEOUT_S) -> str | None:
+    """Why `url` cannot be reached, or None when it answers (any HTTP status counts: the host is there)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout):
-            return True
+            return None
     except urllib.error.HTTPError:
-        return True
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+    except urllib.error.URLError as exc:
+        return str(exc.reason)
+    except (OSError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def install_torch(python: Path, reqs: list[str], pypi_torch: list[str]) -> None:
@@ -331,12 +333,13 @@ def install_torch(python: Path, reqs: list[str], pypi_torch: list[str]) -> None:
         pip(python, [wheel])
         return
     if not _has_nvidia_driver():
-        if reachable(CPU_INDEX + "/torch/"):
+        why = unreachable(CPU_INDEX + "/torch/")
+        if why is None:
             print(f"bootstrap: no NVIDIA driver: torch's CPU build from {CPU_INDEX}")
             pip(python, [torch, "--index-url", CPU_INDEX])
             return
-        print(f"bootstrap: PyTorch's CPU index {CPU_INDEX} cannot be reached (no answer in {REACH_TIMEOUT_S} s); "
-              "installing torch from PyPI instead: its CUDA build, several GB, which also runs on the CPU")
+        print(f"bootstrap: PyTorch's CPU index {CPU_INDEX} cannot be reached ({why}); installing torch from PyPI "
+              "instead: its CUDA build, several GB, which also runs on the CPU")
     triton = [r for r in reqs if _name(r) == "triton"]
     pip(python, [*(pypi_torch or [torch]), *triton])
 
