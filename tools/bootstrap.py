@@ -279,8 +279,8 @@ def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) 
 
 
 def hold_cuda_bindings(reqs: list[str], cuda: str | None) -> list[str]:
-    """cuda-bindings of torch's CUDA major (cuda-bindings 13 needs a CUDA 13 driver; torch's build says which
-    the machine has); unchanged for a CPU torch."""
+    """cuda-bindings of the CUDA major torch was built for (cuda-bindings 13 needs a CUDA 13 driver, which
+    that torch's own libraries need as well); unchanged for a CPU torch."""
     if not cuda:
         return reqs
     return [_same_cuda_major(r, int(cuda.split(".")[0])) if _name(r) == "cuda-bindings" else r for r in reqs]
