@@ -197,7 +197,7 @@ def test_a_new_finding_kind_gets_its_own_matrix_column() -> None:
 # -------------------------------------------------------------------------------------------- escaping
 
 
-HOSTILE = "see [docs](https://evil.example/x) ![px](https://evil.example/p.png) <img src=x> \x1b[2J\x1b]0;t\x07 \u202egnp.exe\r"
+HOSTILE = "see [docs](https://evil.example/x) ![px](https://evil.example/p.png) <img src=x> www.evil.example a@evil.example \x1b[2J\x1b]0;t\x07 \u202egnp.exe\r"
 
 
 def hostile_report() -> dict[str, Any]:
@@ -212,6 +212,8 @@ def test_markdown_cannot_form_links_images_html_or_control_sequences() -> None:
     outside_code = "".join(part for i, part in enumerate(text.split("```")) if i % 2 == 0)
     assert "](" not in outside_code.replace("\\](", "")
     assert "![" not in outside_code and "<img" not in outside_code
+    import re
+    assert not re.search(r"(?<!\\)://|(?<!\\)@evil|www\.evil", outside_code)  # no bare URL or e-mail to autolink
     assert "\x1b" not in text and "\u202e" not in text and "\r" not in text and "\x07" not in text
     assert "\\\\x1b\\[2J" in outside_code and "\\\\u202egnp.exe" in outside_code
     assert "\\x1b[2J" in text  # inside the fenced message, shown as an escape

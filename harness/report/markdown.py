@@ -41,15 +41,21 @@ _VERDICT_ICONS = {OK: "✅", KNOWN_BUG: "⚠️", FAILURE: "❌", UNSUPPORTED: "
 _STATUS_ICONS = {PASSED: "✅", FAILED: "❌", EMPTY: "⚠️", INTERRUPTED: "❌"}
 
 # Characters Markdown gives a meaning to inline: emphasis, code, links and images, tables, strikethrough;
-# an underscore only at a word's edge (inside a word, as in sm_90, it cannot start emphasis).
-_MD_PUNCTUATION = re.compile(r"([\\`*\[\]|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+# an underscore only at a word's edge (inside a word, as in sm_90, it cannot start emphasis); @ (e-mail autolinks).
+_MD_PUNCTUATION = re.compile(r"([\\`*\[\]|~@]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+
+
+# Bare URLs GitHub would turn into links (its autolink extension): the scheme's colon or www's dot escaped.
+_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto)(:)|\b(www)(\.)")
 
 
 def md_text(text: str) -> str:
-    """Foreign text safe inline and inside a table cell: one line, no Markdown, HTML or control characters."""
+    """Foreign text safe inline and inside a table cell: one line, no Markdown, HTML or control characters,
+    and no link: neither [text](url), ![image](url), <url> nor a bare URL becomes one."""
     text = visible(" ".join(text.split()), newlines=False)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_PUNCTUATION.sub(r"\\\1", text)
+    text = _MD_PUNCTUATION.sub(r"\\\1", text)
+    return _AUTOLINK.sub(lambda m: f"{m.group(1) or m.group(3)}\\{m.group(2) or m.group(4)}", text)
 
 
 md_cell = md_text
