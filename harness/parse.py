@@ -544,8 +544,8 @@ READ, WRITE, MISALIGNED = "read", "write", "misaligned"
 HARDWARE_EXCEPTION = "hardware_exception"   # memcheck: Warp Illegal Address, Invalid PC, Illegal Instruction, ...
 MALLOC_FREE = "malloc_free"                 # memcheck: device-side malloc/free errors (double free, invalid free)
 LEAK = "leak"                               # memcheck --leak-check: cudaMalloc and device-heap leaks
-RACE_HAZARD = "race_hazard"                 # racecheck: RAW/WAR/WAW hazards and race reports (shared memory)
-SYNC_ERROR = "sync_error"                   # synccheck: divergent or invalid barriers
+RACE_HAZARD = HAZARD                        # racecheck: RAW/WAR/WAW hazards and race reports (shared memory)
+# SYNC_ERROR (synccheck: divergent or invalid barriers) is a category above and its own kind here.
 UNINITIALIZED_READ = "uninitialized_read"   # initcheck: a read of global memory nobody wrote
 UNUSED_MEMORY = "unused_memory"             # initcheck --track-unused-memory
 RECORD_KINDS = (READ, WRITE, ATOMIC, MISALIGNED, HARDWARE_EXCEPTION, MALLOC_FREE, LEAK, RACE_HAZARD, SYNC_ERROR,
@@ -577,7 +577,7 @@ def classify(record: SanitizerRecord) -> str:
         if is_misaligned(record):
             return MISALIGNED
         return record.direction or _direction_in(record.text) or OTHER
-    if record.category in (API_ERROR, PROCESS_EXIT, INTERNAL_ERROR):
+    if record.category in (API_ERROR, PROCESS_EXIT, INTERNAL_ERROR, HAZARD, SYNC_ERROR):
         return record.category
     text = " ".join([record.text, *(v for _, v in record.details)]).strip()
     for pattern, kind in _TEXT_KINDS:
