@@ -52,11 +52,15 @@ def test_planted_oob_guard_run_exits_0(planted_run: dict[str, Any]) -> None:
     assert "GPU memory-safety: kernel x architecture" in proc.stdout
 
 
-def test_report_lists_the_8_cases(planted_run: dict[str, Any]) -> None:
+CALIBRATION = (("vec16_overread", 4008), ("vec16_clean", 4008), ("atomic_past_end", 4000), ("far_write", 4000))
+
+
+def test_report_lists_the_16_cases(planted_run: dict[str, Any]) -> None:
     assert planted_run["report"] is not None, planted_run["proc"].stdout[-3000:]
     assert sorted(outcomes(planted_run)) == sorted(
-        f"planted_oob[{v}-{impl}-n4000-x1]" for impl in ("triton", "cuda")
-        for v in ("clean", "overread", "overwrite", "underwrite"))
+        [f"planted_oob[{v}-{impl}-n4000-x1]" for impl in ("triton", "cuda")
+         for v in ("clean", "overread", "overwrite", "underwrite")]
+        + [f"planted_oob[{v}-{impl}-n{n}-x1]" for impl in ("triton", "cuda") for v, n in CALIBRATION])
 
 
 def test_triton_cases_on_cpu_are_clean_found_or_unsupported(planted_run: dict[str, Any]) -> None:
@@ -67,6 +71,10 @@ def test_triton_cases_on_cpu_are_clean_found_or_unsupported(planted_run: dict[st
         "planted_oob[overwrite-triton-n4000-x1]": "expected finding",
         "planted_oob[underwrite-triton-n4000-x1]": "expected finding",
         "planted_oob[overread-triton-n4000-x1]": "unsupported",    # reads are invisible to guard markers
+        "planted_oob[vec16_overread-triton-n4008-x1]": "unsupported",
+        "planted_oob[vec16_clean-triton-n4008-x1]": "clean",
+        "planted_oob[atomic_past_end-triton-n4000-x1]": "expected finding",
+        "planted_oob[far_write-triton-n4000-x1]": "unsupported",  # needs a GPU (and memcheck)
     }
     assert all(c["arch"] == "cpu" for cid, c in cases.items() if "-triton-" in cid)
 
@@ -84,7 +92,7 @@ def test_triton_planted_writes_are_found_at_their_exact_bytes(planted_run: dict[
 
 def test_cuda_cases_without_a_gpu_are_unsupported_with_the_reason(planted_run: dict[str, Any]) -> None:
     cuda = {cid: c for cid, c in outcomes(planted_run).items() if "-cuda-" in cid}
-    assert len(cuda) == 4
+    assert len(cuda) == 8
     for c in cuda.values():
         assert c["outcome"] == "unsupported"
         assert "needs a CUDA GPU" in c["message"]
@@ -109,9 +117,9 @@ def test_pytest_and_the_harness_tell_the_same_story(planted_run: dict[str, Any])
     harness_line = next(line for line in out.splitlines() if "as pytest counts them:" in line)
     told = dict((word, int(n)) for n, word in re.findall(r"(\d+) (passed|failed|skipped|xfailed)",
                                                         harness_line.split("as pytest counts them:")[1]))
-    assert said == told == {"passed": 1, "skipped": 5, "xfailed": 2}, (pytest_line, harness_line)
+    assert said == told == {"passed": 2, "skipped": 11, "xfailed": 3}, (pytest_line, harness_line)
     summary = (planted_run["dir"] / "summary.md").read_text().splitlines()[0]
-    assert summary.startswith("## ✅ GPU memory safety — passed: 3 ran, 5 not run")
+    assert summary.startswith("## ✅ GPU memory safety — passed: 5 ran, 11 not run")
     assert planted_run["report"]["run"]["id"] in (planted_run["dir"] / "junit.xml").read_text()
 
 

@@ -39,6 +39,9 @@ def run_case(case: Any, ctx: Any) -> Any:
     from harness.context import RunInfo
 
     p = case.params
+    from kernels.planted import calibration
+    if case.variant in calibration.VARIANTS:
+        return calibration.run_case(case, ctx)
     if p["impl"] == "cuda":
         from kernels.planted import cuda as planted_cuda
         return planted_cuda.run_case(case, ctx)

@@ -15,7 +15,11 @@ BINDING = """
 #include <torch/extension.h>
 #include <cstdint>
 void planted_launch(uintptr_t, uintptr_t, uintptr_t, long long, int, int, int, uintptr_t);
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("launch", &planted_launch); }
+void planted_calibration_launch(int, uintptr_t, uintptr_t, long long, long long, uintptr_t);
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("launch", &planted_launch);
+  m.def("calibration", &planted_calibration_launch);
+}
 """
 
 

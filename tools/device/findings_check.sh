@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 19 on the device machine (H200), one call, under 5 minutes, everything under $OUT:
+#   1. the planted scenario (every calibration case, Triton and CUDA) with `make sanitize`'s default mode
+#      (both = guard markers + memcheck): vec16_overread -> overread of src past_end 8 B (4008..4016), never
+#      "misaligned"; vec16_clean -> clean; atomic_past_end -> overwrite of dst past_end 4 B (4000..4004, access
+#      atomic); far_write -> overwrite of dst before_start 4 B, "2,147,483,648 B before dst", after the batch
+#      was rerun one case per process (rerun-alone.txt), and every clean case of the batch clean;
+#   2. the same scenario under guard_page and poison (alignment tail: the atomic lands in it);
+#   3. the reports, the raw worker logs and sanitizer XML (the first recorded atomic/misaligned records, if
+#      any, for tests/data/sanitizer).
+set -u
+export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
+BUDGET_S=280; T_START=$(date +%s)
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the 5-minute budget is spent" | tee -a "$OUT/r/steps.txt"; return; fi
+  timeout "$limit" "$@" > "$OUT/r/$name.log" 2>&1
+  local rc=$?
+  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log" "$OUT/r/steps.txt"
+  tail -3 "$OUT/r/$name.log"
+}
+scen() {  # scen NAME LIMIT MODE
+  local name=$1 limit=$2 mode=$3
+  step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" \
+    --scenario planted_oob --report-dir "$OUT/r/$name"
+}
+{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+step bootstrap 90 make .venv/.bootstrap-gpu
+step build 90 .venv/bin/python -c "import torch; from kernels.planted import cuda; print(cuda.build(torch.cuda.get_device_capability()))"
+scen both 120 both
+scen guard_page 40 guard_page
+scen poison 40 poison
+.venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'
+import json, sys
+from pathlib import Path
+for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
+    data = json.loads(report.read_text())
+    print(f"== {report.parent.name}")
+    for case in data.get("cases", []):
+        print(f"  {case['id']}: {case['outcome']} {case['message'][:200]!r}")
+        for f in case.get("findings", []):
+            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} {f['bytes']} B x{f['count']} "
+                  f"kernel={f['kernel']} ranges={[(r['start'], r['end']) for r in f['ranges']][:4]}")
+            print(f"      note={f['note'][:200]!r} details={f.get('details')}")
+EOF
+cat "$OUT/r/summary.txt"
+find .cache/runs reports -name rerun-alone.txt 2>/dev/null | head -5 | xargs -r tail -n +1 >> "$OUT/r/summary.txt"
+tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
+tar czf "$OUT/reports.tgz" -C "$OUT" r
