@@ -76,7 +76,7 @@ def test_triton_cases_on_cpu_are_clean_found_or_unsupported(planted_run: dict[st
         "planted_oob[atomic_past_end-triton-n4000-x1]": "expected finding",
         "planted_oob[far_write-triton-n4000-x1]": "unsupported",  # needs a GPU (and memcheck)
     }
-    assert all(c["arch"] == "cpu" for cid, c in cases.items() if "-triton-" in cid)
+    assert all(c["arch"] == "cpu" for cid, c in cases.items() if "-triton-" in cid and "far_write" not in cid)  # gated: never ran
 
 
 def test_triton_planted_writes_are_found_at_their_exact_bytes(planted_run: dict[str, Any]) -> None:
