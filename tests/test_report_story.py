@@ -401,6 +401,18 @@ def test_run_id_is_in_every_file(tmp_path: Path) -> None:
         assert "20261130T070000Z-feedbeef" in path.read_text(), path.name
 
 
+def test_collect_only_leaves_the_previous_reports_alone(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    write_reports(report([result("s[a]", Outcome.CLEAN)], run_id="previous-run"), tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--collect-only",
+                           "-q", "--scenario", "planted_oob", "--report-dir", str(tmp_path)], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert load_report(tmp_path / "report.json")["run"]["id"] == "previous-run"
+
+
 def test_plugin_refuses_a_report_dir_that_is_a_file_before_running_anything(tmp_path: Path) -> None:
     import subprocess
     import sys
