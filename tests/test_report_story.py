@@ -99,6 +99,18 @@ def test_headline_with_several_reasons_points_below_and_failures_come_first() ->
     assert headline(report(results)).text == "FAILED: 4 ran, 1 failed, 2 not run (2 reasons, listed below)"
 
 
+def test_cases_that_could_not_run_are_named_as_such_not_counted_twice() -> None:
+    """A not-run outcome that fails (judge's "could not run" on a GPU machine) is named by its label."""
+    results = [result("s[ok]", Outcome.CLEAN), *(result(f"s[m{i}]", Outcome.UNSUPPORTED, message="memcheck needs "
+                                                          "compute-sanitizer; none found") for i in range(3)),
+               result("s[arch]", Outcome.UNSUPPORTED, message="needs sm_100")]
+    doc = report(results)
+    for case in doc["cases"][1:4]:
+        case.update(outcome="could not run", failed=True)
+    assert headline(doc).text == ("passed: 1 ran, 3 could not run (memcheck needs compute-sanitizer; none found), "
+                                  "1 not run (needs sm_100)")
+
+
 def test_a_run_that_checked_nothing_says_so() -> None:
     doc = report([result("s[gpu]", Outcome.UNSUPPORTED, message=NO_GPU)])
     assert headline(doc).text == f"checked nothing: 0 ran, 1 not run ({NO_GPU})"

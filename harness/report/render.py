@@ -74,7 +74,7 @@ def headline(report: Mapping[str, Any]) -> Headline:
     status = report["summary"]["status"]
     never_ran = report.get("not_run", [])
     ran = sum(1 for c in cases if outcome_ran(c["outcome"]))
-    failed = sum(1 for c in cases if c["failed"])
+    failed = sum(1 for c in cases if c["failed"] and outcome_ran(c["outcome"]))
     skipped = len(cases) - ran
     if status == INTERRUPTED and not run["finished"] and not cases:
         return Headline(status, "did not finish", f"did not finish: run {run.get('id', '?')} started "
@@ -86,10 +86,19 @@ def headline(report: Mapping[str, Any]) -> Headline:
         parts.append(f"{failed:,} failed")
     if never_ran:
         parts.append(f"{len(never_ran):,} never started")
-    if skipped:
-        parts.append(f"{skipped:,} not run ({_reasons_text(not_run_groups(cases))})")
+    parts += _not_run_parts(not_run_groups(cases))
     return Headline(status, word, f"{word}: {', '.join(parts)}",
                     str(run.get("interrupted") or "") if status == INTERRUPTED else "")
+
+
+def _not_run_parts(groups: Sequence["NotRunGroup"]) -> list[str]:
+    """'95 not run (reason)' for accepted skips; a not-run outcome that fails says its own name:
+    '95 could not run (reason)', so the failures it adds are not counted twice under another word."""
+    by_phrase: dict[str, list[NotRunGroup]] = {}
+    for group in groups:
+        by_phrase.setdefault(group.outcome if group.failed else "not run", []).append(group)
+    return [f"{sum(len(g.ids) for g in members):,} {phrase} ({_reasons_text(members)})"
+            for phrase, members in by_phrase.items()]
 
 
 def _reasons_text(groups: Sequence["NotRunGroup"]) -> str:
@@ -126,6 +135,7 @@ class NotRunGroup:
 
     outcome: str
     reason: str
+    failed: bool = False      # a not-run outcome that fails the run (e.g. "could not run" on a GPU machine)
     ids: list[str] = field(default_factory=list)
     archs: list[str] = field(default_factory=list)
 
@@ -136,7 +146,7 @@ def not_run_groups(cases: Sequence[Mapping[str, Any]]) -> list[NotRunGroup]:
         if outcome_ran(case["outcome"]):
             continue
         reason = first_line(case["message"]) or "no reason given"
-        group = groups.setdefault((case["outcome"], reason), NotRunGroup(case["outcome"], reason))
+        group = groups.setdefault((case["outcome"], reason), NotRunGroup(case["outcome"], reason, bool(case.get("failed"))))
         group.ids.append(case["id"])
         if case["arch"] and case["arch"] not in group.archs:
             group.archs.append(case["arch"])
