@@ -10,8 +10,10 @@ Rules (one place each):
 - bytes: only the bytes of an access that lie outside the tensor's logical bytes count; an access that
   starts inside and ends past the end is a past_end access of the bytes beyond the end;
 - strays: an access that maps to no buffer is kept as an `unattributed` finding, never dropped; when the
-  batch ran one case (`stray_case`), it belongs to that case, named relative to the case's nearest buffer
-  when that is plausible (within PLAUSIBLE_BYTES: "2,147,450,881 B before y"), else unattributed.
+  batch ran one case (`stray_case`), it belongs to that case, named relative to one of the case's buffers
+  when that is plausible: the address is a wrapped 32-bit offset away from it (2^31 or 2^32 bytes times an
+  element size of 1, 2, 4 or 8 from a byte of the buffer, or just past its end: "2,147,450,881 B before y"),
+  else unattributed (an access into memory the kernel's library allocated says nothing about our buffers).
 """
 from __future__ import annotations
 
@@ -27,10 +29,9 @@ from harness.model import (INSIDE, MEMCHECK, MISALIGNED, OVERREAD, OVERWRITE, UN
 # most a few tiles past its end; 4 MiB covers a 2 MiB guard granule with room to spare, and is far less
 # than the distance between unrelated allocations of the sizes used here.
 NEAR_BYTES = 4 << 20
-# How far from one of its case's buffers a stray access may land and still be named relative to it: a
-# wrapped int32 element offset of an 8-byte type reaches 2^31 * 8 = 16 GiB from its base; past that the
-# nearest buffer says nothing.
-PLAUSIBLE_BYTES = 1 << 35
+# The distances a wrapped 32-bit offset puts between an access and the byte it meant: 2^31 (a signed int32
+# that overflowed) or 2^32 (an unsigned one), times the element size the offset is scaled by.
+WRAPS = tuple(sorted({size << bits for size in (1, 2, 4, 8) for bits in (31, 32)}))
 
 Describe = Callable[[str, int, int], str]
 
@@ -95,18 +96,18 @@ def locate(addr: int, buffers: Sequence[BufferRef]) -> BufferRef | None:
 
 
 def nearest(addr: int, buffers: Sequence[BufferRef]) -> tuple[BufferRef, int] | None:
-    """The buffer whose tensor bytes are nearest to addr, and the signed distance (negative: before its
-    start; positive: bytes past its last byte, 1 = the first byte past the end), within PLAUSIBLE_BYTES."""
+    """The buffer a stray access plausibly meant, and the wrap that moved it there (signed: the access lies
+    `wrap` bytes before what it meant when negative): the address plus or minus a WRAPS distance lands in
+    the buffer's allocation or at most NEAR_BYTES past its end. None when no buffer is plausible."""
     best: tuple[int, BufferRef, int] | None = None
     for buf in buffers:
-        if addr < buf.tensor_addr:
-            dist = addr - buf.tensor_addr
-        elif addr >= buf.end:
-            dist = addr - buf.end + 1
-        else:
-            return buf, 0
-        if abs(dist) <= PLAUSIBLE_BYTES and (best is None or abs(dist) < best[0]):
-            best = (abs(dist), buf, dist)
+        for wrap in WRAPS:
+            for signed in (wrap, -wrap):
+                meant = addr + signed
+                if buf.alloc_base <= meant < buf.end + NEAR_BYTES:
+                    key = abs(meant - buf.tensor_addr) + wrap
+                    if best is None or key < best[0]:
+                        best = (key, buf, -signed)
     return (best[1], best[2]) if best else None
 
 
@@ -195,21 +196,20 @@ def _details(items: list[Placed], buf: BufferRef | None, how: str, kind: str) ->
                     zones.append(word)
         out.append(("zone", ", ".join(zones)))
     if how == "nearest" and buf is not None:
-        out.append(("nearest", _distance_words(items, buf)))
+        out.append(("nearest", _distance_words(items, buf, nearest(first.address, [buf]))))
     if kind == MISALIGNED and buf is not None:
         out.append(("misaligned", _misaligned_cause(first, buf)))
     return tuple(out)
 
 
-def _distance_words(items: list[Placed], buf: BufferRef) -> str:
+def _distance_words(items: list[Placed], buf: BufferRef, near: tuple[BufferRef, int] | None) -> str:
     lo = min(lo for _, _, lo, _, _ in items)
     hi = max(hi for _, _, _, hi, _ in items)
-    if lo < 0:
-        where = f"{-lo:,} B before {buf.name}"
-    else:
-        where = f"{lo - buf.nbytes + 1:,} B after the end of {buf.name}"
-    return (f"outside every allocation; {where} (the nearest buffer of this case, {hi - lo:,} B spanned): "
-            "attributed to this case because it ran alone in its process")
+    where = f"{-lo:,} B before {buf.name}" if lo < 0 else f"{lo - buf.nbytes + 1:,} B after the end of {buf.name}"
+    wrap = near[1] if near else 0
+    meant = f"{abs(wrap):,} B {'further' if wrap < 0 else 'back'} it would be {buf.name}'s byte {lo - wrap:,}" if wrap else ""
+    return (f"outside every allocation; {where} ({hi - lo:,} B spanned): a 32-bit offset that wrapped ({meant}); "
+            "this case's, since it ran alone in its process")
 
 
 def _misaligned_cause(acc: Access, buf: BufferRef) -> str:

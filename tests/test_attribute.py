@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 from harness import layout as L
-from harness.attribute import NEAR_BYTES, PLAUSIBLE_BYTES, Access, BufferRef, aggregate, guard_findings, locate
+from harness.attribute import NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
 from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
 from harness.parse import MEMORY_ACCESS, parse_xml
 from harness.runner import _access
@@ -226,17 +226,28 @@ def test_a_far_write_of_a_case_that_ran_alone_is_named_from_its_nearest_buffer()
     assert "2,147,450,881 B before y" in f.note and f.detail("nearest") == f.note
 
 
-def test_a_far_read_past_the_end_is_named_after_the_end() -> None:
+def test_a_far_read_past_the_end_by_an_unsigned_wrap_is_named_after_the_end() -> None:
     y = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="c")
-    [f] = aggregate([read(Y + 4096 + (1 << 30))], [y], stray_case="c")["c"]
+    [f] = aggregate([read(Y + 4096 + (1 << 32) + 10)], [y], stray_case="c")["c"]
     assert (f.buffer, f.region) == ("y", "past_end")
-    assert "1,073,741,825 B after the end of y" in f.note
+    assert "4,294,967,307 B after the end of y" in f.note
+    assert "4,294,967,296 B back it would be y's byte 4,106" in f.note
 
 
-def test_a_stray_beyond_any_plausible_distance_stays_unattributed_but_is_its_cases() -> None:
+def test_the_wrapped_write_names_the_byte_it_meant() -> None:
     y = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="c")
-    [f] = aggregate([write(Y + PLAUSIBLE_BYTES * 2)], [y], stray_case="c")["c"]
-    assert (f.buffer, f.region, f.kind) == ("unattributed", "unattributed", OVERWRITE)
+    [f] = aggregate([write(Y - (1 << 31) + 8)], [y], stray_case="c")["c"]
+    assert "2,147,483,640 B before y" in f.note and "2,147,483,648 B further it would be y's byte 8" in f.note
+
+
+def test_a_stray_that_is_no_wrapped_offset_from_any_buffer_stays_unattributed_but_is_its_cases() -> None:
+    """The batched split-k writes of last_expert_oob_read land in an allocation triton_kernels made: a
+    nearest buffer would say nothing true, so they stay unattributed (and still belong to their case)."""
+    y = buffer("y", Y, 4096, placement=L.FLUSH_END, case_id="c")
+    for address in (Y + (1 << 30), Y - (64 << 20), Y + 4096 + NEAR_BYTES + (1 << 20)):
+        [f] = aggregate([write(address)], [y], stray_case="c")["c"]
+        assert (f.buffer, f.region, f.kind) == ("unattributed", "unattributed", OVERWRITE), hex(address - Y)
+    assert WRAPS == (1 << 31, 1 << 32, 1 << 33, 1 << 34, 1 << 35)
 
 
 def test_a_stray_from_a_batch_of_several_cases_is_no_cases() -> None:
