@@ -334,6 +334,19 @@ def test_a_stray_record_is_traced_to_its_case_and_no_other_case_of_the_batch_is_
     assert "rerunning 3 cases one per process" in (tmp_path / "runs" / "batch-001" / "rerun-alone.txt").read_text()
 
 
+def test_a_host_side_refusal_is_judged_without_a_launch_and_a_silent_no_launch_is_not(worker_env: Path,
+                                                                                       tmp_path: Path) -> None:
+    """A refusal contract case (the real sglang kernel refusing the other version's layout) launches nothing by
+    design: memcheck judges it from its (empty) records. A case that launches nothing without saying why stays
+    unresolved: memcheck checked nothing."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    refused = run_sanitized(tmp_path / "a", "stray", "refused", mode="both")   # "stray": a valid XML, no record here
+    assert refused.outcome is Outcome.CLEAN, refused.message
+    silent = run_sanitized(tmp_path / "b", "stray", "no_launch", mode="both")
+    assert silent.outcome is Outcome.UNRESOLVED and "never launched" in silent.message
+
+
 @pytest.mark.parametrize("behavior, mode, reason", [
     ("crash", "memcheck", "Internal Sanitizer Error: the fake sanitizer crashed on purpose"),
     ("never_attached", "memcheck", "never attached"),

@@ -176,3 +176,23 @@ def test_version_parsing_and_the_triton_gate() -> None:
     assert U.triton_problem(d, "3.8.0") is None and U.triton_problem(d, "3.10.1") is None
     assert U.triton_problem(c, "3.6.0") is None
     assert set(U.TRITON_KERNELS_COPIES.values()) <= set(U.BY_KEY)
+
+
+def test_if_missing_on_a_gpu_machine_fetches_only_what_is_missing(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    monkeypatch.setattr(U, "has_gpu", lambda: True)
+    monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
+    for art in U.ARTIFACTS:
+        if art.key != "tk-C":
+            (tmp_path / art.folder).mkdir()
+            (tmp_path / art.folder / U.STAMP).write_text("x\n")
+    fetched: list[str] = []
+    monkeypatch.setattr(U, "fetch", lambda art, **_: fetched.append(art.key))
+    monkeypatch.setattr(U, "install_tvm_ffi", lambda: fetched.append("tvm-ffi"))
+    monkeypatch.setattr(U, "tvm_ffi_problem", lambda: None)
+    assert U.main(["--if-missing"]) == 0
+    assert fetched == ["tk-C", "tvm-ffi"]
+    (tmp_path / "sglang-kernel-0.4.6.post1").mkdir()
+    (tmp_path / "sglang-kernel-0.4.6.post1" / U.STAMP).write_text("x\n")
+    fetched.clear()
+    assert U.main(["--if-missing"]) == 0 and fetched == []          # second run: nothing to do

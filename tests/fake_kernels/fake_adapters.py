@@ -59,6 +59,12 @@ def run_case(case: Any, ctx: Any) -> Any:
         raise RuntimeError("planted adapter failure")
     if variant == "unsupported":
         raise Unsupported("needs a flux capacitor; found none")
+    if variant in ("refused", "no_launch"):
+        # A host-side refusal contract (as the real sglang kernel's, kernels/pre_dispatch/adapter.py): buffers
+        # exist, nothing is launched; `no_launch` is the same without the refusal note, which memcheck can't pass.
+        ctx.tensor("dst", (n,), torch.uint8, watch=True)
+        notes = {"refused": "wrapper: buf row stride must be 16B-aligned"} if variant == "refused" else {}
+        return RunInfo(kernel="fake_copy", launches=0, notes=notes)
     if variant == "far_write":
         # One buffer only, so that it is the nearest one to the far write the fake sanitizer reports.
         dst = ctx.tensor("dst", (n,), torch.uint8, watch=True)
