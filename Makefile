@@ -7,6 +7,9 @@ REPORTS ?= reports
 MODE ?= both
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# Directories of your own scenarios (space-separated), besides scenarios/: see docs/writing-a-scenario.md.
+SCENARIO_PATH ?=
+SCENARIO_ARGS := $(foreach p,$(SCENARIO_PATH),--scenario-path $(abspath $(p)))
 
 .PHONY: test sanitize smoke bench env upstream triton-kernels clean
 
@@ -24,13 +27,13 @@ test: $(VENV)/.bootstrap-test
 sanitize: $(VENV)/.bootstrap-gpu
 	-$(PY) -m harness.upstream --if-missing
 	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode $(MODE) \
-		--report-dir $(REPORTS) $(PYTEST_ARGS)
+		--report-dir $(REPORTS) $(SCENARIO_ARGS) $(PYTEST_ARGS)
 
 smoke: $(VENV)/.bootstrap-gpu
-	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs --tag smoke --mode $(MODE) --report-dir $(REPORTS) $(PYTEST_ARGS)
+	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --mode $(MODE) --report-dir $(REPORTS) $(SCENARIO_ARGS) $(PYTEST_ARGS)
 
 bench: $(VENV)/.bootstrap-gpu
-	$(PY) -m harness bench --out $(REPORTS)/bench $(BENCH_ARGS)
+	$(PY) -m harness $(SCENARIO_ARGS) bench --out $(REPORTS)/bench $(BENCH_ARGS)
 
 env: $(VENV)/.bootstrap-gpu
 	$(PY) -m harness env

@@ -220,8 +220,7 @@ class Child:
                           watch_placement=placement or L.GUARDED)
 
     def _adapter(self, scenario: Scenario) -> Callable[..., Any]:
-        from harness.worker import _import_adapter
-        return _import_adapter(scenario.adapter)
+        return scenario.resolve_adapter()
 
     def _time(self, fn: Callable[[], Any], reps: int | None = None, warmup: int | None = None) -> dict[str, Any]:
         return time_calls(fn, reps=reps or self.reps, warmup=self.warmup if warmup is None else warmup, device=self.device)

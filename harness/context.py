@@ -1,8 +1,11 @@
-"""What a kernel adapter gets in the worker: the device, an arena of guarded buffers, and a seed.
+"""What a kernel adapter gets in the worker (`RunContext`) and what it gives back (`RunInfo`).
 
-Adapters ask for buffers by name; `watch=True` marks the buffer whose bounds the scenario is about: in
-memcheck mode it ends flush with its allocation, in guard-page mode flush against an unmapped page, in
-poison mode its guards hold the poison pattern; otherwise it gets front and back guards.
+An adapter is a function `(case, ctx: RunContext) -> RunInfo` (harness.adapter.Adapter). It asks the
+context for every buffer the kernel touches, by name, instead of calling torch.empty: those buffers get
+guard markers (0xA5) around them and, for `watch=True`, the placement each detector needs. Adapters ask
+for buffers by name; `watch=True` marks a buffer whose bounds the scenario is about: in memcheck mode it
+ends flush with its allocation, in guard-page mode flush against an unmapped page, in poison mode its
+guards hold the poison pattern; otherwise it gets front and back guards like every other buffer.
 """
 from __future__ import annotations
 
@@ -18,23 +21,46 @@ from harness.guard import Arena
 
 @dataclass
 class RunInfo:
+    """What an adapter returns after launching its kernel.
+
+    kernel: the kernel's name as the reports show it (and as compute-sanitizer names it, for attribution).
+    outputs: tensors the kernel produced; poison mode compares them between two guard patterns, so an
+        overread that changes a result is seen. Leave empty when the kernel has no output to compare.
+    launches: how many kernel launches the adapter made (0 means nothing ran: memcheck then checked nothing).
+    notes: anything JSON-serialisable worth keeping in the report's details.
+    relaunch: a function that launches the kernel again on the same buffers (`make bench` times it).
+    """
+
     kernel: str
     outputs: dict[str, torch.Tensor] = field(default_factory=dict)
     launches: int = 1
     notes: dict[str, Any] = field(default_factory=dict)
-    relaunch: Callable[[], Any] | None = None   # launches the kernel again on the same buffers (benchmarks)
+    relaunch: Callable[[], Any] | None = None
 
 
 @dataclass
 class RunContext:
+    """The worker's side of one case run, handed to the adapter.
+
+    device: where to run (cuda, or cpu under the Triton interpreter).
+    arena: the guarded allocations of this case (harness.guard.Arena); adapters use `tensor` and `rows`.
+    seed: use `randn`/`generator` for data, so every run and device sees the same inputs.
+    watch_placement: where `watch=True` buffers go in this mode (set by the harness, not the adapter).
+    production: stress mode: plain torch allocations, no guards, caching allocator on.
+    watched: names of the buffers allocated with `watch=True`.
+    """
+
     device: torch.device
     arena: Arena
     seed: int = 0
     watch_placement: str = L.GUARDED
-    production: bool = False          # stress mode: plain torch allocations, no guards, caching allocator on
+    production: bool = False
     watched: set[str] = field(default_factory=set)
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, watch: bool = False) -> torch.Tensor:
+        """A contiguous tensor named `name` with guard markers on both sides (its contents are the marker
+        byte 0xA5 until the adapter writes them). `watch=True`: a buffer whose bounds the scenario is
+        about; memcheck, guard-page and poison modes place it so that they see accesses past its end."""
         if self.production:
             return torch.empty(shape, dtype=dtype, device=self.device)
         if watch:
@@ -44,6 +70,9 @@ class RunContext:
 
     def rows(self, name: str, *, rows: int, row_bytes: int, row_stride: int, used_rows: int,
              dtype: torch.dtype = torch.uint8, watch: bool = False) -> torch.Tensor:
+        """A 2-D view of `rows` rows of `row_bytes` logical bytes each, `row_stride` bytes apart; only the first
+        `used_rows` may be written. Row padding (row_stride - row_bytes) and unused rows hold markers, so a
+        write there is reported as `row_padding` or `unused_row` of this buffer."""
         if self.production:
             flat = torch.empty(rows * row_stride // _itemsize(dtype), dtype=dtype, device=self.device)
             return flat.as_strided((rows, row_bytes // _itemsize(dtype)), (row_stride // _itemsize(dtype), 1))
@@ -54,6 +83,7 @@ class RunContext:
                                used_rows=used_rows, dtype=dtype, placement=placement)
 
     def generator(self) -> torch.Generator:
+        """A CPU generator seeded with the case's seed."""
         gen = torch.Generator(device="cpu")
         gen.manual_seed(self.seed)
         return gen
@@ -63,6 +93,7 @@ class RunContext:
         return torch.randn(shape, generator=self.generator(), dtype=torch.float32).to(dtype).to(self.device)
 
     def arch(self) -> str:
+        """"sm_90"-style architecture of the device, or "cpu"."""
         if self.device.type != "cuda":
             return "cpu"
         major, minor = torch.cuda.get_device_capability(self.device)

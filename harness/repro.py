@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -68,22 +69,30 @@ def answer(result: CaseResult, seconds: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness repro")
-    ap.add_argument("scenario")
+    ap = argparse.ArgumentParser(prog="python -m harness repro", description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario", help="a case id, e.g. 'planted_oob[overwrite-triton-n4000-x1]' (as `python -m harness "
+                    "list` prints it and pytest names it), or a scenario name with --variant/--set")
     ap.add_argument("--variant")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--mode", default="both", help=f"a mode, a comma list, or 'all' ({', '.join(ALL_MODES)})")
     ap.add_argument("--loop", type=int, default=20, help="stress mode: iterations")
-    ap.add_argument("--keep", type=Path, help="keep logs, XML and rerun.sh here")
+    ap.add_argument("--keep", type=Path, help="keep logs, XML and rerun.sh here (a new or empty directory, or an "
+                    "earlier --keep output)")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--scenario-path", action="append", default=[], metavar="DIR",
+                    help="also load the scenarios in DIR (repeatable)")
+    ap.add_argument("--config", metavar="FILE", help="pytest configuration file whose scenario_paths to use")
     args = ap.parse_args(argv)
     from harness import registry, sanitizer
+    from harness.__main__ import configure_scenarios
     from harness.env import discover
     from harness.runner import MODES, RunOptions, Runner
     try:
-        scenario = registry.get(args.scenario)
-        case = pick(scenario, args.variant, parse_set(args.set, scenario))
-    except ScenarioError as exc:
+        if args.keep is not None:
+            check_keep_dir(args.keep)
+        configure_scenarios(args.scenario_path, args.config)
+        scenario, case = resolve(args.scenario, args.variant, args.set)
+    except (ScenarioError, KeepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     modes = list(ALL_MODES) if args.mode == "all" else args.mode.split(",")
@@ -116,10 +125,129 @@ def main(argv: list[str]) -> int:
     if args.json:
         from harness.fsutil import atomic_write_json
         atomic_write_json(args.json, {"case": case.to_json(), "results": results})
+    code = 1 if failed else 0
     if args.keep:
-        _keep(args.keep, workdir, argv)
+        try:
+            keep(args.keep, workdir, rerun_argv(scenario, case, args.mode, loop=args.loop))
+        except KeepError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = 2
     shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if failed else 0
+    return code
+
+
+def resolve(what: str, variant: str | None, pins: list[str]) -> tuple[Scenario, Case]:
+    """A case id (`name[variant-label]`, or a pytest node id ending in one), or a scenario name with
+    --variant and --set NAME=VALUE pins."""
+    from harness import registry
+    name, inner = registry.split_case_id(what)
+    if inner is not None:
+        if variant is not None or pins:
+            raise ScenarioError(name, "--variant/--set", f"{what!r} is a case id already; give a scenario name "
+                                "with --variant/--set, or the case id alone")
+        return registry.find_case(what)
+    scenario = registry.get(name)
+    return scenario, pick(scenario, variant, parse_set(pins, scenario))
+
+
+def rerun_argv(scenario: Scenario, case: Case, mode: str, *, loop: int | None = None) -> list[str]:
+    """`repro`'s arguments that rerun exactly this case in this mode, from anywhere (paths absolute)."""
+    argv: list[str]
+    if any(c.id == case.id for c in scenario.build()):
+        argv = [case.id]
+    else:   # a custom case (--set values off the grid): its scenario, variant and every parameter
+        argv = [scenario.name, "--variant", case.variant, *sum((["--set", f"{k}={v}"] for k, v in case.params.items()), [])]
+    argv += ["--mode", mode]
+    if loop is not None and loop != 20:
+        argv += ["--loop", str(loop)]
+    source = scenario.source
+    if source is not None and source.module is None:           # found through a scenario path, not by import
+        argv += ["--scenario-path", str(Path(source.file).parent)]
+    return argv
+
+
+def rerun_command(scenario: Scenario, case: Case, mode: str) -> str:
+    """The shell command that reruns one case: `cd ROOT && PYTHON -m harness repro 'ID' --mode MODE ...`."""
+    from harness.registry import ROOT
+    python = Path(sys.executable)
+    shown = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else str(python)
+    args = " ".join(shlex.quote(a) for a in rerun_argv(scenario, case, mode))
+    return f"cd {shlex.quote(str(ROOT))} && {shlex.quote(shown)} -m harness repro {args}"
+
+
+# -------------------------------------------------------------------------------------------------- --keep
+
+KEEP_MARKER = ".harness-repro-keep"
+
+
+class KeepError(Exception):
+    """--keep DIR cannot be used; the message says why and what to do."""
+
+
+def _encodable(path: Path) -> None:
+    try:
+        os.fsencode(str(path))
+        str(path).encode(sys.getfilesystemencoding(), "surrogateescape")
+    except UnicodeEncodeError:
+        raise KeepError(f"--keep: the path {ascii(str(path))} cannot be written in this locale's file-name encoding "
+                        f"({sys.getfilesystemencoding()}); use an ASCII path or a UTF-8 locale (e.g. LANG=C.UTF-8)") from None
+
+
+def check_keep_dir(dest: Path) -> None:
+    """Before anything runs: DIR must be new, empty, or an earlier --keep output, and writable."""
+    _encodable(dest)
+    shown = ascii(str(dest))[1:-1]
+    if dest.exists() and not dest.is_dir():
+        raise KeepError(f"--keep: {shown} exists and is not a directory; give a directory")
+    if dest.is_dir():
+        entries = list(dest.iterdir())
+        if entries and not (dest / KEEP_MARKER).is_file():
+            raise KeepError(f"--keep: {shown} is not empty and is not an earlier --keep output (it has no {KEEP_MARKER}); "
+                            "give a new or empty directory")
+        if not os.access(dest, os.W_OK | os.X_OK):
+            raise KeepError(f"--keep: {shown} is not writable")
+    else:
+        parent = next((p for p in dest.absolute().parents if p.exists()), None)
+        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise KeepError(f"--keep: cannot create {shown} (no writable directory above it)")
+
+
+def keep(dest: Path, workdir: Path, rerun: list[str]) -> None:
+    """Copy the run's files into `dest` and write rerun.sh. An existing `dest` keeps its mode and owner: only
+    its entries are written (an earlier --keep output's entries are replaced)."""
+    import json as _json
+    from harness.registry import ROOT
+    check_keep_dir(dest)
+    shown = ascii(str(dest))[1:-1]
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        marker = dest / KEEP_MARKER
+        if marker.is_file():
+            for name in _json.loads(marker.read_text() or "{}").get("entries", []):
+                old = dest / name
+                if old.is_dir() and not old.is_symlink():
+                    shutil.rmtree(old)
+                elif old.exists() or old.is_symlink():
+                    old.unlink()
+        entries = []
+        for entry in sorted(workdir.iterdir()):
+            target = dest / entry.name
+            if entry.is_dir():
+                shutil.copytree(entry, target)
+            else:
+                shutil.copy2(entry, target)
+            entries.append(entry.name)
+        command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "harness", "repro", *rerun])
+        script = dest / "rerun.sh"
+        script.write_bytes(b"#!/usr/bin/env bash\n# Reruns exactly this case.\ncd " + os.fsencode(shlex.quote(str(ROOT)))
+                           + b"\nexec " + os.fsencode(command) + b"\n")
+        script.chmod(0o755)
+        marker.write_text(_json.dumps({"entries": [*entries, "rerun.sh"], "case": rerun[0]}, ensure_ascii=True))
+    except UnicodeEncodeError as exc:
+        raise KeepError(f"--keep: cannot write rerun.sh in this locale's encoding ({exc.reason}); use a UTF-8 locale") from None
+    except OSError as exc:
+        raise KeepError(f"--keep: could not write into {shown}: {exc.strerror or exc}") from None
+    print(f"kept logs, sanitizer XML and rerun.sh in {shown}")
 
 
 def stress(options: Any, scenario: Scenario, case: Case, runs: int) -> dict[str, Any]:
@@ -155,14 +283,3 @@ def stress(options: Any, scenario: Scenario, case: Case, runs: int) -> dict[str,
                 done += int(result.details.get("stress_iterations", runs - done))
             bar.update(done, note=f"{crashes} crashed")
     return {"runs": done, "crashes": crashes, "crash_rate": crashes / done if done else 0.0, "errors": messages[:5]}
-
-
-def _keep(dest: Path, workdir: Path, argv: list[str]) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(workdir, dest, dirs_exist_ok=True)
-    from harness.registry import ROOT
-    script = dest / "rerun.sh"
-    script.write_text(f"#!/usr/bin/env bash\n# Reruns exactly this case.\ncd {shlex.quote(str(ROOT))}\n"
-                      f"exec {shlex.quote(sys.executable)} -m harness repro {' '.join(shlex.quote(a) for a in argv)}\n")
-    script.chmod(0o755)
-    print(f"kept logs, sanitizer XML and rerun.sh in {dest}")

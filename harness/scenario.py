@@ -1,8 +1,8 @@
 """Scenario definitions: a frozen description of one kernel bug hunt, and the cases it expands to.
 
-A scenario names its kernel adapter (a dotted path into `kernels/`, imported only in the worker), its
-parameter grid and variants, and, as pure functions, what each case is expected to show and how a byte
-offset reads in the scenario's own terms. Definitions are validated when loaded: a bad one is an error
+A scenario names its kernel adapter (the callable itself, or a "module:function" string imported only in
+the worker; see harness/adapter.py), its parameter grid and variants, and, as pure functions, what each case
+is expected to show and how a byte offset reads in the scenario's own terms. Definitions are validated when loaded: a bad one is an error
 that names the scenario and the field, never a silently skipped case.
 """
 from __future__ import annotations
@@ -48,12 +48,40 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A named variant of a scenario. Subclass it to give variants typed fields instead of parsing names:
+
+        @dataclass(frozen=True)
+        class Store(Variant):
+            off_by_one: bool = False
+
+        VARIANTS = (Store("fixed"), Store("buggy", off_by_one=True))
+        Scenario(..., variants=VARIANTS)          # scenario.variants stays ("fixed", "buggy")
+        SCENARIO.variant(case).off_by_one         # typed, checked when the scenario is defined
+
+    A plain string is the same as `Variant(name)`.
+    """
+
+    name: str
+    summary: str = ""
+
+
+@dataclass(frozen=True)
 class Case:
+    """One case: a variant of a scenario at one point of its parameter grid. Its id, `scenario[variant-label]`,
+    is the one case-id scheme used everywhere (pytest node names, `--case`, `repro`, reports, baselines)."""
+
     scenario: str
-    variant: str
+    variant: str                    # a variant's name (a Variant given here is replaced by its name)
     params: Mapping[str, Any]
     label: str                      # readable id part, e.g. "K2880-E32-N5760"
-    tags: tuple[str, ...] = ()      # e.g. "smoke", "gpt-oss", "sweep"
+    tags: tuple[str, ...] = ()      # e.g. "smoke", "gpt-oss", "sweep"; also pytest markers (-m smoke)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.variant, Variant):
+            object.__setattr__(self, "variant", self.variant.name)
+        if isinstance(self.tags, str):
+            object.__setattr__(self, "tags", (self.tags,))
 
     @property
     def id(self) -> str:
@@ -69,15 +97,16 @@ class Case:
 
 
 Describe = Callable[[Case, str, int, int], str]
+Adapter = Callable[..., Any]    # (case, ctx: RunContext) -> RunInfo; the typed protocol is harness.adapter.Adapter
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     summary: str
-    adapter: str                                    # "kernels.module:function", run in the worker
+    adapter: "Adapter | str"                        # the adapter callable, or "module:function" (run in the worker)
     params: tuple[Param, ...]
-    variants: tuple[str, ...]
+    variants: tuple[str, ...]                       # names; Variant objects given here are kept for variant()
     cases: Callable[[], Sequence[Case]]             # the case builder
     expect: Callable[[Case], Expectation]           # pure
     kernel: Callable[[Case], str]                   # kernel label for reports
@@ -93,14 +122,64 @@ class Scenario:
     # what it finds"). Absent, `expect` decides everywhere.
     expect_on_arch: Callable[[Case, str], Expectation] | None = None
     _validated: list[Case] = field(default_factory=list, compare=False, repr=False)
+    _source: list[Any] = field(default_factory=list, compare=False, repr=False)
+    _variant_specs: dict[str, Variant] = field(default_factory=dict, compare=False, repr=False)
+
+    def variant(self, case: Case | str) -> Variant:
+        """The Variant object (with its typed fields) of a case or a variant name."""
+        name = case.variant if isinstance(case, Case) else case
+        if name not in self._variant_specs:
+            raise ScenarioError(self.name, "variant", f"{name!r} is not one of {self.variants}")
+        return self._variant_specs[name]
+
+    @property
+    def source(self) -> Any:
+        """Where the registry found this definition (harness.registry.Source), or None."""
+        return self._source[0] if self._source else None
+
+    def bind_source(self, source: Any) -> None:
+        self._source[:] = [source]
+
+    def resolve_adapter(self) -> Adapter:
+        """The adapter callable: the one given, or the function a "module:function" string names."""
+        if callable(self.adapter):
+            return self.adapter
+        import importlib
+        module_name, func = self.adapter.split(":", 1)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise ScenarioError(self.name, "adapter", f"cannot import {module_name!r} for adapter {self.adapter!r} "
+                                f"({exc}); give the adapter function itself: Scenario(adapter=run_case, ...)") from None
+        if not callable(getattr(module, func, None)):
+            raise ScenarioError(self.name, "adapter", f"module {module_name} has no function {func!r} "
+                                f"(adapter {self.adapter!r})")
+        return getattr(module, func)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ScenarioError(self.name, "name", "must be lower_snake_case")
-        if ":" not in self.adapter:
-            raise ScenarioError(self.name, "adapter", f"{self.adapter!r} is not 'module:function'")
+        if isinstance(self.adapter, str):
+            if ":" not in self.adapter:
+                raise ScenarioError(self.name, "adapter", f"{self.adapter!r} is not 'module:function'; better, give "
+                                    "the adapter function itself: Scenario(adapter=run_case, ...)")
+        elif not callable(self.adapter):
+            raise ScenarioError(self.name, "adapter", f"expected the adapter function (case, ctx) -> RunInfo, got "
+                                f"{type(self.adapter).__name__}")
+        if isinstance(self.variants, (str, Variant)):
+            raise ScenarioError(self.name, "variants", f"expected a tuple of variants, got {self.variants!r}")
         if not self.variants:
             raise ScenarioError(self.name, "variants", "at least one variant is required")
+        specs: dict[str, Variant] = {}
+        for v in self.variants:
+            spec = v if isinstance(v, Variant) else Variant(v) if isinstance(v, str) else None
+            if spec is None or not _ID_SAFE.match(spec.name):
+                raise ScenarioError(self.name, "variants", f"{v!r} is not a variant name or a Variant")
+            if spec.name in specs:
+                raise ScenarioError(self.name, "variants", f"variant {spec.name!r} is defined twice")
+            specs[spec.name] = spec
+        object.__setattr__(self, "variants", tuple(specs))
+        self._variant_specs.update(specs)
         unknown = set(self.detectors) - set(DETECTORS)
         if unknown:
             raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")

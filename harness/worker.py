@@ -8,7 +8,6 @@ process died. Any exception becomes an `error` result with its traceback (lit's 
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -24,9 +23,12 @@ CONTEXT_LOST = 75
 POISON_PATTERNS = (0xA5, 0xFF)
 
 
-def _import_adapter(path: str) -> Any:
-    module_name, func = path.split(":", 1)
-    return getattr(importlib.import_module(module_name), func)
+def _scenario_of(case_json: dict[str, Any]) -> Any:
+    """The case's scenario, imported from the file the parent found it in (never guessed from its name)."""
+    from harness import registry
+    if case_json.get("source"):
+        return registry.load_source(registry.Source.from_json(case_json["source"]))
+    return registry.get(case_json["scenario"])
 
 
 def _is_unsupported(exc: BaseException) -> bool:
@@ -72,6 +74,7 @@ class Worker:
         self.keep: list[Any] = []          # arenas of finished cases: addresses are never reused in one process
         self._current: Any = None          # the RunContext of the run in progress
         self._index = 0
+        self._case_json: dict[str, Any] = {}
         self.flush_allocator = self._flush_allocator(job.get("flush_backend", "auto"))
 
     def _flush_allocator(self, backend: str) -> Any:
@@ -86,6 +89,7 @@ class Worker:
             case = Case.from_json(case_json)
             (self.out / f"{index}.started").write_text(str(time.time()))
             self._index = index
+            self._case_json = case_json
             self._write(index, self._run_case(case, index))
         return 0
 
@@ -98,9 +102,9 @@ class Worker:
         start = time.perf_counter()
         kept = len(self.keep)
         try:
-            from harness import registry
-            scenario = registry.load(f"scenarios.{case.scenario}")
-            adapter = _import_adapter(scenario.adapter)
+            from harness.adapter import checked
+            scenario = _scenario_of(self._case_json)
+            adapter = checked(scenario.resolve_adapter(), scenario.name)
             body = self._dispatch(adapter, case)
             status = {"status": "ok"}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case

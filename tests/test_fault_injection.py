@@ -3,14 +3,12 @@
 These tests run real worker processes on the CPU through harness.runner.Runner. The cases come from a
 tests-only scenario, `fake_faults` (tests/fake_kernels/fake_scenarios/fake_faults.py), whose adapter
 (tests/fake_kernels/fake_adapters.py) hangs, kills its own process, raises, or refuses on purpose. The worker
-imports a case's scenario as `scenarios.<name>`; tests/fake_kernels/sitecustomize.py, found through the
-PYTHONPATH these tests give the worker, adds the fake scenario directory to that package's search path, so
-nothing outside tests/ changes. compute-sanitizer is replaced by small Python scripts generated here that
+imports a case's scenario from the file it was found in (harness/registry.py), as it does for a user's
+scenario directory; the adapter module is found through the PYTHONPATH these tests give the worker. compute-sanitizer is replaced by small Python scripts generated here that
 run the worker (or not) and then fail in the ways a real sanitizer fails.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -22,7 +20,7 @@ from typing import Any, Iterator, Sequence
 
 import pytest
 
-from harness import fsutil
+from harness import fsutil, registry
 from harness.model import MEMCHECK, CaseResult, Outcome
 from harness.registry import ROOT
 from harness.runner import MODES, RunOptions, Runner
@@ -36,13 +34,8 @@ TIMEOUT_SCALE = 0.2
 
 
 def _load_fake_scenario() -> Scenario:
-    """The same definition the worker imports as scenarios.fake_faults, loaded here without touching
-    this process's `scenarios` package."""
-    spec = importlib.util.spec_from_file_location("fake_faults_definition", FAKE_DIR / "fake_scenarios" / "fake_faults.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SCENARIO
+    """The definition, loaded from its file as a scenario path would load it; the worker imports the same file."""
+    return registry.load_source(registry.Source(str(FAKE_DIR / "fake_scenarios" / "fake_faults.py"), None, "tests"))
 
 
 FAKE = _load_fake_scenario()

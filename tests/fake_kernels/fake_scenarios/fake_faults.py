@@ -1,7 +1,7 @@
 """`fake_faults`: a scenario whose adapter (tests/fake_kernels/fake_adapters.py) fails in chosen ways.
 
-Loaded by the worker as `scenarios.fake_faults` through tests/fake_kernels/sitecustomize.py, and by the
-tests from this file directly. Every case runs on the CPU (needs_gpu is False); its deadline is 10 s, which
+Loaded from this file by the tests (and by the worker, which imports a case's scenario from the file the
+parent found it in). Every case runs on the CPU (needs_gpu is False); its deadline is 10 s, which
 the tests scale down with RunOptions.timeout_scale.
 """
 from __future__ import annotations
