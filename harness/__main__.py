@@ -105,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly; point stdout at devnull so the interpreter's final
         # flush does not raise again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (AttributeError, ValueError, OSError):
+            pass
         return 0
 
 

@@ -6,9 +6,7 @@ carrying the tail of the compiler's output.
 """
 from __future__ import annotations
 
-
-class Unsupported(Exception):
-    """The kernel cannot run here (no GPU, wrong architecture, missing toolkit)."""
+from harness.errors import Unsupported  # noqa: F401  (one Unsupported for the engine, the API and every kernel)
 
 
 class KernelBuildError(Exception):

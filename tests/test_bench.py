@@ -18,12 +18,14 @@ from harness import bench
 from harness.registry import ROOT, all_scenarios
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+FAKE_SCENARIOS = FAKE_DIR / "fake_scenarios"        # a scenario path; FAKE_DIR on PYTHONPATH for the adapter module
 PLANTED_CLEAN = "planted_oob[clean-triton-n4000-x1]"
 
 
 def run_bench(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", "harness", "bench", "--out", str(out), *args], cwd=str(ROOT), env=env,
+    return subprocess.run([sys.executable, "-m", "harness", "--scenario-path", str(FAKE_SCENARIOS), "bench", "--out", str(out),
+                           *args], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -146,7 +148,8 @@ def test_a_child_past_its_time_limit_is_killed_and_its_case_recorded(tmp_path: P
     pid_dir.mkdir()
     env_extra = {"FAKE_FAULTS_DIR": str(pid_dir)}
     try:
-        proc = subprocess.run([sys.executable, "-m", "harness", "bench", "--out", str(tmp_path / "b"), "--parts", "cases",
+        proc = subprocess.run([sys.executable, "-m", "harness", "--scenario-path", str(FAKE_SCENARIOS), "bench",
+                               "--out", str(tmp_path / "b"), "--parts", "cases",
                                "--reps", "2", "--child-timeout", "20", "--case", "fake_faults[hang-n4000]", "--case", PLANTED_CLEAN],
                               cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]),
                                                       CUDA_VISIBLE_DEVICES="", **env_extra),
