@@ -340,6 +340,13 @@ def get(name: str) -> Scenario:
     return scenarios[name]
 
 
+def case_job(scenario: Scenario, case: Case) -> dict[str, Any]:
+    """A case as a worker job lists it: the case, and the file its scenario was found in (the worker imports
+    that file, never a module guessed from the scenario's name)."""
+    source = scenario.source
+    return {**case.to_json(), "source": source.to_json() if source is not None else None}
+
+
 def split_case_id(case_id: str) -> tuple[str, str | None]:
     """`planted_oob[overwrite-triton-n4000-x1]` -> ("planted_oob", "overwrite-triton-n4000-x1");
     a bare scenario name -> (name, None). Also accepts a pytest node id (`.../planted_oob.py::ID`)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness import attribute, layout as L
+from harness import attribute, layout as L, registry
 from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, POISON, CaseResult, DetectorRun, Finding,
                            Outcome)
 from harness.registry import ROOT
@@ -177,7 +177,7 @@ class Runner:
     def _job(self, items: list[tuple[Scenario, Case]], out: Path, use_sanitizer: bool) -> dict[str, Any]:
         mode = self.o.mode
         watch = self._job_placement(use_sanitizer)   # no sanitizer: a flush end would only cost the back guard
-        return {"cases": [_case_job(s, c) for s, c in items], "out_dir": str(out), "mode": mode.worker_mode,
+        return {"cases": [registry.case_job(s, c) for s, c in items], "out_dir": str(out), "mode": mode.worker_mode,
                 "watch_placement": watch, "check_markers": mode.check_markers, "seed": self.o.seed,
                 "guard": self.o.guard, "flush_backend": self.o.flush_backend, "iterations": self.o.iterations,
                 "debug": self.o.debug}
@@ -467,12 +467,6 @@ class Runner:
         if self.o.on_result:
             self.o.on_result(result)
         return result
-
-
-def _case_job(scenario: Scenario, case: Case) -> dict[str, Any]:
-    """A case for the worker, with the file its scenario was found in (the worker imports that file)."""
-    source = scenario.source
-    return {**case.to_json(), "source": source.to_json() if source is not None else None}
 
 
 def _target_died(text: str) -> bool:

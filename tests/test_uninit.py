@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness import layout as L
-from harness import uninit
+from harness import registry, uninit
 from harness.model import UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
 from harness.registry import ROOT
 from harness.verdict import decide
@@ -67,7 +67,7 @@ def test_without_declared_outputs_the_detector_says_what_it_did_not_check() -> N
 # ----------------------------------------------------------------------------- the worker, on the CPU
 
 def _run_worker(tmp: Path, scenario: Any, cases: list[Any]) -> list[dict[str, Any]]:
-    job = {"cases": [c.to_json() for c in cases], "out_dir": str(tmp), "mode": "uninit", "watch_placement": L.GUARDED,
+    job = {"cases": [registry.case_job(scenario, c) for c in cases], "out_dir": str(tmp), "mode": "uninit", "watch_placement": L.GUARDED,
            "check_markers": True, "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
     (tmp / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
@@ -117,14 +117,10 @@ def test_fixed_twins_are_clean_in_two_runs(planted_triton: dict[str, Any], varia
 
 @pytest.fixture(scope="module")
 def fake_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("fake_uninit_definition", FAKE_DIR / "fake_scenarios" / "fake_uninit.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cases = module.SCENARIO.build()
-    results = _run_worker(tmp_path_factory.mktemp("fake-uninit"), module.SCENARIO, cases)
-    return {c.variant: (module.SCENARIO, c, r) for c, r in zip(cases, results)}
+    scenario = registry.load_source(registry.Source(str(FAKE_DIR / "fake_scenarios" / "fake_uninit.py")))
+    cases = scenario.build()
+    results = _run_worker(tmp_path_factory.mktemp("fake-uninit"), scenario, cases)
+    return {c.variant: (scenario, c, r) for c, r in zip(cases, results)}
 
 
 def test_an_input_the_host_wrote_half_of_names_the_unwritten_half(fake_results: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """`fake_uninit`: CPU stand-ins for kernels that read never-written bytes (tests/test_uninit.py only).
 
-Loaded by the worker as `scenarios.fake_uninit` through tests/fake_kernels/sitecustomize.py."""
+Loaded from this file by the tests and by the worker (the job names the file; see harness/registry.py)."""
 from __future__ import annotations
 
 from harness.model import GUARD, UNINIT, UNINIT_READ, Expectation, ExpectedFinding
