@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from harness.adapter import Adapter, Unsupported
-from harness.model import (DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation,
-                           ExpectedFinding)
+from harness.model import (BEFORE_START, DETECTORS, GUARD, GUARD_PAGE, INSIDE, MEMCHECK, OVERREAD, OVERWRITE,
+                           PAST_END, POISON, ROW_PADDING, UNUSED_ROW, Expectation, ExpectedFinding)
 from harness.scenario import Case, Param, Scenario, ScenarioError, Variant, grid
 
 if TYPE_CHECKING:
     from harness.context import RunContext, RunInfo
 
-__all__ = ["Adapter", "Case", "DETECTORS", "Expectation", "ExpectedFinding", "GUARD", "GUARD_PAGE",
-           "MEMCHECK", "OVERREAD", "OVERWRITE", "POISON", "Param", "RunContext",
-           "RunInfo", "Scenario", "ScenarioError", "Unsupported", "Variant", "grid"]
+__all__ = ["Adapter", "BEFORE_START", "Case", "DETECTORS", "Expectation", "ExpectedFinding", "GUARD", "GUARD_PAGE",
+           "INSIDE", "MEMCHECK", "OVERREAD", "OVERWRITE", "PAST_END", "POISON", "Param", "ROW_PADDING", "RunContext",
+           "RunInfo", "Scenario", "ScenarioError", "UNUSED_ROW", "Unsupported", "Variant", "grid"]
 
 
 def __getattr__(name: str) -> Any:

@@ -204,10 +204,24 @@ def _entry_point_sources() -> list[Source]:
     return found
 
 
+def _package_path_extras() -> list[Path]:
+    """Directories a site hook appended to the `scenarios` package's __path__ (how scenarios were kept outside
+    the repository before scenario paths): still found, imported as scenarios.<name> as before."""
+    package = sys.modules.get(_REPO_PACKAGE)
+    if package is None or Path(str(getattr(package, "__file__", "") or "/")).resolve().parent != SCENARIO_DIR:
+        return []
+    return [Path(p).resolve() for p in getattr(package, "__path__", []) if Path(p).resolve() != SCENARIO_DIR]
+
+
 def sources(paths: Sequence[Path] | None = None, *, entry_points: bool = True) -> list[Source]:
     """Every scenario file: the repository's, then `paths` (default: the configured ones), then entry points."""
     found = _dir_sources(SCENARIO_DIR, "the repository's scenarios/")
     seen = {s.file for s in found}
+    for directory in _package_path_extras():   # the old way: a site hook extending the `scenarios` package
+        for src in _dir_sources(directory, f"{directory} on the scenarios package's path (prefer --scenario-path)"):
+            if src.file not in seen:
+                found.append(Source(src.file, f"{_REPO_PACKAGE}.{Path(src.file).stem}", src.origin))
+                seen.add(src.file)
     for directory in (env_paths() if paths is None else paths):
         for src in _dir_sources(Path(directory).resolve(), f"scenario path {directory}"):
             if src.file not in seen:
@@ -241,8 +255,8 @@ def _add_to_path(directory: Path) -> None:
 def import_source(source: Source) -> ModuleType:
     file = Path(source.file)
     if source.module is not None:
-        if source.module.startswith(f"{_REPO_PACKAGE}.") and file.parent == SCENARIO_DIR:
-            _add_to_path(ROOT)
+        if source.module.startswith(f"{_REPO_PACKAGE}."):
+            _add_to_path(ROOT if file.parent == SCENARIO_DIR else file.parent)   # modules beside it import too
         return importlib.import_module(source.module)
     name = _private_name(file)
     if name in sys.modules:

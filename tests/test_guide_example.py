@@ -69,7 +69,8 @@ def check_found_and_clean(report_dir: Path) -> None:
         "scale_store[fixed-n1000]": "clean", "scale_store[fixed-n4096]": "clean"}
     for n in (1000, 4096):
         [finding] = got[f"scale_store[buggy-n{n}]"]["findings"]
-        assert (finding["detector"], finding["kind"], finding["buffer"], finding["bytes"]) == ("guard", "overwrite", "out", 4)
+        assert (finding["detector"], finding["kind"], finding["buffer"], finding["region"], finding["bytes"]) == (
+            "guard", "overwrite", "out", "past_end", 4)
         assert [(r["start"], r["end"]) for r in finding["ranges"]] == [(4 * n, 4 * n + 4)]
         assert finding["ranges"][0]["logical"] == f"out[{n}], 1 element(s) past the end"
         assert got[f"scale_store[fixed-n{n}]"]["findings"] == []
@@ -166,8 +167,14 @@ def test_a_first_run_without_expectations_fails_and_prints_the_command_that_reru
     again = run(["bash", "-c", rerun.group(1)], cwd=tmp_path)
     assert again.returncode == 1, again.stdout + again.stderr
     assert "[guard] scale_store[buggy-n1000]: finding" in again.stdout
-    for line in ("outcome = finding", "rerun this case: cd ", "-m harness repro 'scale_store[buggy-n1000]' --mode guard"):
-        assert line in guide(), f"the guide's sample output no longer shows {line!r}"
+    failure = proc.stdout[proc.stdout.index("outcome = finding"):]
+    for line in ("outcome = finding", "expected = clean", "detector guard = ran: markers verified",
+                 "finding = guard overwrite of out past_end: 4 B in 1 changed range by scale_buggy; ranges: "
+                 "+4000..+4004 (out[1000], 1 element(s) past the end)",
+                 "unexpected: guard overwrite of out/past_end 4 B by scale_buggy"):
+        assert line in failure, f"the run no longer prints {line!r}"
+        assert f"    {line}" in guide(), f"the guide's sample output no longer shows {line!r}: update it"
+    assert "rerun this case: cd " in guide() and "-m harness repro 'scale_store[buggy-n1000]' --mode guard" in guide()
 
 
 def test_the_guides_baseline_accepts_that_finding(tmp_path: Path) -> None:
@@ -195,5 +202,8 @@ def test_harness_new_output_passes_as_generated(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert "2 passed" in proc.stdout
     sanitize = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario-path", str(target),
-                    "--scenario", "my_first", "--mode", "guard", "-q"])
-    assert sanitize.returncode == 0 and "4 passed" in sanitize.stdout, sanitize.stdout[-3000:]
+                    "--scenario", "my_first", "--mode", "guard", "-q", "--report-dir", str(tmp_path / "reports")])
+    assert sanitize.returncode == 0, sanitize.stdout[-3000:]
+    assert {cid: c["outcome"] for cid, c in cases(tmp_path / "reports").items()} == {
+        "my_first[buggy-n1000]": "expected finding", "my_first[buggy-n4096]": "expected finding",
+        "my_first[fixed-n1000]": "clean", "my_first[fixed-n4096]": "clean"}

@@ -417,3 +417,16 @@ def test_new_cuda_scaffold_loads_and_is_unsupported_without_a_gpu(tmp_path: Path
     assert "load_inline" in text and "Unsupported" in text
     compile(text, "cuda_scaffold_kernel.py", "exec")
     compile((tmp_path / "c" / "test_cuda_scaffold.py").read_text(), "test_cuda_scaffold.py", "exec")
+
+
+def test_a_scenario_added_the_old_way_through_a_site_hook_is_still_found(tmp_path: Path) -> None:
+    """Before scenario paths, a sitecustomize appended a directory to the `scenarios` package's path."""
+    old = tmp_path / "old_style"
+    write_scenario(old, "old_style_scenario", adapter='"old_style_scenario_kernel:run"')
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(f"import scenarios\nscenarios.__path__.append({str(old)!r})\n")
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(ROOT), str(hook)]))
+    proc = harness_cli("list", "--scenario", "old_style_scenario", "--ids", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "old_style_scenario[a-n1]"
