@@ -37,13 +37,7 @@ def _mode(case: Case) -> str:
 
 
 def _allocated_stride(case: Case) -> int:
-    """Bytes per row of the scale allocation: padded, except in the reverse mismatch (packed rows) and in the
-    fixed version's refusal case (a packed allocation, as pre-fix callers made)."""
-    hidden = case.params["hidden"]
-    version = PL.sglang_version(case.params["impl"])
-    packed_alloc = case.variant == "strided_on_packed" or (
-        case.variant == "refusal" and version is not None and PL.sglang_mode(version) == "strided")
-    return PL.scale_row_bytes(hidden) if packed_alloc else PL.padded_row_stride(hidden)
+    return PL.allocated_row_stride(case.params["impl"], case.variant, case.params["hidden"])
 
 
 def _kernel_step(case: Case) -> int:

@@ -28,19 +28,9 @@ def run_case(case: Any, ctx: Any) -> Any:
     version = PL.sglang_version(p["impl"])
     if version is not None:
         return _run_sglang(case, ctx, version)
-    hidden, nt, pm = p["hidden"], p["num_tokens"], p["padded_max"]
-    g = PL.scale_row_bytes(hidden)
-    alloc_stride = g if case.variant == "strided_on_packed" else PL.padded_row_stride(hidden)
-    x = ctx.tensor("x", (nt, hidden), torch.bfloat16)
-    x.copy_(ctx.randn((nt, hidden)) * 3)
-    ids = ctx.tensor("topk_ids", (nt, TOPK), torch.int32)
-    ids.copy_(torch.randint(0, 256, (nt, TOPK), generator=ctx.generator(), dtype=torch.int32).to(ctx.device))
-    weights = ctx.tensor("topk_weights", (nt, TOPK), torch.float32)
-    weights.copy_(torch.rand((nt, TOPK), generator=ctx.generator()).to(ctx.device))
-    q_out = ctx.tensor("q", (pm, hidden), torch.uint8)
-    scale = ctx.rows("scale", rows=pm, row_bytes=g, row_stride=alloc_stride, used_rows=nt, dtype=torch.int32, watch=True)
-    ids_out = ctx.tensor("ids_out", (pm, TOPK), torch.int64)
-    weights_out = ctx.tensor("weights_out", (pm, TOPK), torch.float32)
+    hidden, nt = p["hidden"], p["num_tokens"]
+    x, ids, weights, q_out, scale, ids_out, weights_out = _buffers(case, ctx)
+
     def once() -> None:
         if case.variant == "strided_on_packed":
             # A caller that passes the padded stride for a buffer it allocated packed: the host check that
@@ -54,6 +44,28 @@ def run_case(case: Any, ctx: Any) -> Any:
     return RunInfo(kernel=PL.kernel_name(p["impl"], "strided"),
                    outputs={"q": q_out[:nt].view(torch.int8), "scale": scale[:nt],
                             "ids": ids_out, "weights": weights_out}, relaunch=once)
+
+
+def _buffers(case: Any, ctx: Any) -> tuple[Any, ...]:
+    """x, top-k ids and weights (inputs), q, the watched scale rows, ids and weights out: guarded, as the caller
+    lays them out (the scale allocation's row stride from PL.allocated_row_stride)."""
+    import torch
+
+    p = case.params
+    hidden, nt, pm = p["hidden"], p["num_tokens"], p["padded_max"]
+    g = PL.scale_row_bytes(hidden)
+    stride = PL.allocated_row_stride(p["impl"], case.variant, hidden)
+    x = ctx.tensor("x", (nt, hidden), torch.bfloat16)
+    x.copy_(ctx.randn((nt, hidden)) * 3)
+    ids = ctx.tensor("topk_ids", (nt, TOPK), torch.int32)
+    ids.copy_(torch.randint(0, 256, (nt, TOPK), generator=ctx.generator(), dtype=torch.int32).to(ctx.device))
+    weights = ctx.tensor("topk_weights", (nt, TOPK), torch.float32)
+    weights.copy_(torch.rand((nt, TOPK), generator=ctx.generator()).to(ctx.device))
+    q_out = ctx.tensor("q", (pm, hidden), torch.uint8)
+    scale = ctx.rows("scale", rows=pm, row_bytes=g, row_stride=stride, used_rows=nt, dtype=torch.int32, watch=True)
+    ids_out = ctx.tensor("ids_out", (pm, TOPK), torch.int64)
+    weights_out = ctx.tensor("weights_out", (pm, TOPK), torch.float32)
+    return x, ids, weights, q_out, scale, ids_out, weights_out
 
 
 class ContractBroken(RuntimeError):
@@ -74,20 +86,10 @@ def _run_sglang(case: Any, ctx: Any, version: str) -> Any:
     refusal = case.variant == "refusal"
     capability = tuple(torch.cuda.get_device_capability(ctx.device))
     S.load(version, capability)              # build (or reuse) before any buffer exists: Unsupported says why not
-    # The allocation: padded rows, except a fixed version's refusal case (a packed allocation, as pre-fix callers
-    # made it). The view handed over: the one this version's callers passed, or in `refusal` the other one.
-    packed_alloc = refusal and mode == "strided"
-    stride = g if packed_alloc else PL.padded_row_stride(hidden)
-    x = ctx.tensor("x", (nt, hidden), torch.bfloat16)
-    x.copy_(ctx.randn((nt, hidden)) * 3)
-    ids = ctx.tensor("topk_ids", (nt, TOPK), torch.int32)
-    ids.copy_(torch.randint(0, 256, (nt, TOPK), generator=ctx.generator(), dtype=torch.int32).to(ctx.device))
-    weights = ctx.tensor("topk_weights", (nt, TOPK), torch.float32)
-    weights.copy_(torch.rand((nt, TOPK), generator=ctx.generator()).to(ctx.device))
-    q_out = ctx.tensor("q", (pm, hidden), torch.uint8)
-    scale = ctx.rows("scale", rows=pm, row_bytes=g, row_stride=stride, used_rows=nt, dtype=torch.int32, watch=True)
-    ids_out = ctx.tensor("ids_out", (pm, TOPK), torch.int64)
-    weights_out = ctx.tensor("weights_out", (pm, TOPK), torch.float32)
+    # The allocation as this case's caller made it (PL.allocated_row_stride). The view handed over: the one this
+    # version's callers passed, or in `refusal` the other one.
+    stride = PL.allocated_row_stride(p["impl"], case.variant, hidden)
+    x, ids, weights, q_out, scale, ids_out, weights_out = _buffers(case, ctx)
     contiguous = scale.as_strided((pm, g // 4), (g // 4, 1))      # G bytes per row over the same allocation
     padded = scale.as_strided((pm, g // 4), (stride // 4, 1))
     view = (padded if mode == "packed" else contiguous) if refusal else (contiguous if mode == "packed" else padded)

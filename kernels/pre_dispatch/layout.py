@@ -158,3 +158,13 @@ def sglang_version(impl: str) -> str | None:
 def sglang_mode(version: str) -> str:
     """The addressing a version's kernel uses: 'packed' (0.5.12 .. 0.5.18, token*G + g) or 'strided' (0.5.19+)."""
     return "strided" if version_tuple(version) >= version_tuple(SGLANG_FIXED_FROM) else "packed"
+
+
+def allocated_row_stride(impl: str, variant: str, hidden: int) -> int:
+    """Bytes per row of the scale allocation a case's caller made: padded to 16 bytes, except in the reverse
+    mismatch (`strided_on_packed`) and in a fixed sglang version's `refusal` case (a packed allocation, as
+    pre-fix callers made it)."""
+    version = sglang_version(impl)
+    packed = variant == "strided_on_packed" or (variant == "refusal" and version is not None
+                                                and sglang_mode(version) == "strided")
+    return scale_row_bytes(hidden) if packed else padded_row_stride(hidden)
