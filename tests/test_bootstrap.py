@@ -252,7 +252,7 @@ def test_runner_torch_and_triton_are_never_reinstalled(venv: Path, tmp_path: Pat
     (only,) = rec.calls
     names = [Requirement(r).name for r in only]
     assert "torch" not in names and "triton" not in names
-    assert "numpy>=1.26,<2.4" in only and "rich>=13.7,<16" in only
+    assert "numpy>=1.26,<2.4" in only and "rich>=13.7,<16" in only   # no numpy in the base: the pinned one
     bindings = Requirement(next(r for r in only if r.startswith("cuda-bindings")))
     assert bindings.specifier.contains("12.9.0") and not bindings.specifier.contains("13.0.0")
     out = capsys.readouterr().out
@@ -262,6 +262,16 @@ def test_runner_torch_and_triton_are_never_reinstalled(venv: Path, tmp_path: Pat
     # the layering: the venv's interpreter sees the base's torch, which is how it was found
     seen = bootstrap.installed(venv / "bin" / "python", ("torch", "triton"))
     assert seen == {"torch": "2.14.1", "triton": "3.8.0"}
+
+
+def test_runner_numpy_outside_the_pin_is_kept_with_a_note(venv: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The H200 image: torch 2.11, triton 3.6, numpy 2.5.2 and no package index: pip must not be asked for numpy."""
+    base = fake_site(tmp_path / "base", {"torch": "2.11.0", "triton": "3.6.0", "numpy": "2.5.2"}, cuda="13.0")
+    (only,) = _run(monkeypatch, venv, base, ["gpu"]).calls
+    assert "numpy" not in [Requirement(r).name for r in only]
+    assert "the existing numpy 2.5.2 is used as it is" in capsys.readouterr().out
 
 
 def test_a_torch_an_earlier_bootstrap_put_in_the_venv_is_checked_against_the_pins(

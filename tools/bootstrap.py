@@ -38,7 +38,7 @@ DEFAULT_WHEEL_DIRS = ("/opt/wheels",)
 REACH_TIMEOUT_S = 15        # how long to wait for PyTorch's CPU index before taking PyPI's torch
 MIN_PIP = (23, 2)           # reads the metadata PyPI publishes (PEP 658/714): picking a torch whose triton fits
                             # the pin then downloads no wheel per candidate (older pips fetch each ~1 GB torch)
-RUNNER_STACK = ("torch", "triton")
+RUNNER_STACK = ("torch", "triton", "numpy")   # a GPU runner's own set: reused as it is, never reinstalled offline
 PYPI_TORCH = "pypi-torch"   # the optional-dependencies group naming PyPI's torch releases whose triton fits   # never asked of pip when torch is already there: the runner's stay
 
 
@@ -263,8 +263,8 @@ def requirements(project: dict, extras: list[str]) -> list[str]:
 
 
 def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) -> list[str]:
-    """Requirements for pip when the runner's torch is there: torch and triton are not asked for (pip would put
-    the pinned ones in the venv, in front of the runner's)."""
+    """Requirements for pip when the runner's torch is there: torch, triton and numpy are not asked for (pip would
+    put the pinned ones in the venv, in front of the runner's, or fail on a runner without a package index)."""
     print(f"bootstrap: reusing the existing torch {found['torch']}"
           + (f" (CUDA {cuda})" if cuda else " (CPU build)")
           + (f" and triton {found['triton']}" if "triton" in found else "") + "; neither is reinstalled")
@@ -272,9 +272,17 @@ def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) 
     if "triton" in found and wanted_triton:
         print(f"bootstrap: note: pyproject.toml pins {wanted_triton} for fresh installs (tested with the default "
               f"triton_kernels copy); the existing triton {found['triton']} is used as it is")
+    wanted_numpy = next((r for r in reqs if _name(r) == "numpy"), None)
+    if "numpy" in found and wanted_numpy:
+        # The numpy pin is for Triton's interpreter (CPU runs); a GPU runner's kernels do not use it, and an
+        # offline runner could not install another numpy anyway (seen on the H200 image: numpy 2.5.2).
+        print(f"bootstrap: note: pyproject.toml pins {wanted_numpy} for Triton's interpreter (CPU runs); the "
+              f"existing numpy {found['numpy']} is used as it is")
     out = [r for r in reqs if _name(r) not in RUNNER_STACK]
     if "triton" not in found and wanted_triton:
         out.append(wanted_triton)      # a torch without triton (a CPU build): nothing to shadow
+    if "numpy" not in found and wanted_numpy:
+        out.append(wanted_numpy)
     return out
 
 
