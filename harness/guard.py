@@ -179,6 +179,9 @@ class Arena:
     guard: int = L.DEFAULT_GUARD
     flush_allocator: Allocator | None = None
     marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
+    # poison mode: these marker spans (tensor-relative offsets) of these buffers hold poison_marker instead
+    poison_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    poison_marker: int = 0xFF
     fill: int | None = None                                    # tensor bytes' first value (default: the marker)
     fill_for: dict[str, int] = field(default_factory=dict)     # per-buffer fill (uninit mode's attribution runs)
     on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
@@ -231,6 +234,10 @@ class Arena:
             buf.body().fill_(fill)   # uninit mode: bytes nobody writes keep this value; markers are refilled below
         if marker != self.marker or (fill is not None and fill != self.marker):
             buf.fill_markers()
+        for lo, hi in self.poison_spans.get(name, ()):
+            if not any(s <= lo and hi <= e for s, e, _ in lay.marker_spans()):
+                raise L.LayoutError(f"buffer {name!r}: poison span {lo}..{hi} is not inside its marker bytes")
+            storage[lay.front + lo : lay.front + hi].fill_(self.poison_marker)
         self.buffers[name] = buf
         return buf
 

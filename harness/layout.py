@@ -125,6 +125,14 @@ class GuardLayout:
             spans.append((self.nbytes, self.nbytes + self.back, self._back_zone()))
         return spans
 
+    def region_spans(self) -> dict[str, list[tuple[int, int]]]:
+        """The marker spans grouped by region (before_start, past_end, row_padding, unused_row): what poison
+        mode poisons one region at a time."""
+        out: dict[str, list[tuple[int, int]]] = {}
+        for lo, hi, _ in self.marker_spans():
+            out.setdefault(region_class(self.region_of(lo)), []).append((lo, hi))
+        return out
+
     def _back_zone(self) -> str:
         return "back_guard" if self.placement == GUARDED else "alignment_tail"
 

@@ -185,7 +185,8 @@ class ExpectedFinding:
             return False
         if finding.buffer != self.buffer and (finding.exact or self.buffer not in finding.buffer.split("|")):
             return False  # an inexact finding (a hardware fault) names every buffer it may have been
-        if self.region is not None and finding.exact and finding.region != self.region:
+        # an inexact finding is held to its region when it has one (poison); not when it cannot tell (a fault)
+        if self.region is not None and (finding.exact or finding.region in REGIONS) and finding.region != self.region:
             return False
         if self.bytes is not None and finding.exact and finding.bytes != self.bytes:
             return False

@@ -413,13 +413,8 @@ class Runner:
                         kernel=kernel, arch=arch, note=note, exact=False)] if watched else []
 
     def _poison_findings(self, res: dict[str, Any], kernel: str, arch: str) -> list[Finding]:
-        findings = []
-        for name, outputs in res["poison"]["changed"].items():
-            note = "; ".join(f"{k}: {v['elements']} of {v['of']} elements changed" for k, v in outputs.items())
-            findings.append(Finding(detector=POISON, kind=OVERREAD, buffer=name, region="guard", bytes=0, kernel=kernel,
-                                    arch=arch, note=f"output changed when only {name}'s guards changed pattern ({note})",
-                                    exact=False))
-        return findings
+        from harness import poison
+        return poison.findings(res.get("poison"), kernel=kernel, arch=arch)
 
     def _detector_runs(self, scenario: Scenario, res: dict[str, Any] | None, attempt: _Attempt | None = None,
                        sanitized: bool = False) -> list[DetectorRun]:

@@ -152,12 +152,13 @@ class Worker:
 
     def _context(self, case: Any, *, marker: int = 0xA5, watch_placement: str | None = None,
                  production: bool = False, marker_for: dict[str, int] | None = None, fill: int | None = None,
-                 fill_for: dict[str, int] | None = None) -> Any:
+                 fill_for: dict[str, int] | None = None, poison_spans: dict[str, list[tuple[int, int]]] | None = None,
+                 poison_marker: int = 0xFF) -> Any:
         from harness.context import RunContext
         from harness.guard import Arena
         arena = Arena(self.device, marker=marker, guard=self.job.get("guard", self.L.DEFAULT_GUARD),
                       flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}), fill=fill,
-                      fill_for=dict(fill_for or {}))
+                      fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker)
         self.keep.append(arena)
         ctx = RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
                          watch_placement=watch_placement or self.L.GUARDED, production=production)
@@ -189,8 +190,10 @@ class Worker:
                 "markers_checked": checked, "kernel_seconds": kernel_s}
 
     def _poison(self, adapter: Any, case: Any) -> dict[str, Any]:
-        """A baseline run with every guard in one pattern, then one run per watched buffer with only that
-        buffer's guards in the other pattern: an output that changes is an overread of that buffer."""
+        """A baseline run with every marker byte in one pattern, then one run per buffer and region of its
+        marker bytes with only that region in the other pattern (harness/poison.py: every buffer, watched
+        ones first; before and after the tensor apart; bytes bounded by bisection when something changed)."""
+        from harness import poison
         base_marker, poison_marker = POISON_PATTERNS
         ctx = self._context(case, marker=base_marker)
         info = adapter(case, ctx)
@@ -200,16 +203,26 @@ class Worker:
                   "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched),
                   "guard": {n: [r.__dict__ for r in rs] for n, rs in ctx.arena.verify().items()},
                   "markers_checked": True}
-        changed: dict[str, Any] = {}
-        for name in sorted(ctx.watched):
-            pctx = self._context(case, marker=base_marker, marker_for={name: poison_marker})
+
+        def run(name: str, spans: list[tuple[int, int]]) -> dict[str, Any]:
+            kept = len(self.keep)
+            pctx = self._context(case, marker=base_marker, poison_spans={name: spans}, poison_marker=poison_marker)
             pinfo = adapter(case, pctx)
             self._sync()
             diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
-            if diff:
-                changed[name] = diff
-        result["poison"] = {"patterns": list(POISON_PATTERNS), "changed": changed, "outputs": sorted(baseline),
-                            "runs": 1 + len(ctx.watched)}
+            del self.keep[kept:]      # no sanitizer watches these runs: their addresses may be reused
+            self._current = ctx
+            return diff
+
+        layouts = {name: buf.layout for name, buf in ctx.arena.buffers.items()}
+        order = sorted(ctx.watched) + sorted(set(layouts) - ctx.watched)
+        itemsizes = {name: buf.tensor.element_size() for name, buf in ctx.arena.buffers.items()}
+        regions, runs = poison.survey(layouts, order, run, itemsizes)
+        changed: dict[str, Any] = {}
+        for entry in regions:
+            changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
+        result["poison"] = {"patterns": list(POISON_PATTERNS), "changed": changed, "regions": regions,
+                            "outputs": sorted(baseline), "runs": 1 + runs, "buffers": order}
         return result
 
     def _stress(self, adapter: Any, case: Any) -> dict[str, Any]:

@@ -62,7 +62,8 @@ def test_poison_finds_the_vector_tail_overread_and_keeps_the_clean_twin_clean(tm
     results = run("poison", tmp_path, ("vec16_overread", "vec16_clean"))
     bad, good = results[TRITON["vec16_overread"]], results[TRITON["vec16_clean"]]
     assert bad.outcome is Outcome.EXPECTED_FINDING, bad.message
-    assert [(f.detector, f.kind, f.buffer) for f in bad.findings] == [(POISON, "overread", "src")]
+    assert [(f.detector, f.kind, f.buffer, f.region) for f in bad.findings] == [(POISON, "overread", "src", "past_end")]
+    assert [(r.start, r.end) for r in bad.findings[0].ranges] == [(4008, 4016)]   # bisected, whole floats
     assert good.outcome is Outcome.CLEAN, good.message
 
 
