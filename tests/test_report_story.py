@@ -550,3 +550,27 @@ def test_a_run_whose_final_reports_cannot_be_written_says_so_and_fails(tmp_path:
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"reports NOT written: {tmp_path / 'reports'}: the reports could not be written" in proc.stdout
     assert "1 passed" in proc.stdout
+
+
+def test_the_set_written_at_the_start_and_the_final_set_carry_one_run_id(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    reports = tmp_path / "reports"
+    write_reports(report([result("s[a]", Outcome.CLEAN)], run_id="previous-run"), reports)
+    plugin = tmp_path / "peek_reports.py"
+    plugin.write_text(
+        "import json, pathlib\n"
+        "def pytest_collection_finish(session):\n"
+        f"    doc = json.loads(pathlib.Path({str(reports / 'report.json')!r}).read_text())\n"
+        f"    pathlib.Path({str(tmp_path / 'seen.json')!r}).write_text(json.dumps(doc['run']))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-p", "peek_reports",
+                           "--scenario", "planted_oob", "-k", "clean-triton and not vec16", "--mode", "guard",
+                           "--report-dir", str(reports)], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    final = load_report(reports / "report.json")["run"]
+    assert seen["interrupted"] == NOT_FINISHED and seen["id"] != "previous-run"
+    assert final["id"] == seen["id"] and not final["interrupted"]
