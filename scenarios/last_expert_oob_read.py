@@ -36,9 +36,12 @@ that claim. Any other architecture runs with no expectation and reports what it 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from harness import upstream as U
 from harness.model import GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
+from harness.scenario import Case, Param, Scenario, Variant
 from kernels.mxfp4 import layout as L
 
 UPSTREAM = "triton-lang/triton#10772"
@@ -47,9 +50,28 @@ GPT_OSS = {"20b": 32, "120b": 128}
 HIDDEN = 2880
 SWEEP_K = (2688, 2752, 2816, 2880, 2912, 2944, 3008, 3072)
 COPIES = tuple(U.TRITON_KERNELS_COPIES)                    # "A", "C", "D"
-PAD_OF_VARIANT = {"unpadded": "none", "padded": "sglang", "padded_vllm": "vllm",
-                  "batched_unpadded": "none", "batched_padded": "sglang",
-                  "batched_splitk1_unpadded": "none", "batched_splitk1_padded": "sglang"}
+
+
+@dataclass(frozen=True)
+class MoeVariant(Variant):
+    """pad: the weight-scale pad policy (none, sglang, vllm); batched: the batched (3-D) matmul instead of the
+    routed one; split_k1: the batched call pinned to split_k = 1."""
+
+    pad: str = "none"
+    batched: bool = False
+    split_k1: bool = False
+
+    @property
+    def scratchpad_bug(self) -> bool:
+        """Batched split-k writes a scratchpad that has no batch axis (the second bug): batched, split_k free."""
+        return self.batched and not self.split_k1
+
+
+VARIANTS = (MoeVariant("unpadded"), MoeVariant("padded", pad="sglang"), MoeVariant("padded_vllm", pad="vllm"),
+            MoeVariant("batched_unpadded", batched=True), MoeVariant("batched_padded", pad="sglang", batched=True),
+            MoeVariant("batched_splitk1_unpadded", batched=True, split_k1=True),
+            MoeVariant("batched_splitk1_padded", pad="sglang", batched=True, split_k1=True))
+BY_NAME = {v.name: v for v in VARIANTS}
 MEASURED_ARCH = "sm_90"
 CLEAN_BY_CONSTRUCTION = {
     "sm_100": ("expected clean by construction on sm_100: triton_kernels uses BlackwellMXScaleLayout, which pads the "
@@ -64,7 +86,7 @@ def upstream_source(tk: str) -> str:
 
 def _case(variant: str, label: str, tk: str, E: int, N: int, K: int, tags: tuple[str, ...], tokens: int = 64,
           top_k: int = 2) -> Case:
-    params = {"E": E, "N": N, "K": K, "tokens": tokens, "top_k": top_k, "tk": tk, "pad": PAD_OF_VARIANT[variant],
+    params = {"E": E, "N": N, "K": K, "tokens": tokens, "top_k": top_k, "tk": tk, "pad": BY_NAME[variant].pad,
               "upstream": upstream_source(tk)}
     return Case("last_expert_oob_read", variant, params, f"tk{tk}-{label}", tags)
 
@@ -82,8 +104,9 @@ def _cases() -> list[Case]:
             for K in SWEEP_K:
                 if K != HIDDEN:
                     cases.append(_case(variant, f"sweep-K{K}-E4-N256", tk, 4, 256, K, ("sweep",)))
-    for variant in ("batched_unpadded", "batched_padded", "batched_splitk1_unpadded", "batched_splitk1_padded"):
-        cases.append(_case(variant, "K2880-E4-N256-M64", "A", 4, 256, HIDDEN, ("batched",)))
+    for v in VARIANTS:
+        if v.batched:
+            cases.append(_case(v.name, "K2880-E4-N256-M64", "A", 4, 256, HIDDEN, ("batched",)))
     return cases
 
 
@@ -106,7 +129,7 @@ def _expect(case: Case) -> Expectation:
         # guard page see it, but a poisoned value no longer reaches the output.
         detectors = (MEMCHECK, GUARD_PAGE) if case.params["tk"] == "D" else (MEMCHECK, GUARD_PAGE, POISON)
         found.append(ExpectedFinding(OVERREAD, "w_scale", detectors, region="past_end", upstream=UPSTREAM))
-    if case.variant in ("batched_unpadded", "batched_padded"):
+    if SCENARIO.variant(case).scratchpad_bug:
         # Second bug (this triton_kernels copy): batched split-k writes expert + split slots of a scratchpad
         # that has no batch axis (fixed upstream by triton PRs #8252/#8327). The scratchpad is allocated inside
         # triton_kernels, so the writes are attributed to no buffer of ours.
@@ -134,6 +157,13 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
     return L.describe_range(L.scale_layout(p["E"], p["N"], p["K"], padded=_padded(case)), start, end)
 
 
+def run_case(case: Case, ctx: Any) -> Any:
+    """The adapter: kernels/mxfp4/adapter.py's launcher, told the variant's typed fields."""
+    from kernels.mxfp4.adapter import run
+    v = SCENARIO.variant(case)
+    return run(case.params, ctx, batched=v.batched, split_k1=v.split_k1)
+
+
 def _kernel(case: Case) -> str:
     api = "_matmul_ogs" if case.params["tk"] == "A" else "_matmul"
     return f"{api} [{upstream_source(case.params['tk'])}]"
@@ -142,11 +172,11 @@ def _kernel(case: Case) -> str:
 SCENARIO = Scenario(
     name="last_expert_oob_read",
     summary="triton_kernels mxfp4 MoE matmul on Hopper reads weight scales past the last expert (K % 128 != 0)",
-    adapter="kernels.mxfp4.adapter:run_case",
+    adapter=run_case,
     params=(Param("E", int, low=1, high=1024), Param("N", int, low=32, high=65536), Param("K", int, low=32, high=65536),
             Param("tokens", int, low=1, high=1 << 16), Param("top_k", int, low=1, high=16),
             Param("tk", str, choices=COPIES), Param("pad", str, choices=L.PAD_POLICIES), Param("upstream", str)),
-    variants=tuple(PAD_OF_VARIANT),
+    variants=VARIANTS,
     cases=_cases,
     expect=_expect,
     expect_on_arch=expect_on_arch,
@@ -155,5 +185,5 @@ SCENARIO = Scenario(
     describe=_describe,
     timeout_s=300.0,
     upstream=UPSTREAM,
-    isolated=lambda case: case.variant.startswith("batched"),   # its scratchpad writes hit no buffer of ours
+    isolated=lambda case: SCENARIO.variant(case).batched,   # its scratchpad writes hit no buffer of ours
 )

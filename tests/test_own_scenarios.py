@@ -430,3 +430,24 @@ def test_a_scenario_added_the_old_way_through_a_site_hook_is_still_found(tmp_pat
     proc = harness_cli("list", "--scenario", "old_style_scenario", "--ids", env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[0] == "old_style_scenario[a-n1]"
+
+
+def test_last_expert_variants_are_typed_and_agree_with_the_cases() -> None:
+    scenario = registry.get("last_expert_oob_read")
+    for case in scenario.build():
+        v = scenario.variant(case)
+        assert case.params["pad"] == v.pad
+        assert scenario.isolated(case) is v.batched
+        assert ("batched" in case.tags) is v.batched
+        unattributed = [f for f in scenario.expect(case).findings if f.buffer == "unattributed"]
+        assert bool(unattributed) is (v.batched and not v.split_k1)
+
+
+def test_no_scenario_or_kernel_parses_variant_names() -> None:
+    """Variants carry typed fields (harness.scenario.Variant); nothing slices or searches a variant's name."""
+    import re
+    pattern = re.compile(r"variant\.(startswith|endswith|split|partition)\(|\bin case\.variant\b|case\.variant\[")
+    files = [*ROOT.glob("scenarios/*.py"), *ROOT.glob("kernels/**/*.py"), *(ROOT / "docs" / "example").glob("*.py")]
+    offenders = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not offenders, "\n".join(offenders)

@@ -10,7 +10,7 @@ routing, the call) is kernels/mxfp4/moe.py.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from harness import upstream as U
 from harness.errors import Unsupported
@@ -41,13 +41,15 @@ def locate(tk: str) -> Any:
     return load_copy(folder / "triton_kernels")
 
 
-def run_case(case: Any, ctx: Any) -> Any:
+def run(p: Mapping[str, Any], ctx: Any, *, batched: bool, split_k1: bool) -> Any:
+    """One case of scenarios/last_expert_oob_read.py (params E, N, K, tokens, top_k, tk, pad): the batched (3-D)
+    matmul, split_k pinned to 1 or left to triton_kernels, or the routed one; the scenario passes its
+    variant's typed fields."""
     import torch
 
     from harness.context import RunInfo
     from kernels.mxfp4 import moe as M
 
-    p = case.params
     M.check_device(ctx.device)
     located = locate(p["tk"])
 
@@ -57,8 +59,8 @@ def run_case(case: Any, ctx: Any) -> Any:
     prepared = M.prepare(p["E"], p["N"], p["K"], pad=p["pad"], seed=ctx.seed, device=ctx.device,
                          alloc_scale=alloc_scale, located=located)
     flags: dict[str, Any] = {}
-    if case.variant.startswith("batched"):
-        split_k = 1 if "splitk1" in case.variant else None
+    if batched:
+        split_k = 1 if split_k1 else None
         x = M.make_batched_input(prepared, p["tokens"], seed=ctx.seed)
         once = lambda: M.run_batched(prepared, x, split_k=split_k, on_flags=flags.update)  # noqa: E731
         counts: tuple[int, ...] = (p["tokens"],) * p["E"]

@@ -89,7 +89,7 @@ def run_case(case: Any, ctx: Any) -> Any:
     stream = (lambda: torch.cuda.current_stream(ctx.device).cuda_stream) if module is not None else None
     kernels = _kernels() if module is None else {}
 
-    if variant.startswith("vec16"):
+    if variant in ("vec16_overread", "vec16_clean"):
         if n % 4:
             raise Unsupported(f"vec16 cases sum fp32: n = {n} bytes is not a whole number of floats")
         src = ctx.tensor("src", (n // 4,), torch.float32, watch=True)
