@@ -451,3 +451,23 @@ def test_no_scenario_or_kernel_parses_variant_names() -> None:
     offenders = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
                  for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not offenders, "\n".join(offenders)
+
+
+def test_pytest_and_the_cli_see_an_installed_packages_entry_point_scenarios(tmp_path: Path) -> None:
+    """A package installed elsewhere (here: a site directory with its dist-info) declares its scenarios in the
+    gpu_memsafety.scenarios group: `pytest scenarios` and `python -m harness list` both see them."""
+    site = tmp_path / "site"
+    write_scenario(site / "gpu_pkg_cli", "ep_cli", kernel="ep_cli_kernel", package="gpu_pkg_cli")
+    (site / "gpu_pkg_cli" / "__init__.py").write_text("")
+    dist = site / "gpu_pkg_cli-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gpu-pkg-cli\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\npkg = gpu_pkg_cli\n")
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
+    listed = harness_cli("list", "--scenario", "ep_cli", "--ids", env=env)
+    assert listed.returncode == 0 and listed.stdout.split()[0] == "ep_cli[a-n1]", listed.stderr
+    collected = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--collect-only",
+                                "-q", "--scenario", "ep_cli"], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                               timeout=120)
+    assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
+    assert f"{(site / 'gpu_pkg_cli' / 'ep_cli.py').resolve()}::ep_cli[a-n1]" in collected.stdout
