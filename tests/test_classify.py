@@ -150,3 +150,14 @@ def test_a_misaligned_read_becomes_a_misaligned_finding_not_an_overread() -> Non
     assert f.kind == MISALIGNED != OVERREAD
     assert (f.region, f.bytes, f.detail("access")) == ("inside", 16, "read")
     assert "kernel's own address" in f.detail("misaligned")
+
+
+def test_reports_show_the_detectors_own_words() -> None:
+    from harness.report.findings import describe_finding, finding_fields
+    [record] = text_records(CONSTRUCTED[parse.ATOMIC])
+    [f] = aggregate([_access(record)], [buffer_at(0x7FB656800000, 4000)])["c"]
+    line = describe_finding(f)
+    assert "overwrite of out past_end: 4 B" in line
+    assert "access: atomic" in line and "zone: past_allocation" in line
+    assert "sanitizer: Invalid __global__ atomic of size 4 bytes" in line
+    assert ("access", "atomic") in finding_fields(f)

@@ -29,7 +29,16 @@ def describe_finding(f: Finding) -> str:
         text += f"; ranges: {_ranges_text(f)}"
     if f.note:
         text += f"; {f.note}"
+    extra = _details_text(f)
+    if extra:
+        text += f"; {extra}"
     return text
+
+
+def _details_text(f: Finding) -> str:
+    """The detector's own words (zone, access, the sanitizer's text, a misaligned record's cause); the note
+    already says what `nearest` says."""
+    return ", ".join(f"{k}: {v}" for k, v in f.details if k != "nearest" and v)
 
 
 def _count_text(f: Finding) -> str:
@@ -65,6 +74,7 @@ def finding_fields(f: Finding) -> list[tuple[str, str]]:
              ("first_thread", f.first_thread), ("first_block", f.first_block), ("source", f.source)]
     pairs += [("range", _range_text(r, f.region)) for r in f.ranges]
     pairs.append(("note", f.note))
+    pairs += [(k, v) for k, v in f.details if k != "nearest"]
     return [(k, v) for k, v in pairs if v]
 
 
