@@ -379,3 +379,14 @@ def test_reachable_tells_an_answering_host_from_a_dead_one() -> None:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
     assert "Connection refused" in (bootstrap.unreachable(f"http://127.0.0.1:{dead}/", timeout=5) or "")
+
+
+def test_pin_sets_oldest_is_the_release_series_of_each_lower_bound() -> None:
+    import pin_sets
+    assert pin_sets.oldest("nvidia-ml-py>=12.535,<14") == "nvidia-ml-py==12.535.*"
+    assert pin_sets.oldest("numpy>=1.26,<2.4") == "numpy==1.26.*"
+    assert pin_sets.oldest("kernels") == "kernels"
+    for req in bootstrap.requirements(PROJECT, ["test", "gpu"]):
+        old = Requirement(pin_sets.oldest(req))
+        low = next(s.version for s in Requirement(req).specifier if s.operator == ">=")
+        assert old.specifier.contains(low) and Requirement(req).specifier.contains(low), (req, old)
