@@ -5,6 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 REPORTS ?= reports
 MODE ?= both
+# SHARD=K/N runs shard K of N of the matrix (split evenly by expected cost); merge the N report.json files
+# with `python -m harness merge`.
+SHARD ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 # Directories of your own scenarios (space-separated), besides scenarios/: see docs/writing-a-scenario.md.
@@ -26,8 +29,8 @@ test: $(VENV)/.bootstrap-test
 # and the cases that need it say so (unsupported, with how to get it). A CPU machine fetches nothing here.
 sanitize: $(VENV)/.bootstrap-gpu
 	-$(PY) -m harness.upstream --if-missing
-	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode $(MODE) \
-		--report-dir $(REPORTS) $(SCENARIO_ARGS) $(PYTEST_ARGS)
+	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup --mode $(MODE) \
+		--report-dir $(REPORTS) $(if $(SHARD),--shard $(SHARD)) $(SCENARIO_ARGS) $(PYTEST_ARGS)
 
 smoke: $(VENV)/.bootstrap-gpu
 	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --mode $(MODE) --report-dir $(REPORTS) $(SCENARIO_ARGS) $(PYTEST_ARGS)

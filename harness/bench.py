@@ -15,7 +15,12 @@ Parts (each one's results are written to bench.json as soon as it ends, so a cra
   with the caches warm (what a second run or a second xdist worker pays).
 - batching: the same cases under `make sanitize`'s mode (memcheck + guards) batched in one sanitized
   process per scenario, then one sanitized process per case; wall times and whether the outcomes agree.
-- matrix: the wall time of `pytest scenarios -n auto --dist loadfile --mode both` (what `make sanitize` runs).
+- matrix: the wall time of `pytest scenarios -n auto --dist loadgroup --mode both` (what `make sanitize` runs).
+- scaling: the same matrix on one GPU and on all the machine's GPUs in one bench run, after a warm-up pass
+  (guard mode, every GPU) that fills the Triton and CUDA-extension caches; the speedup, and whether both runs
+  gave every case the same outcome. Then the matrix as 2 shards run at once on one machine (one GPU each,
+  `--shard k/2`), merged with `harness merge`, against the single run on all GPUs. Needs 2 GPUs or more,
+  else "not run" (`--scaling-workers N` runs it with N CPU workers instead, to test the plumbing).
 
 Results: bench.json (schema: this docstring and the keys written below) and bench.md (tables).
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -38,7 +44,7 @@ from harness.progress import track, watch
 from harness.registry import ROOT, all_scenarios
 from harness.scenario import Case, Scenario
 
-PARTS = ("bandwidth", "cases", "cache", "batching", "matrix")
+PARTS = ("bandwidth", "cases", "cache", "batching", "matrix", "scaling")
 MIB = 1 << 20
 CHILD_EXIT_CONTEXT_LOST = 75
 # Targets from the performance issue, as ratios measured in one run.
@@ -47,6 +53,7 @@ TARGETS = {
     "check_vs_copy": 0.50,              # verification reaches at least 50% of copy bandwidth, buffers >= 64 MiB
     "batched_speedup": 3.0,             # batched memcheck at least 3x faster than one process per case
     "guard_page_ratio": 1.2,            # guard-page mode within 1.2x the bare kernel
+    "scaling_per_gpu": 0.9,             # N GPUs run the matrix at least 0.9 x N times faster than one (1.8x on 2)
 }
 
 
@@ -247,11 +254,20 @@ class Child:
             relaunch()
             counts.append(arena.check_and_rearm())
 
-        timed = time_interleaved({"bare": self._relaunch(bare_info), "guard_kernel": relaunch, "guard_launch": guarded_launch},
-                                 reps=self.reps, warmup=self.warmup, device=self.device)
+        graphed, graph_problem = _graphed(arena)         # the same pass, replayed from a CUDA graph
+
+        def guarded_launch_graph() -> None:
+            relaunch()
+            counts.append(graphed())
+
+        variants = {"bare": self._relaunch(bare_info), "guard_kernel": relaunch, "guard_launch": guarded_launch}
+        if self.device.type == "cuda" and graphed is not None:   # off the GPU: no graph, the same call as guard_launch
+            variants["guard_launch_graph"] = guarded_launch_graph
+        timed = time_interleaved(variants, reps=self.reps, warmup=self.warmup, device=self.device)
         bare, kernel, launch = timed["bare"], timed["guard_kernel"], timed["guard_launch"]
         gpu = {"bare": gpu_busy(self._relaunch(bare_info), reps=self.reps, device=self.device),
-               "guard_launch": gpu_busy(guarded_launch, reps=self.reps, device=self.device)}
+               "guard_launch": gpu_busy(guarded_launch, reps=self.reps, device=self.device),
+               "guard_launch_graph": gpu_busy(guarded_launch_graph, reps=self.reps, device=self.device) if graphed else None}
         del bare_info
         changed = sum(int(c.sum()) for c in counts if c is not None)
         alloc_fill = self._alloc_cost(arena)
@@ -259,6 +275,8 @@ class Child:
         return {"kernel": info.kernel, "arch": ctx.arch(), "buffers": len(arena.buffers),
                 "guarded_bytes": sum(b.layout.total for b in arena.buffers.values()),
                 "watched": sorted(ctx.watched), "bare": bare, "guard_kernel": kernel, "guard_launch": launch,
+                "guard_launch_graph": timed.get("guard_launch_graph") or {"status": graph_problem or "not run"},
+                "marker_spans": _span_count(arena),
                 "guard_changed_words": changed, **alloc_fill, "poison": poison, "gpu_time": gpu,
                 "torch_cuda_caching_allocator": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1",
                 "device": str(self.device), "torch": torch.__version__}
@@ -364,6 +382,9 @@ class Child:
         times = {"check_all_markers": self._time(full.changed_counts),
                  "verify_all_markers": self._time(full.verify, reps=max(3, self.reps // 2)),
                  "fill_all_markers": self._time(full.fill_markers)}
+        graphed, _ = _graphed(full)
+        if self.device.type == "cuda" and graphed is not None:
+            times["check_all_markers_graph"] = self._time(graphed)
         full.checker = "torch"
         times["check_all_markers_torch_ops"] = self._time(full.changed_counts)
         padded = Arena(self.device, guard=1024)
@@ -380,12 +401,30 @@ class Child:
             return nbytes / (timing["median_ms"] * 1e-3) / 1e9
 
         row: dict[str, Any] = {"size_mib": mib, "copy": copy, "copy_GBps": gbps(2 * size, copy), **t}
-        for key in ("check_all_markers", "verify_all_markers", "fill_all_markers", "check_all_markers_torch_ops"):
-            row[f"{key}_GBps"] = gbps(size, t[key])
+        for key in ("check_all_markers", "check_all_markers_graph", "verify_all_markers", "fill_all_markers",
+                    "check_all_markers_torch_ops"):
+            if key in t:
+                row[f"{key}_GBps"] = gbps(size, t[key])
         row["check_padded_rows_buffer_GBps"] = gbps(size, t["check_padded_rows"])
         row["verify_vs_copy"] = row["verify_all_markers_GBps"] / row["copy_GBps"]
         row["check_vs_copy"] = row["check_all_markers_GBps"] / row["copy_GBps"]
+        if "check_all_markers_graph_GBps" in row:
+            row["check_graph_vs_copy"] = row["check_all_markers_graph_GBps"] / row["copy_GBps"]
         return row
+
+
+def _graphed(arena: Any) -> tuple[Callable[[], Any] | None, str]:
+    """The arena's check-and-rearm captured in a CUDA graph, or None and why capture failed (the other
+    measurements go on without it)."""
+    try:
+        return arena.graphed_check_and_rearm(), ""
+    except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured is reported, not fatal
+        return None, f"CUDA graph capture failed: {type(exc).__name__}: {exc}"
+
+
+def _span_count(arena: Any) -> int:
+    """Marker spans the check covers (one launch checks them all)."""
+    return sum(len(list(buf.marker_views())) for buf in arena.buffers.values())
 
 
 def _unsupported(message: str) -> Exception:
@@ -517,6 +556,10 @@ class Bench:
         inproc = self._child("inproc", ids)
         rows = {r["case_id"]: {"case_id": r["case_id"], "tags": list(c.tags), **_strip(r)} for r, (_, c) in zip(inproc, items)}
         for mode in ("guard_page", "memcheck"):      # each is also the name of its detector
+            if mode not in self.args.case_modes:
+                for row in rows.values():
+                    row[mode] = {"status": "not run", "message": f"--case-modes left out {mode}"}
+                continue
             if not self.gpu:
                 for row in rows.values():
                     row[mode] = {"status": "not run", "message": f"{mode} needs a CUDA GPU; none found"}
@@ -612,9 +655,85 @@ class Bench:
                 "outcomes_batched": batched, "outcomes_single": single, "disagreements": disagree,
                 "batched_processes": processes, "batch_size": self.args.batch_size, "single_processes": len(items)}
 
+    # -- scaling --------------------------------------------------------------------------------------
+    def _matrix_run(self, name: str, *, workers: int, gpus: list[str] | None, mode: str,
+                    extra: list[str] = ()) -> tuple[list[str], dict[str, str], Path]:
+        """argv and environment of one `pytest scenarios` run for the scaling part."""
+        out = self.out / "scaling" / name
+        argv = [sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-q", "-n", str(workers),
+                "--dist", "loadgroup", "--mode", mode, "--report-dir", str(out), *extra, *shlex.split(self.args.scaling_args)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        return argv, env, out
+
+    def _timed(self, runs: dict[str, tuple[list[str], dict[str, str], Path]]) -> dict[str, dict[str, Any]]:
+        """Start the runs at once, wait for all; each one's wall time, exit code, outcomes and batch timing."""
+        t0 = time.perf_counter()
+        procs = {}
+        for name, (argv, env, out) in runs.items():
+            self.log(f"scaling {name}: " + " ".join(argv[3:]) + (f" (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']})"
+                                                                    if "CUDA_VISIBLE_DEVICES" in env else ""))
+            log = open(self.out / "scaling" / f"{name}.log", "wb")
+            procs[name] = (subprocess.Popen(argv, cwd=str(ROOT), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL), log, out, argv)
+        done: dict[str, dict[str, Any]] = {}
+        for name, (proc, log, out, argv) in procs.items():
+            code = proc.wait()
+            log.close()
+            done[name] = {"argv": argv[3:], "exit_code": code, "wall_s": time.perf_counter() - t0,
+                          **_report_facts(out / "report.json")}
+        wall = time.perf_counter() - t0
+        for facts in done.values():
+            facts["together_wall_s"] = wall
+        return done
+
+    def part_scaling(self) -> dict[str, Any]:
+        from harness.env import discover
+        from harness.merge import merge_reports
+        (self.out / "scaling").mkdir(parents=True, exist_ok=True)
+        t_part = time.perf_counter()
+        forced = self.args.scaling_workers
+        devices = [str(g.index) for g in discover().gpus]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            devices = [d.strip() for d in visible.split(",") if d.strip()]
+        if not forced and len(devices) < 2:
+            return {"status": "not run", "message": f"scaling needs 2 GPUs or more; found {len(devices)}"}
+        n = forced or len(devices)
+        one = None if forced else devices[:1]
+        every = None if forced else devices
+        mode = self.args.batch_mode
+        result: dict[str, Any] = {"gpus": 0 if forced else n, "workers": n, "mode": mode}
+        result["warmup"] = self._timed({"warmup": self._matrix_run("warmup", workers=n, gpus=every, mode="guard")})["warmup"]
+        single = self._timed({"one": self._matrix_run("one", workers=1, gpus=one, mode=mode)})["one"]
+        many = self._timed({"all": self._matrix_run("all", workers=n, gpus=every, mode=mode)})["all"]
+        result.update(one=single, all=many, speedup=_ratio(single["wall_s"], many["wall_s"]),
+                      same_outcomes=_same(single, many))
+        spent = time.perf_counter() - t_part
+        if self.args.scaling_budget_s and spent > self.args.scaling_budget_s:
+            result["shards"] = {"status": "not run", "message": f"--scaling-budget-s {self.args.scaling_budget_s} s spent "
+                                                                f"({spent:.0f} s) before the shards comparison"}
+            return result
+        shard_runs = {f"shard{k}": self._matrix_run(f"shard{k}", workers=1, gpus=None if forced else [devices[(k - 1) % n]],
+                                                    mode=mode, extra=["--shard", f"{k}/2"]) for k in (1, 2)}
+        shards = self._timed(shard_runs)
+        reports = [self.out / "scaling" / name / "report.json" for name in shard_runs]
+        merged: dict[str, Any] = {}
+        try:
+            doc = merge_reports(reports)
+            merged = {"outcomes": {c["id"]: c["outcome"] for c in doc["cases"]}, "missing_shards": doc["missing_shards"]}
+        except Exception as exc:  # noqa: BLE001 - a shard that wrote no report: say so
+            merged = {"error": f"{type(exc).__name__}: {exc}"}
+        together = max((r["together_wall_s"] for r in shards.values()), default=None)
+        result["shards"] = {"count": 2, "runs": shards, "wall_s": together, "merged": merged,
+                            "vs_one_run": _ratio(many["wall_s"], together),
+                            "same_outcomes": merged.get("outcomes") == many.get("outcomes") and bool(many.get("outcomes"))}
+        return result
+
     def part_matrix(self) -> dict[str, Any]:
         out = self.out / "matrix"
-        argv = [sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadfile",
+        argv = [sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadgroup",
                 "--mode", self.args.batch_mode, "--report-dir", str(out), "-q"]
         self.log("matrix: " + " ".join(argv[1:]))
         t0 = time.perf_counter()
@@ -632,6 +751,28 @@ class Bench:
         return {"argv": argv[1:], "exit_code": code, "wall_s": seconds, "cases": cases, "outcomes": counts}
 
 
+def _report_facts(path: Path) -> dict[str, Any]:
+    """Outcomes per case and where the time went (batch start-up vs cases) from one run's report.json."""
+    if not path.exists():
+        return {"outcomes": {}, "problem": f"{path} was not written"}
+    doc = json.loads(path.read_text())
+    batches = doc.get("run", {}).get("batches") or []
+    procs = [p for b in batches for p in b.get("processes", [])]
+    total = lambda key: round(sum(p.get(key) or 0.0 for p in procs), 3)  # noqa: E731
+    return {"outcomes": {c["id"]: c["outcome"] for c in doc.get("cases", [])}, "status": doc.get("summary", {}).get("status"),
+            "cases": len(doc.get("cases", [])), "batches": len(batches), "processes": len(procs),
+            "startup_s": total("startup_s"), "cases_s": total("run_s"), "exit_s": total("exit_s"),
+            "slowest_batch_s": max((b.get("wall_s") or 0.0 for b in batches), default=None)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return bool(a.get("outcomes")) and a.get("outcomes") == b.get("outcomes")
+
+
 def _expects(scenario: Scenario, case: Case, detector: str) -> bool:
     return any(detector in f.detectors for f in scenario.expect(case).findings)
 
@@ -645,15 +786,16 @@ def _ratios(row: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not bare:
         return out
-    for key in ("guard_kernel", "guard_launch", "poison", "guard_page", "memcheck"):
+    for key in ("guard_kernel", "guard_launch", "guard_launch_graph", "poison", "guard_page", "memcheck"):
         ms = (row.get(key) or {}).get("median_ms")
         # guard-page is timed against a bare run interleaved with it in its own process
         base = (row.get(f"{key}_bare") or {}).get("median_ms") or bare
         if ms:
             out[key] = ms / base
     gpu = row.get("gpu_time") or {}
-    if (gpu.get("bare") or {}).get("gpu_us") and (gpu.get("guard_launch") or {}).get("gpu_us"):
-        out["guard_launch_gpu"] = gpu["guard_launch"]["gpu_us"] / gpu["bare"]["gpu_us"]
+    for key in ("guard_launch", "guard_launch_graph"):
+        if (gpu.get("bare") or {}).get("gpu_us") and (gpu.get(key) or {}).get("gpu_us"):
+            out[f"{key}_gpu"] = gpu[key]["gpu_us"] / gpu["bare"]["gpu_us"]
     return out
 
 
@@ -671,14 +813,30 @@ def evaluate_targets(parts: dict[str, Any]) -> list[dict[str, Any]]:
     targets.append(_target("the same, elapsed per launch (CUDA events: includes the CPU cost of launching)",
                            "<= 1.05x", max((r["ratios"]["guard_launch"] for r in gpt_wall), default=None),
                            lambda v: v <= 1 + TARGETS["guard_overhead_gpt_oss"], "no gpt-oss case was timed"))
+    for key, how in (("guard_launch_graph_gpu", "GPU time"), ("guard_launch_graph", "elapsed per launch")):
+        rows = [r["ratios"][key] for r in cases if "gpt-oss" in r.get("tags", []) and key in r.get("ratios", {})]
+        targets.append(_target(f"the same with the check-and-rearm replayed from a CUDA graph, {how}", "<= 1.05x",
+                               max(rows, default=None), lambda v: v <= 1 + TARGETS["guard_overhead_gpt_oss"],
+                               "no gpt-oss case was timed on a GPU"))
     bw = [s for s in (parts.get("bandwidth") or {}).get("sizes", []) if s["size_mib"] >= 64]
     targets.append(_target("guard verification (device check, pipelined like the copy) vs copy bandwidth, buffers >= 64 MiB, worst size", ">= 0.50",
                            min((s["check_vs_copy"] for s in bw), default=None),
+                           lambda v: v >= TARGETS["check_vs_copy"], "no buffer of 64 MiB or more was measured"))
+    targets.append(_target("the same, the check replayed from a CUDA graph", ">= 0.50",
+                           min((s["check_graph_vs_copy"] for s in bw if "check_graph_vs_copy" in s), default=None),
                            lambda v: v >= TARGETS["check_vs_copy"], "no buffer of 64 MiB or more was measured"))
     batching = parts.get("batching") or {}
     targets.append(_target("batched sanitized run vs one sanitized process per case (same cases, same run)", ">= 3.0x",
                            batching.get("speedup"), lambda v: v >= TARGETS["batched_speedup"],
                            batching.get("message", "batching part not run")))
+    scaling = parts.get("scaling") or {}
+    n = scaling.get("gpus") or 0
+    speedup = scaling.get("speedup") if n >= 2 and scaling.get("same_outcomes") else None
+    why = scaling.get("message") or ("the runs on 1 and on all GPUs gave different outcomes" if scaling.get("speedup") else
+                                     "scaling part not run on 2 GPUs or more")
+    targets.append(_target(f"default matrix on all GPUs vs 1 GPU, warm caches, same outcomes ({n or '-'} GPUs)",
+                           f">= {TARGETS['scaling_per_gpu'] * max(n, 2):.1f}x", speedup,
+                           lambda v: v >= TARGETS["scaling_per_gpu"] * max(n, 2), why))
     gp = [r["ratios"]["guard_page"] for r in cases if "guard_page" in r.get("ratios", {})]
     targets.append(_target("guard-page mode vs bare kernel, worst case timed", "<= 1.2x", max(gp, default=None),
                            lambda v: v <= TARGETS["guard_page_ratio"], "no case was timed in guard-page mode"))
@@ -702,9 +860,9 @@ def _ms(t: Any) -> str:
     return "-"
 
 
-def _gpu(row: dict[str, Any]) -> str:
+def _gpu(row: dict[str, Any], key: str = "guard_launch") -> str:
     gpu = row.get("gpu_time") or {}
-    bare, guarded = (gpu.get("bare") or {}).get("gpu_us"), (gpu.get("guard_launch") or {}).get("gpu_us")
+    bare, guarded = (gpu.get("bare") or {}).get("gpu_us"), (gpu.get(key) or {}).get("gpu_us")
     return f"{bare:.1f} / {guarded:.1f} us" if bare and guarded else "-"
 
 
@@ -728,24 +886,27 @@ def render_markdown(doc: dict[str, Any]) -> str:
     bw = parts.get("bandwidth", {})
     if bw.get("sizes"):
         lines += ["", "## Guard verification vs copy bandwidth", "", bw.get("note", ""), "",
-                  "| MiB | copy GB/s | check (device) GB/s | verify (with sync) GB/s | fill GB/s | check, torch ops GB/s | padded rows 72/80, buffer GB/s | check / copy | verify / copy |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| MiB | copy GB/s | check (device) GB/s | check, CUDA graph GB/s | verify (with sync) GB/s | fill GB/s | check, torch ops GB/s | padded rows 72/80, buffer GB/s | check / copy | graph / copy | verify / copy |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in bw["sizes"]:
             lines.append(f"| {s['size_mib']} | {s['copy_GBps']:.0f} | {s['check_all_markers_GBps']:.0f} | "
+                         f"{s.get('check_all_markers_graph_GBps', 0):.0f} | "
                          f"{s['verify_all_markers_GBps']:.0f} | {s.get('fill_all_markers_GBps', 0):.0f} | "
-                         f"{s.get('check_all_markers_torch_ops_GBps', 0):.0f} | {s['check_padded_rows_buffer_GBps']:.0f} | {s.get('check_vs_copy', 0):.2f} | {s['verify_vs_copy']:.2f} |")
+                         f"{s.get('check_all_markers_torch_ops_GBps', 0):.0f} | {s['check_padded_rows_buffer_GBps']:.0f} | {s.get('check_vs_copy', 0):.2f} | {s.get('check_graph_vs_copy', 0):.2f} | {s['verify_vs_copy']:.2f} |")
     cases = parts.get("cases", {}).get("cases", [])
     if cases:
         lines += ["", "## Per case (median per launch; ratios to the bare kernel)", "",
-                  "| case | bare | guard kernel | guard kernel + check-and-rearm | GPU time: bare / guarded | alloc+fill (plain alloc) | guard-page | poison cycle | memcheck |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| case | bare | guard kernel | guard kernel + check-and-rearm | the same, check from a CUDA graph | GPU time: bare / guarded | GPU time, graph | alloc+fill (plain alloc) | guard-page | poison cycle | memcheck |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in cases:
             if r.get("status") != "ok":
-                lines.append(f"| {r['case_id']} | {r.get('status')}: {r.get('message', '')[:80]} | | | | | | | |")
+                lines.append(f"| {r['case_id']} | {r.get('status')}: {r.get('message', '')[:80]} | | | | | | | | | |")
                 continue
             q = r.get("ratios", {})
             lines.append(f"| {r['case_id']} | {_ms(r.get('bare'))} | {_ms(r.get('guard_kernel'))} ({_x(q.get('guard_kernel'))}) | "
-                         f"{_ms(r.get('guard_launch'))} ({_x(q.get('guard_launch'))}) | {_gpu(r)} ({_x(q.get('guard_launch_gpu'))}) | "
+                         f"{_ms(r.get('guard_launch'))} ({_x(q.get('guard_launch'))}) | "
+                         f"{_ms(r.get('guard_launch_graph'))} ({_x(q.get('guard_launch_graph'))}) | {_gpu(r)} ({_x(q.get('guard_launch_gpu'))}) | "
+                         f"{_gpu(r, 'guard_launch_graph')} ({_x(q.get('guard_launch_graph_gpu'))}) | "
                          f"{r.get('alloc_fill_ms', 0):.2f} ms "
                          f"({r.get('plain_alloc_ms', 0):.2f} ms) | {_ms(r.get('guard_page'))} ({_x(q.get('guard_page'))}) | "
                          f"{_ms(r.get('poison'))} ({_x(q.get('poison'))}) | {_ms(r.get('memcheck'))} ({_x(q.get('memcheck'))}) |")
@@ -760,6 +921,23 @@ def render_markdown(doc: dict[str, Any]) -> str:
                   f"batched ({b['batched_processes']} processes): {b['batched_s']:.1f} s; one process per case: "
                   f"{b['single_s']:.1f} s ({statistics.mean(b['single_per_case_s']):.1f} s per case); speedup {b['speedup']:.2f}x; "
                   f"outcome disagreements: {len(b['disagreements'])}"]
+    sc = parts.get("scaling", {})
+    if sc.get("one"):
+        lines += ["", f"## Scaling: the matrix on 1 and on {sc['workers']} {'GPUs' if sc['gpus'] else 'CPU workers'} "
+                  f"(mode {sc['mode']}, warm caches)", "",
+                  "| run | wall | batches | worker processes | start-up (sum) | cases (sum) | exit (sum) | slowest batch | status |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        rows = [("warm-up (guard)", sc.get("warmup") or {}), ("1 GPU", sc["one"]), (f"{sc['workers']} GPUs", sc["all"])]
+        rows += [(f"shard {k}/2 (1 GPU each, at once)", r) for k, r in enumerate((sc.get("shards") or {}).get("runs", {}).values(), 1)]
+        for label, r in rows:
+            lines.append(f"| {label} | {r.get('wall_s', 0):.1f} s | {r.get('batches', '-')} | {r.get('processes', '-')} | "
+                         f"{r.get('startup_s', 0):.1f} s | {r.get('cases_s', 0):.1f} s | {r.get('exit_s', 0):.1f} s | "
+                         f"{(r.get('slowest_batch_s') or 0):.1f} s | {r.get('status')} (exit {r.get('exit_code')}) |")
+        sh = sc.get("shards") or {}
+        lines += ["", f"Speedup {sc['workers']} vs 1: {_x(sc.get('speedup'))}, same outcomes: {sc.get('same_outcomes')}. "
+                  f"2 shards at once vs one run on all GPUs: {_x(sh.get('vs_one_run'))} ({(sh.get('wall_s') or 0):.1f} s vs "
+                  f"{sc['all'].get('wall_s', 0):.1f} s), merged outcomes equal the one run: {sh.get('same_outcomes')}"
+                  + (f", missing shards: {sh['merged']['missing_shards']}" if (sh.get('merged') or {}).get('missing_shards') else "")]
     m = parts.get("matrix", {})
     if m.get("wall_s"):
         lines += ["", "## make sanitize matrix", "", f"`{' '.join(m['argv'])}`: {m['cases']} cases in {m['wall_s']:.1f} s "
@@ -786,6 +964,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=_positive, default=16, help="cases per sanitized process when batched (as make sanitize)")
     ap.add_argument("--batch-mode", default="both", choices=("both", "memcheck"), help="mode of the batching and matrix parts")
     ap.add_argument("--child-timeout", type=_positive, default=1800, help="seconds before a measuring child is killed")
+    ap.add_argument("--case-modes", default="guard_page,memcheck",
+                    help="cases part: the modes timed in their own child besides bare/guard/poison (guard_page, memcheck)")
+    ap.add_argument("--scaling-budget-s", type=_positive, default=None,
+                    help="scaling part: skip the shards comparison when the part has run longer than this")
+    ap.add_argument("--scaling-args", default="", help="extra pytest arguments for the scaling part's runs (e.g. --scenario X)")
+    ap.add_argument("--scaling-workers", type=_positive, default=None,
+                    help="run the scaling part with this many workers without GPUs (tests the plumbing on a CPU machine)")
     args = ap.parse_args(args_list)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
@@ -798,6 +983,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.sizes_mib or any(x <= 0 for x in args.sizes_mib):
         ap.error("--sizes-mib: sizes must be positive")
     args.parts = parts
+    args.case_modes = [m.strip() for m in args.case_modes.split(",") if m.strip()]
+    if set(args.case_modes) - {"guard_page", "memcheck"}:
+        ap.error(f"--case-modes: choose from guard_page, memcheck; got {','.join(args.case_modes)}")
     if args.case:
         from harness.registry import find_case
         from harness.scenario import ScenarioError

@@ -276,6 +276,14 @@ class Arena:
         self.fill_markers()
         return counts
 
+    def graphed_check_and_rearm(self) -> Callable[[], torch.Tensor | None]:
+        """check_and_rearm as one CUDA-graph replay on a GPU (no Triton launch path per check; for launch-bound
+        small cases); the plain call elsewhere. Capture after the last buffer is allocated."""
+        table = self._span_table()
+        if table is None or self.device.type != "cuda":
+            return self.check_and_rearm
+        return table.graphed(rearm=True)
+
     def fill_markers(self) -> None:
         table = self._span_table()
         if table is not None:

@@ -13,7 +13,7 @@ interpreter and compare the two).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
@@ -47,18 +47,13 @@ class Span:
         return self.rows * self.width
 
 
-def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
-                  REARM: tl.constexpr = False):
-    span = tl.program_id(0)
-    pid = tl.program_id(1)
-    programs = tl.num_programs(1)
-    row = table_ptr + span * 6      # a table row: addr, rows, width, stride (elements), pattern, count slot
+def span_pass(row, pid, programs, FILL: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr, REARM: tl.constexpr):
+    """One program's share of one span (a table row): fill it, or count (and re-arm) its changed elements."""
     addr = tl.load(row)
     rows = tl.load(row + 1).to(tl.int32)
     width = tl.load(row + 2).to(tl.int32)
     stride = tl.load(row + 3)
     pattern = tl.load(row + 4)
-    slot = tl.load(row + 5)
     if WORDS:
         ptr = addr.to(tl.pointer_type(tl.int64))
         value = pattern
@@ -86,10 +81,29 @@ def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, WORDS: tl.constexpr
             changed += bad.to(tl.int32)
             if REARM:
                 tl.store(where, filler, mask=mask & bad)     # a clean span is only read
+    return tl.sum(changed, 0)
+
+
+def fill_or_count(table_ptr, counts_ptr, FILL: tl.constexpr, BLOCK: tl.constexpr, REARM: tl.constexpr = False):
+    """Every span of the table in one launch, word spans and byte spans alike (column 6 says which): the
+    check of a small case is one short kernel, not one per span kind."""
+    span = tl.program_id(0)
+    pid = tl.program_id(1)
+    programs = tl.num_programs(1)
+    row = table_ptr + span * COLUMNS  # a table row: addr, rows, width, stride (elements), pattern, count slot, words
+    slot = tl.load(row + 5)
+    if tl.load(row + 6) != 0:
+        changed = _SPAN_PASS(row, pid, programs, FILL, True, BLOCK, REARM)
+    else:
+        changed = _SPAN_PASS(row, pid, programs, FILL, False, BLOCK, REARM)
     if not FILL:
         # Every (span, program) writes its own slot, work or not: no zeroing launch, no atomics.
-        tl.store(counts_ptr + slot * programs + pid, tl.sum(changed, 0))
+        tl.store(counts_ptr + slot * programs + pid, changed)
 
+
+_COLUMNS = 7
+COLUMNS = tl.constexpr(_COLUMNS)      # the kernel may only read constexpr globals
+_SPAN_PASS = triton.jit(span_pass)
 
 
 _COMPILED: dict[str, Any] = {}
@@ -104,39 +118,65 @@ def _kernel(device: torch.device) -> Any:
 
 
 class SpanTable:
-    """The marker spans of an arena, laid out for the kernels; built once, reused for every fill and check."""
+    """The marker spans of an arena, laid out for the kernel; built once, reused for every fill and check."""
 
     def __init__(self, spans: Sequence[Span], device: torch.device) -> None:
         self.spans = list(spans)
         self.device = device
-        self.groups: list[tuple[bool, torch.Tensor, int]] = []     # (words, table, spans in the group)
+        rows = []
         longest = 1
-        for words in (True, False):
-            rows = [(i, s) for i, s in enumerate(self.spans) if s.words == words]
-            if not rows:
-                continue
-            size = WORD if words else 1
-            table = [[s.addr, s.rows, s.width // size, s.stride // size, _pattern(s.marker, words), i] for i, s in rows]
-            elements = max(s.nbytes // size for _, s in rows)
+        for i, s in enumerate(self.spans):
+            size = WORD if s.words else 1
+            elements = s.nbytes // size
             if elements >= 2**31:
                 raise ValueError(f"a marker span of {elements} elements is too long for one check (limit 2**31)")
             longest = max(longest, elements)
-            self.groups.append((words, torch.tensor(table, dtype=torch.int64, device=device), len(rows)))
-        # One program count for every group, so that together they write every slot of the partial counts.
+            rows.append([s.addr, s.rows, s.width // size, s.stride // size, _pattern(s.marker, s.words), i, int(s.words)])
+        self.table = torch.tensor(rows, dtype=torch.int64, device=device).reshape(-1, _COLUMNS)
+        # One program count for every span, so that together they write every slot of the partial counts.
         self.programs = max(1, min(MAX_PROGRAMS, -(-longest // BLOCK)))
 
     def fill(self) -> None:
-        for words, table, n in self.groups:
-            _kernel(self.device)[(n, self.programs)](table, table, FILL=True, WORDS=words, BLOCK=BLOCK)
+        if self.spans:
+            _kernel(self.device)[(len(self.spans), self.programs)](self.table, self.table, FILL=True, BLOCK=BLOCK)
 
-    def count(self, *, rearm: bool = False) -> torch.Tensor:
+    def count(self, *, rearm: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
         """Changed words (or bytes, for byte spans) as [spans, programs] partial counts on the device: one
-        launch per group, no sync. Sum over the last axis for the count of each span (in span order).
+        launch, no sync. Sum over the last axis for the count of each span (in span order).
         rearm=True also writes the marker back where it changed, so the next launch starts armed."""
-        partials = torch.empty((len(self.spans), self.programs), dtype=torch.int32, device=self.device)
-        for words, table, n in self.groups:
-            _kernel(self.device)[(n, self.programs)](table, partials, FILL=False, WORDS=words, BLOCK=BLOCK, REARM=rearm)
+        partials = out if out is not None else torch.empty((len(self.spans), self.programs), dtype=torch.int32,
+                                                           device=self.device)
+        if self.spans:
+            _kernel(self.device)[(len(self.spans), self.programs)](self.table, partials, FILL=False, BLOCK=BLOCK,
+                                                                   REARM=rearm)
         return partials
+
+    def graphed(self, *, rearm: bool = True) -> Callable[[], torch.Tensor]:
+        """`count` captured in a CUDA graph: each call replays it (one driver call instead of Triton's Python
+        launch path, which dominates a check of a few microseconds) and returns the same partials tensor,
+        overwritten. Capture after every buffer exists: the graph holds the table's addresses. The kernel is
+        compiled and loaded first, by a count without re-arm (it writes only the partials)."""
+        partials = torch.empty((len(self.spans), self.programs), dtype=torch.int32, device=self.device)
+        if self.device.type != "cuda":
+            return lambda: self.count(rearm=rearm, out=partials)
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            self.count(rearm=False, out=partials)
+            if rearm:                                         # compile the re-arming variant on a scratch span
+                scratch = torch.full((WORD,), 0xA5, dtype=torch.uint8, device=self.device)
+                SpanTable([Span.of(scratch, 0xA5)], self.device).count(rearm=True)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        torch.cuda.synchronize(self.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.count(rearm=rearm, out=partials)
+
+        def replay() -> torch.Tensor:
+            graph.replay()
+            return partials
+        replay.graph = graph            # type: ignore[attr-defined]  # keep it alive with the closure
+        return replay
 
 
 def _pattern(marker: int, words: bool) -> int:

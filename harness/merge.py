@@ -92,6 +92,9 @@ def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
         "archs": sorted({c["arch"] for c in cells}),
         "cells": cells,
         "failures": [f for item in loaded for f in _failures(item.label, item.report)],
+        "cases": sorted(({"id": c["id"], "outcome": c["outcome"], "kernel": c["kernel"], "arch": c["arch"],
+                          "runner": item.label} for item in loaded for c in item.report["cases"]),
+                        key=lambda c: (c["id"], c["runner"])),
         "missing_shards": missing,
         "summary": _summary([item.report for item in loaded], missing),
     }

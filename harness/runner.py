@@ -70,6 +70,7 @@ class RunOptions:
     debug: bool = False
     python: str = sys.executable
     on_result: Callable[[CaseResult], None] | None = None
+    gpu_missing_reason: str = ""       # why gpu_available is False, e.g. "CUDA_VISIBLE_DEVICES is set and empty"
 
 
 @dataclass
@@ -100,6 +101,9 @@ class Runner:
         # Cases to rerun one per process: their batch had sanitizer records that map to no buffer, and only
         # a process of their own can say which case made them.
         self._alone: set[str] = set()
+        # One entry per worker process: where its time went (start-up before the first case, the cases,
+        # the exit after the last one: the sanitizer writing its report).
+        self.processes: list[dict[str, Any]] = []
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
@@ -136,7 +140,7 @@ class Runner:
 
     def _unsupported_reason(self, scenario: Scenario, case: Case) -> str:
         if scenario.needs_gpu(case) and not self.o.gpu_available:
-            return "needs a CUDA GPU; found none (NVML reports no device)"
+            return f"needs a CUDA GPU; found none ({self.o.gpu_missing_reason or 'NVML reports no device'})"
         mode = self.o.mode
         if mode.name == "memcheck" and not self._sanitizer_usable():
             return self._sanitizer_missing()
@@ -168,7 +172,9 @@ class Runner:
             from harness import sanitizer as san
             argv = san.memcheck_command(self.o.sanitizer.found, tool=self.o.mode.sanitizer, xml_path=xml_path,
                                         target_argv=argv)
+        spawned = time.time()
         attempt = self._supervise(argv, items, out, use_sanitizer)
+        self.processes.append(_process_times(out, len(items), use_sanitizer, spawned, time.time(), attempt.returncode))
         if use_sanitizer:
             self._read_sanitizer(attempt, xml_path)
         (out / "argv.json").write_text(json.dumps(argv))
@@ -190,6 +196,9 @@ class Runner:
             env["CUDA_VISIBLE_DEVICES"] = self.o.cuda_visible_devices
         if not self.o.gpu_available:
             env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)    # a user's interpreter setting would run the GPU cases on the CPU
+        env[SUPERVISOR_ENV] = str(os.getpid())  # the worker leaves when this process is gone (no orphans)
         if use_sanitizer or self.o.mode.name in ("guard_page", "guard", "both", "memcheck", "poison"):
             # The caching allocator hides out-of-bounds accesses from memcheck and reuses addresses.
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
@@ -212,8 +221,16 @@ class Runner:
         log_path = out / "worker.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, cwd=str(ROOT), env=self._env(sanitized), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            attempt.returncode = self._watch(proc, items, out, sanitized, attempt)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
+            try:
+                attempt.returncode = self._watch(proc, items, out, sanitized, attempt)
+            except BaseException:
+                # Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the plugin), anything: the worker's whole
+                # process group (the sanitizer and its target) goes with us, never left running.
+                self._kill(proc)
+                proc.wait()
+                raise
         attempt.log = log_path.read_text(errors="replace")
         for index in range(len(items)):
             result_path = out / f"{index}.json"
@@ -462,6 +479,54 @@ class Runner:
         if self.o.on_result:
             self.o.on_result(result)
         return result
+
+
+# Environment variable naming the process that supervises a worker; the worker exits when it is gone.
+SUPERVISOR_ENV = "GPU_MEMSAFETY_SUPERVISOR_PID"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the supervising thread's process dies (Linux prctl), so a
+    killed pytest worker leaves no worker (or sanitizer) behind; the worker answers it by killing its process
+    group. The worker also watches SUPERVISOR_ENV, which covers a sanitizer's target, a grandchild."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _process_times(out: Path, cases: int, sanitized: bool, spawned: float, ended: float, code: int | None) -> dict[str, Any]:
+    """Start-up (spawn to the first case's start mark), run (to the last result), exit (to the process end)."""
+    def mark(name: str) -> float | None:
+        try:
+            return float((out / name).read_text() or "nan") if name.endswith(".started") else (out / name).stat().st_mtime
+        except (OSError, ValueError):
+            return None
+    first = mark("0.started")
+    results = [t for t in (mark(f"{i}.json") for i in range(cases)) if t is not None]
+    last = max(results) if results else None
+    return {"dir": out.name, "cases": cases, "results": len(results), "sanitized": sanitized, "exit_code": code,
+            "wall_s": round(ended - spawned, 3),
+            "startup_s": round(first - spawned, 3) if first is not None else None,
+            "run_s": round(last - first, 3) if first is not None and last is not None else None,
+            "exit_s": round(ended - last, 3) if last is not None else None}
+
+
+def unfinished_cases(workdir: Path) -> list[str]:
+    """Case ids that the newest worker process under `workdir` started and never finished (a start mark, no
+    result): what was running when that process, or the one supervising it, was killed."""
+    jobs = sorted(Path(workdir).glob("**/batch-*/job.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    if not jobs:
+        return []
+    try:
+        cases = json.loads(jobs[0].read_text())["cases"]
+    except (OSError, ValueError, KeyError):
+        return []
+    out = jobs[0].parent
+    return [Case.from_json(case).id for index, case in enumerate(cases)
+            if (out / f"{index}.started").exists() and not (out / f"{index}.json").exists()]
 
 
 def _target_died(text: str) -> bool:

@@ -13,6 +13,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness.model import DETECTORS, Expectation
 
+# A scenario without a cost hint is expected to take this share of its per-case deadline.
+COST_SHARE_OF_TIMEOUT = 0.01
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _ID_SAFE = re.compile(r"^[A-Za-z0-9_.=+-]+$")
 
@@ -115,6 +117,9 @@ class Scenario:
     detectors: tuple[str, ...] = DETECTORS          # which detectors make sense for this scenario
     isolated: Callable[[Case], bool] = lambda case: False   # run alone in its own process (stray accesses)
     timeout_s: float = 120.0
+    # Expected seconds per case inside a warm worker (a number, or a function of the case): what the plugin
+    # balances batches, GPUs and shards by. None: a fixed share of the deadline (COST_SHARE_OF_TIMEOUT).
+    cost_s: float | Callable[[Case], float] | None = None
     upstream: str = ""
     notes: str = ""
     # Per-architecture expectations ("sm_90" -> ...): given, it decides for every case that ran on a GPU; an
@@ -185,6 +190,17 @@ class Scenario:
             raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
         if self.timeout_s <= 0:
             raise ScenarioError(self.name, "timeout_s", f"must be positive, got {self.timeout_s}")
+        if isinstance(self.cost_s, (int, float)) and not isinstance(self.cost_s, bool) and self.cost_s <= 0:
+            raise ScenarioError(self.name, "cost_s", f"must be positive, got {self.cost_s}")
+
+    def cost(self, case: Case) -> float:
+        """Expected seconds for the case in a warm worker (the cost hint, else a share of the deadline)."""
+        hint = self.cost_s(case) if callable(self.cost_s) else self.cost_s
+        if hint is None:
+            return self.timeout_s * COST_SHARE_OF_TIMEOUT
+        if isinstance(hint, bool) or not isinstance(hint, (int, float)) or not hint > 0:
+            raise ScenarioError(self.name, "cost_s", f"case {case.id}: expected a positive number of seconds, got {hint!r}")
+        return float(hint)
 
     def expectation(self, case: Case, arch: str = "") -> Expectation:
         """What `case` must show on `arch` (e.g. "sm_90"; "" when it ran on no GPU)."""

@@ -267,8 +267,55 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _leave_when_supervisor_dies() -> None:
+    """The process that started this worker (named in GPU_MEMSAFETY_SUPERVISOR_PID; under a sanitizer it is
+    not our parent) may be killed; then this worker takes its whole process group (the sanitizer, anything an
+    adapter started) with it instead of running on as an orphan. SIGTERM (sent by the kernel when the parent
+    dies, see runner._die_with_parent) does the same."""
+    pid = int(os.environ.get("GPU_MEMSAFETY_SUPERVISOR_PID", "0") or 0)
+    if pid <= 0:
+        return
+    import signal
+    import threading
+
+    def leave(*_: Any) -> None:
+        if os.getpgrp() == os.getsid(0):      # our own session, as the runner starts us: take the group along
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os._exit(SUPERVISOR_GONE)
+
+    def watch() -> None:
+        while process_alive(pid):
+            time.sleep(0.5)
+        leave()
+
+    signal.signal(signal.SIGTERM, leave)
+    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
+
+
+# Exit code when the supervising process is gone.
+SUPERVISOR_GONE = 76
+
+
+def process_alive(pid: int) -> bool:
+    """Running, and not a zombie (a killed parent nobody has reaped yet is gone for our purpose)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    _leave_when_supervisor_dies()
     if len(args) != 1:
         print("usage: python -m harness.worker JOB.json", file=sys.stderr)
         return 2

@@ -81,11 +81,12 @@ def test_bandwidth_part_measures_copy_and_verify_on_the_same_size(cpu_bench: dic
 
 
 def test_unmeasured_targets_are_not_measured_never_met(cpu_bench: dict[str, Any]) -> None:
-    status = {t["target"].split(",")[0]: t for t in cpu_bench["doc"]["targets"]}
-    assert all(t["status"] in ("not measured", "met", "missed") for t in status.values())
-    not_measured = [t for t in status.values() if t["status"] == "not measured"]
-    # no gpt-oss case (GPU time, elapsed), no buffer of 64 MiB (1 MiB only), no batching, no guard page on CPU
-    assert len(not_measured) == 5 and all(t["why"] for t in not_measured)
+    targets = cpu_bench["doc"]["targets"]
+    assert all(t["status"] in ("not measured", "met", "missed") for t in targets)
+    not_measured = [t for t in targets if t["status"] == "not measured"]
+    # no gpt-oss case (GPU time, elapsed; each also with the CUDA-graph check), no buffer of 64 MiB (1 MiB only;
+    # plain and graph), no batching, no scaling, no guard page on CPU
+    assert len(not_measured) == 9 and all(t["why"] for t in not_measured)
     assert "| not measured:" in cpu_bench["md"]
 
 
@@ -107,29 +108,38 @@ def test_bad_options_are_refused_with_the_option_named(tmp_path: Path, args: lis
 
 
 def _parts(guard: float | None = None, verify: float | None = None, speedup: float | None = None,
-           page: float | None = None) -> dict[str, Any]:
+           page: float | None = None, scaling: float | None = None) -> dict[str, Any]:
     ratios: dict[str, float] = {}
     if guard is not None:
-        ratios["guard_launch"] = ratios["guard_launch_gpu"] = guard
+        for key in ("guard_launch", "guard_launch_gpu", "guard_launch_graph", "guard_launch_graph_gpu"):
+            ratios[key] = guard
     if page is not None:
         ratios["guard_page"] = page
     return {"cases": {"cases": [{"case_id": "x", "tags": ["gpt-oss"], "ratios": ratios}]},
-            "bandwidth": {"sizes": [] if verify is None else [{"size_mib": 64, "check_vs_copy": verify},
-                                                              {"size_mib": 1, "check_vs_copy": 0.01}]},
-            "batching": {} if speedup is None else {"speedup": speedup}}
+            "bandwidth": {"sizes": [] if verify is None else [
+                {"size_mib": 64, "check_vs_copy": verify, "check_graph_vs_copy": verify},
+                {"size_mib": 1, "check_vs_copy": 0.01, "check_graph_vs_copy": 0.01}]},
+            "batching": {} if speedup is None else {"speedup": speedup},
+            "scaling": {} if scaling is None else {"gpus": 2, "speedup": scaling, "same_outcomes": True}}
 
 
 @pytest.mark.parametrize("values,expected", [
-    ((1.04, 0.6, 3.5, 1.1), ["met"] * 5),
-    ((1.06, 0.4, 2.9, 1.3), ["missed"] * 5),
-    ((None, None, None, None), ["not measured"] * 5),
+    ((1.04, 0.6, 3.5, 1.1, 1.9), ["met"] * 9),
+    ((1.06, 0.4, 2.9, 1.3, 1.7), ["missed"] * 9),
+    ((None, None, None, None, None), ["not measured"] * 9),
 ])
 def test_targets_follow_the_issue_thresholds(values: tuple[Any, ...], expected: list[str]) -> None:
     assert [t["status"] for t in bench.evaluate_targets(_parts(*values))] == expected
 
 
+def test_scaling_with_different_outcomes_is_not_a_measured_speedup() -> None:
+    parts = {"scaling": {"gpus": 2, "speedup": 2.0, "same_outcomes": False}}
+    [target] = [t for t in bench.evaluate_targets(parts) if t["target"].startswith("default matrix on all GPUs")]
+    assert target["status"] == "not measured" and "different outcomes" in target["why"]
+
+
 def test_small_buffers_do_not_count_for_the_bandwidth_target() -> None:
-    (_, _, verify, _, _) = bench.evaluate_targets(_parts(verify=0.6))
+    [verify] = [t for t in bench.evaluate_targets(_parts(verify=0.6)) if t["target"].startswith("guard verification")]
     assert verify["measured"] == 0.6        # the 1 MiB row's 0.01 is below the 64 MiB floor and ignored
 
 
