@@ -393,3 +393,18 @@ def test_scaling_plumbing_with_cpu_workers(tmp_path: Path) -> None:
     assert "## Scaling" in (tmp_path / "bench.md").read_text()
     [target] = [t for t in doc["targets"] if t["target"].startswith("default matrix on all GPUs")]
     assert target["status"] == "not measured"          # CPU workers are not GPUs: no claim about the target
+
+
+def test_the_reason_for_no_gpu_is_nvmls_or_the_users_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixtures import plugin
+    from harness import env
+    monkeypatch.setattr(env, "discover", lambda: env.Discovery(nvml="NVML did not initialise: driver not loaded"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert plugin._visible_gpus() == ([], "NVML did not initialise: driver not loaded")
+    two = [env.Gpu(i, "H200", u, (9, 0), 1) for i, u in FAKE_GPUS[:2]]
+    monkeypatch.setattr(env, "discover", lambda: env.Discovery(gpus=two))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    devices, why = plugin._visible_gpus()
+    assert devices == [] and "CUDA_VISIBLE_DEVICES is set and empty" in why
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert plugin._visible_gpus() == ([gpus.Device(1, FAKE_GPUS[1][1])], "")
