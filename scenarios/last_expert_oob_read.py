@@ -174,7 +174,7 @@ def _cost(case: Case) -> float:
     the small sweep shapes about 0.2 s, a batched case 1.7-4.2 s. Memcheck ended the process in 5 of the 9
     batchable overread cases there, and the rest of their batch started again in a fresh sanitized process
     (about 7 s): an expected overread carries half of that."""
-    if case.variant.startswith("batched"):
+    if SCENARIO.variant(case).batched:
         return 3.0
     return (1.5 if "gpt-oss" in case.tags else 0.5) + (3.5 if overread_bytes(case) else 0.0)
 
