@@ -3,6 +3,7 @@
 #   PART=matrix  `make sanitize`'s pytest command (default matrix, mode both, -n auto) with the image's python
 #                (its numpy is outside the bootstrap pins and the machine has no index, so `make` would stop in
 #                bootstrap); carried: .vendor/ (make upstream's output) and .devwhl/ (apache-tvm-ffi 0.1.11).
+#   PART=final  `make sanitize` itself (now that bootstrap keeps the image's numpy), then PART=modes' steps.
 #   PART=modes   the detection modes on the planted scenarios: guard_page and poison (planted_oob), uninit
 #                (planted_uninit), racecheck (planted_race), synccheck (planted_barrier).
 # Per case: outcome and findings in summary.txt; reports and worker logs in reports.tgz.
@@ -23,6 +24,17 @@ run() {  # run NAME LIMIT pytest-args...
 }
 if [ "$PART" = matrix ]; then
   run matrix 530 --mode both ${ARGS:-}
+elif [ "$PART" = final ]; then
+  # `make sanitize` itself (bootstrap layered on the image's python, upstream --if-missing, the default matrix),
+  # then the detection modes on the planted scenarios.
+  t0=$(date +%s)
+  timeout 380 make sanitize REPORTS="$R/matrix" > "$R/matrix.log" 2>&1
+  echo "[matrix] make sanitize REPORTS=R/matrix -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/matrix.log"
+  run guard_page 40 --mode guard_page --scenario planted_oob
+  run poison 50 --mode poison --scenario planted_oob
+  run uninit 40 --mode uninit --scenario planted_uninit
+  run racecheck 60 --mode racecheck --scenario planted_race
+  run synccheck 40 --mode synccheck --scenario planted_barrier
 else
   run guard_page 60 --mode guard_page --scenario planted_oob
   run poison 80 --mode poison --scenario planted_oob
