@@ -21,11 +21,22 @@ class Outcome(enum.Enum):
     UNRESOLVED = ("unresolved", True)
     TIMEOUT = ("timeout", True)
     CRASHED = ("crashed", True)
+    # Not run. A case that should have run on this machine and could not (no usable compute-sanitizer, a
+    # detector that could not start, an adapter's Unsupported) is COULD_NOT_RUN on a machine with a GPU, a
+    # failure; UNSUPPORTED where that is accepted (no GPU, or --allow-unsupported). A case that does not apply
+    # here (another architecture, a mode that cannot see its bug) is NOT_APPLICABLE. The last two are skips.
+    COULD_NOT_RUN = ("could not run", True)
     UNSUPPORTED = ("unsupported", False)
+    NOT_APPLICABLE = ("not applicable", False)
 
     def __init__(self, label: str, is_failure: bool) -> None:
         self.label = label
         self.is_failure = is_failure
+
+    @property
+    def skipped(self) -> bool:
+        """Not run, and that is accepted: reported with the reason, never as a pass or a failure."""
+        return self in (Outcome.UNSUPPORTED, Outcome.NOT_APPLICABLE)
 
     @classmethod
     def from_label(cls, label: str) -> "Outcome":
@@ -225,6 +236,7 @@ class DetectorRun:
     detector: str
     ran: bool
     detail: str = ""
+    missing: bool = False   # it should have run here and could not (tool absent or unusable): never a pass
 
 
 @dataclass

@@ -116,6 +116,7 @@ class SanitizerRecord:
     # racecheck: the accesses of a hazard; analysis mode lists one access and every access it races with.
     accesses: tuple[HazardAccess, ...] = ()
     hazard: str = ""                             # hazard mode: "RAW", "WAR" or "WAW"
+    unplaceable: str = ""                        # memory_access only: why its bytes cannot be placed ("" when they can)
 
 
 @dataclass(frozen=True)
@@ -194,11 +195,25 @@ def _child_text(element: ET.Element | None, tag: str) -> str:
     return (element.findtext(tag) or "").strip()
 
 
+def placeability(address: str | None, size: str | None) -> str:
+    """Why an access with these address and size texts cannot be placed in bytes; "" when it can."""
+    for name, text in (("address", address), ("size", size)):
+        value = parse_int(text)
+        if not (text or "").strip():
+            return f"no {name}"
+        if value is None:
+            return f"{name} {text.strip()!r} is not a number"
+        if value < 0 or (name == "size" and value == 0):
+            return f"{name} {text.strip()} is {'negative' if value < 0 else 'zero'}"
+    return ""
+
+
 def record_from_xml(element: ET.Element) -> SanitizerRecord:
     """One <record> element -> SanitizerRecord. Unknown kinds keep their text and <what> leaves."""
     kind = _child_text(element, "kind")
     what, where, who = element.find("what"), element.find("where"), element.find("who")
     category = _xml_category(kind, what)
+    unplaceable = placeability(_child_text(what, "address"), _child_text(what, "size")) if category == MEMORY_ACCESS else ""
     return SanitizerRecord(
         category=category,
         text=_child_text(what, "text"),
@@ -217,7 +232,8 @@ def record_from_xml(element: ET.Element) -> SanitizerRecord:
         error=_child_text(what, "error"),
         api=_child_text(what, "api"),
         result=parse_int(_child_text(what, "result")),
-        details=tuple(_leaves(what)) if category == OTHER else (),
+        details=tuple(_leaves(what)) if category == OTHER or unplaceable else (),
+        unplaceable=unplaceable,
     )
 
 
@@ -456,6 +472,9 @@ class _TextRecord:
         if fields["category"] in (INTERNAL_ERROR, OTHER) and self.unparsed:
             text = " ".join([self.header, *self.unparsed])
         details = tuple(("line", u) for u in self.unparsed) if fields["category"] == OTHER else ()
+        if fields["category"] == MEMORY_ACCESS:
+            address = fields.get("address")
+            fields["unplaceable"] = placeability(None if address is None else str(address), str(fields.get("size")))
         return SanitizerRecord(text=text, details=details, **fields)  # type: ignore[arg-type]
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.model import CaseResult
+from harness.model import CaseResult, Outcome
 from harness.scenario import Case, Scenario, ScenarioError
 
 ALL_MODES = ("both", "guard_page", "poison", "stress")
@@ -114,8 +114,8 @@ def main(argv: list[str]) -> int:
             stats = stress(options, scenario, case, args.loop)
             seconds = time.perf_counter() - t0
             results.append({"mode": "stress", **stats, "wall_s": round(seconds, 3)})
-            print(f"[stress] {case.id}: crashed in {stats['crashes']} of {stats['runs']} runs under production "
-                  f"conditions (caching allocator on, no guards) in {seconds:.1f} s")
+            print(stress_answer(case.id, stats, seconds))
+            failed |= stats["runs"] == 0 and Outcome.from_label(stats["outcome"]).is_failure
             continue
         (result,) = Runner(options).run([(scenario, case)])
         seconds = time.perf_counter() - t0
@@ -250,17 +250,26 @@ def keep(dest: Path, workdir: Path, rerun: list[str]) -> None:
     print(f"kept logs, sanitizer XML and rerun.sh in {shown}")
 
 
+def stress_answer(case_id: str, stats: dict[str, Any], seconds: float) -> str:
+    if stats["runs"] == 0:
+        # It never ran (unsupported, not applicable, could not run): say so, never "crashed in 0 of 20 runs".
+        return f"[stress] {case_id}: {stats['outcome']}: {stats['errors'][0] if stats['errors'] else ''}"
+    return (f"[stress] {case_id}: crashed in {stats['crashes']} of {stats['runs']} runs under production "
+            f"conditions (caching allocator on, no guards) in {seconds:.1f} s")
+
+
 def stress(options: Any, scenario: Scenario, case: Case, runs: int) -> dict[str, Any]:
-    """Run the case `runs` times as production runs it; a crash costs the process, so restart and go on."""
+    """Run the case `runs` times as production runs it; a crash costs the process, so restart and go on.
+    `outcome` is the label of the last attempt's outcome; a case that never ran has runs == 0 and says why."""
     from dataclasses import replace
 
-    from harness.model import Outcome
     from harness.runner import Runner
     from harness.progress import watch
     done = crashes = 0
     messages: list[str] = []
     attempt = 0
     current: list[Path] = []          # the running attempt's workdir, where the worker counts its iterations
+    outcome = Outcome.NOT_APPLICABLE
 
     def counted() -> int:
         files = sorted(current[0].glob("batch-*/stress.progress")) if current else []
@@ -273,6 +282,11 @@ def stress(options: Any, scenario: Scenario, case: Case, runs: int) -> dict[str,
             current[:] = [runner.o.workdir]
             (result,) = runner.run([(scenario, case)])
             current.clear()
+            outcome = result.outcome
+            if result.details.get("stress_iterations") is None and (outcome.skipped or outcome is Outcome.COULD_NOT_RUN):
+                # It never ran here: say why, never "crashed in 0 of N runs".
+                return {"runs": done, "crashes": crashes, "crash_rate": crashes / done if done else 0.0,
+                        "errors": [result.message, *messages][:5], "outcome": outcome.label}
             if result.outcome in (Outcome.CRASHED, Outcome.UNRESOLVED, Outcome.TIMEOUT):
                 progress = sorted(runner.o.workdir.glob("batch-*/stress.progress"))
                 ran_ok = int(progress[-1].read_text()) if progress else 0
@@ -282,4 +296,5 @@ def stress(options: Any, scenario: Scenario, case: Case, runs: int) -> dict[str,
             else:
                 done += int(result.details.get("stress_iterations", runs - done))
             bar.update(done, note=f"{crashes} crashed")
-    return {"runs": done, "crashes": crashes, "crash_rate": crashes / done if done else 0.0, "errors": messages[:5]}
+    return {"runs": done, "crashes": crashes, "crash_rate": crashes / done if done else 0.0, "errors": messages[:5],
+            "outcome": outcome.label}

@@ -1,10 +1,12 @@
 """The child process: runs cases, checks markers, writes one result file per case, atomically.
 
-`python -m harness.worker JOB.json`. The parent may wrap it in compute-sanitizer. For each case the worker
-first writes `<n>.started`, then `<n>.json`; a case with a start mark and no result was running when the
-process died. Any exception becomes an `error` result with its traceback (lit's UNRESOLVED); an
-`Unsupported` becomes `unsupported`; a CUDA error that leaves the context unusable ends the process
-(exit code CONTEXT_LOST) so that the parent reruns the remaining cases in a fresh one.
+`python -m harness.worker JOB.json` (a harness.job.Job). The parent may wrap it in compute-sanitizer. For
+each case the worker first writes `<n>.started`, then `<n>.json` (a harness.job.WorkerResult); a case with a
+start mark and no result was running when the process died. Any exception becomes an `error` result with its
+traceback (lit's UNRESOLVED); an `Unsupported` becomes `unsupported`, a `NotApplicable` `not_applicable`; a
+CUDA error that leaves the context unusable ends the process (exit code CONTEXT_LOST) so that the parent
+reruns the remaining cases in a fresh one. What to do with a case comes from the mode table (harness/modes.py).
+The worker records evidence only; the judge (harness/judge.py) decides.
 """
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from harness import job as J
+from harness.modes import MODES, REPEAT_FILL, REPEAT_POISON, REPEAT_STRESS
+
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
 CONTEXT_LOST = 75
 # Markers for poison mode: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0, as fp32
@@ -23,16 +28,17 @@ CONTEXT_LOST = 75
 POISON_PATTERNS = (0xA5, 0xFF)
 
 
-def _scenario_of(case_json: dict[str, Any]) -> Any:
+def _scenario_of(entry: J.JobCase) -> Any:
     """The case's scenario, imported from the file the parent found it in (never guessed from its name)."""
     from harness import registry
-    if case_json.get("source"):
-        return registry.load_source(registry.Source.from_json(case_json["source"]))
-    return registry.get(case_json["scenario"])
+    if entry.source:
+        return registry.load_source(registry.Source.from_json(entry.source))
+    return registry.get(entry.case.scenario)
 
 
-def _is_unsupported(exc: BaseException) -> bool:
-    return any(cls.__name__ == "Unsupported" for cls in type(exc).__mro__)
+def _is_a(exc: BaseException, name: str) -> bool:
+    """By class name, so that the engine's and the kernels' own exception classes both count."""
+    return any(cls.__name__ == name for cls in type(exc).__mro__)
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -44,13 +50,15 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def classify(exc: BaseException) -> str:
-    """What an exception from a case means: unsupported, oom, fault (the CUDA context is gone) or error.
-    Out of memory comes before fault: cudaMalloc's "CUDA error: out of memory" leaves the context usable."""
-    if _is_unsupported(exc):
-        return "unsupported"
+    """What an exception from a case means: not applicable, unsupported, oom, fault (the CUDA context is gone)
+    or error. Out of memory comes before fault: cudaMalloc's "CUDA error: out of memory" leaves the context usable."""
+    if _is_a(exc, "NotApplicable"):
+        return J.NOT_APPLICABLE
+    if _is_a(exc, "Unsupported"):
+        return J.UNSUPPORTED
     if _out_of_memory(exc):
-        return "oom"
-    return "fault" if _context_lost(exc) else "error"
+        return J.OOM
+    return J.FAULT if _context_lost(exc) else J.ERROR
 
 
 def _context_lost(exc: BaseException) -> bool:
@@ -60,7 +68,7 @@ def _context_lost(exc: BaseException) -> bool:
 
 
 class Worker:
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: J.Job) -> None:
         import torch
 
         from harness import layout as L
@@ -68,14 +76,14 @@ class Worker:
         self.torch = torch
         self.L = L
         self.job = job
-        self.out = Path(job["out_dir"])
-        self.mode = job["mode"]
+        self.out = Path(job.out_dir)
+        self.mode = MODES[job.mode]
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.keep: list[Any] = []          # arenas of finished cases: addresses are never reused in one process
         self._current: Any = None          # the RunContext of the run in progress
         self._index = 0
-        self._case_json: dict[str, Any] = {}
-        self.flush_allocator = self._flush_allocator(job.get("flush_backend", "auto"))
+        self._entry: J.JobCase | None = None
+        self.flush_allocator = self._flush_allocator(job.flush_backend)
 
     def _flush_allocator(self, backend: str) -> Any:
         if self.device.type != "cuda" or backend == "torch":
@@ -84,60 +92,59 @@ class Worker:
         return vmm.allocate_flush_end
 
     def run(self) -> int:
-        from harness.scenario import Case
-        for index, case_json in enumerate(self.job["cases"]):
-            case = Case.from_json(case_json)
+        for index, entry in enumerate(self.job.cases):
+            case = entry.case
             (self.out / f"{index}.started").write_text(str(time.time()))
             self._index = index
-            self._case_json = case_json
+            self._entry = entry
             self._write(index, self._run_case(case, index))
         return 0
 
-    def _write(self, index: int, result: dict[str, Any]) -> None:
+    def _write(self, index: int, result: J.WorkerResult) -> None:
         from harness.fsutil import atomic_write_json
-        atomic_write_json(self.out / f"{index}.json", result)
+        atomic_write_json(self.out / f"{index}.json", result.to_json())
 
-    def _run_case(self, case: Any, index: int) -> dict[str, Any]:
-        base = {"case_id": case.id, "pid": os.getpid(), "device": str(self.device), "mode": self.mode}
+    def _run_case(self, case: Any, index: int) -> J.WorkerResult:
+        base = {"case_id": case.id, "pid": os.getpid(), "device": str(self.device), "mode": self.mode.name}
         start = time.perf_counter()
         kept = len(self.keep)
         try:
             from harness.adapter import checked
-            scenario = _scenario_of(self._case_json)
+            scenario = _scenario_of(self._entry)
             adapter = checked(scenario.resolve_adapter(), scenario.name)
             body = self._dispatch(adapter, case)
-            status = {"status": "ok"}
+            status = {"status": J.OK}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case
             body = {}
             kind = classify(exc)
             status = {"status": kind, "message": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=20)}
-            if kind == "fault":
+            if kind == J.FAULT:
                 # The context is gone: write the result and leave at once, still inside this block, before the
                 # traceback is released and torch's tensor destructors abort on the dead context.
                 ctx = self._current
                 body = {"watched": sorted(ctx.watched) if ctx else [], "buffers": ctx.arena.buffer_map() if ctx else [],
                         "arch": self._arch()}
-                self._write(index, {**base, **status, **body, "seconds": time.perf_counter() - start})
+                self._write(index, J.WorkerResult(**base, **status, **body, seconds=time.perf_counter() - start))
                 sys.stdout.flush()
                 os._exit(CONTEXT_LOST)
-            if kind == "oom":
+            if kind == J.OOM:
                 # Release this case's buffers so that the cases after it get the memory back; its own result
                 # says how much there was.
                 body = {"memory": self._release(kept)}
-            if self.job.get("debug") and kind == "error":
+            if self.job.debug and kind == J.ERROR:
                 raise
-        return {**base, **status, **body, "seconds": time.perf_counter() - start}
+        return J.WorkerResult(**base, **status, **body, seconds=time.perf_counter() - start)
 
     def _dispatch(self, adapter: Any, case: Any) -> dict[str, Any]:
-        if self.mode == "poison":
+        if self.mode.worker_mode == REPEAT_POISON:
             return self._poison(adapter, case)
-        if self.mode == "stress":
+        if self.mode.worker_mode == REPEAT_STRESS:
             return self._stress(adapter, case)
-        if self.mode == "uninit":
+        if self.mode.worker_mode == REPEAT_FILL:
             from harness import fillcheck
             return fillcheck.run(self, adapter, case)
-        return self._once(adapter, case, watch_placement=self.job.get("watch_placement", self.L.GUARDED))
+        return self._once(adapter, case, watch_placement=self.job.watch_placement)
 
     def _release(self, kept: int) -> dict[str, int]:
         del self.keep[kept:]
@@ -156,11 +163,11 @@ class Worker:
                  poison_marker: int = 0xFF) -> Any:
         from harness.context import RunContext
         from harness.guard import Arena
-        arena = Arena(self.device, marker=marker, guard=self.job.get("guard", self.L.DEFAULT_GUARD),
+        arena = Arena(self.device, marker=marker, guard=self.job.guard,
                       flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}), fill=fill,
                       fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker)
         self.keep.append(arena)
-        ctx = RunContext(self.device, arena, seed=int(self.job.get("seed", 0)),
+        ctx = RunContext(self.device, arena, seed=self.job.seed,
                          watch_placement=watch_placement or self.L.GUARDED, production=production)
         # The buffer map goes to disk before any kernel runs: if the process dies in the launch (a sanitizer
         # ending the kernel, a guard-page fault, an abort in a destructor), the parent can still attribute.
@@ -183,7 +190,7 @@ class Worker:
         info = adapter(case, ctx)
         self._sync()
         kernel_s = time.perf_counter() - t0
-        checked = self.job.get("check_markers", True)
+        checked = self.mode.check_markers
         guard = {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.verify().items()} if checked else None
         return {"kernel": info.kernel, "launches": info.launches, "arch": ctx.arch(), "notes": _jsonable(info.notes),
                 "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "guard": guard,
@@ -227,17 +234,18 @@ class Worker:
 
     def _stress(self, adapter: Any, case: Any) -> dict[str, Any]:
         """Production conditions: caching allocator on, no guards, no placement; count clean iterations."""
-        iterations = int(self.job.get("iterations", 10))
-        done = 0
+        iterations = self.job.iterations
+        done = launches = 0
         info = None
         for _ in range(iterations):
             ctx = self._context(case, production=True)
             info = adapter(case, ctx)
             self._sync()
             done += 1
+            launches += info.launches
             (self.out / "stress.progress").write_text(str(done))
         return {"kernel": info.kernel if info else "", "arch": self._arch(), "stress_iterations": done,
-                "buffers": [], "guard": None, "markers_checked": False}
+                "launches": launches, "buffers": [], "guard": None, "markers_checked": False}
 
     def _arch(self) -> str:
         if self.device.type != "cuda":
@@ -319,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m harness.worker JOB.json", file=sys.stderr)
         return 2
-    job = json.loads(Path(args[0]).read_text())
+    job = J.Job.from_json(json.loads(Path(args[0]).read_text()))
     return Worker(job).run()
 
 

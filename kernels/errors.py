@@ -9,5 +9,9 @@ from __future__ import annotations
 from harness.errors import Unsupported  # noqa: F401  (one Unsupported for the engine, the API and every kernel)
 
 
+class NotApplicable(Unsupported):
+    """The case does not apply to this machine (another architecture): 'not applicable', never a failure."""
+
+
 class KernelBuildError(Exception):
     """Compiling a kernel failed; the message ends with the tail of the compiler's output."""

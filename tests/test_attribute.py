@@ -13,7 +13,7 @@ from harness import layout as L
 from harness.attribute import NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
 from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
 from harness.parse import MEMORY_ACCESS, parse_xml
-from harness.runner import _access
+from harness.judge import _access
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 BASE = 0x7F00_0000_0000

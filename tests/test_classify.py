@@ -19,7 +19,7 @@ from harness import layout as L
 from harness import parse
 from harness.attribute import BufferRef, aggregate
 from harness.model import MISALIGNED, OVERREAD, OVERWRITE
-from harness.runner import _access
+from harness.judge import _access
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 P = "========= "

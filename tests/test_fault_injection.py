@@ -171,25 +171,51 @@ def test_cases_after_the_kill_rerun_in_a_fresh_process_and_pass(kill_batch: dict
 SEARCHED = ["/nowhere/bin/compute-sanitizer", "/usr/local/cuda-99.9/bin/compute-sanitizer"]
 
 
-def test_memcheck_without_a_sanitizer_is_unsupported_naming_the_paths_searched(tmp_path: Path) -> None:
+def test_memcheck_without_a_sanitizer_on_a_gpu_machine_could_not_run_naming_the_paths_searched(tmp_path: Path) -> None:
     runner = make_runner(tmp_path, "memcheck", gpu_available=True,
                          sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
     results = runner.run([item("clean"), item("overread")])
-    assert [r.outcome for r in results] == [Outcome.UNSUPPORTED, Outcome.UNSUPPORTED]
+    assert [r.outcome for r in results] == [Outcome.COULD_NOT_RUN, Outcome.COULD_NOT_RUN]
+    assert all(r.failed for r in results)
     for result in results:
-        assert "compute-sanitizer not found" in result.message
+        assert "compute-sanitizer not found" in result.message and "--allow-unsupported" in result.message
         assert all(path in result.message for path in SEARCHED)
     assert not any(tmp_path.iterdir()), "no worker may start when the only detector cannot run"
 
 
-def test_both_mode_without_a_sanitizer_never_passes_a_memcheck_only_expectation(worker_env: Path, tmp_path: Path) -> None:
+def test_memcheck_without_a_sanitizer_is_a_skip_with_allow_unsupported(tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, "memcheck", gpu_available=True, allow_unsupported=True,
+                         sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
+    [result] = runner.run([item("clean")])
+    assert result.outcome is Outcome.UNSUPPORTED and not result.failed
+    assert SEARCHED[0] in result.message
+
+
+def test_memcheck_on_a_machine_without_a_gpu_is_a_skip_with_the_reason(tmp_path: Path) -> None:
+    [result] = make_runner(tmp_path, "memcheck", gpu_available=False).run([item("clean")])
+    assert result.outcome is Outcome.UNSUPPORTED and "needs a CUDA GPU; found none" in result.message
+
+
+def test_both_mode_without_a_sanitizer_is_never_clean_under_guard(worker_env: Path, tmp_path: Path) -> None:
+    """The guard part runs and is clean, but memcheck could not: on a GPU machine that fails, naming both."""
     runner = make_runner(tmp_path, "both", gpu_available=True,
                          sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
-    [result] = runner.run([item("overread")])
-    assert result.outcome is Outcome.UNSUPPORTED
-    memcheck = next(d for d in result.detectors if d.detector == MEMCHECK)
-    assert not memcheck.ran
-    assert SEARCHED[0] in memcheck.detail
+    clean, overread = runner.run([item("clean"), item("overread")])
+    for result in (clean, overread):
+        assert result.outcome is Outcome.COULD_NOT_RUN, f"{result.outcome.label}: {result.message}"
+        memcheck = next(d for d in result.detectors if d.detector == MEMCHECK)
+        assert not memcheck.ran and memcheck.missing and SEARCHED[0] in memcheck.detail
+    assert "memcheck could not run" in clean.message and "what ran: clean under guard" in clean.message
+
+
+def test_both_mode_without_a_sanitizer_allowed_keeps_what_guard_found(worker_env: Path, tmp_path: Path) -> None:
+    """With --allow-unsupported the case is a skip, and the guard finding it did see stays in the result."""
+    from harness.model import GUARD
+    runner = make_runner(tmp_path, "both", gpu_available=True, allow_unsupported=True,
+                         sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
+    [result] = runner.run([item("overwrite")])
+    assert result.outcome is Outcome.UNSUPPORTED, result.message
+    assert [(f.detector, f.region) for f in result.findings] == [(GUARD, "past_end")]
 
 
 # ------------------------------------------------------------------------------------ (f) a misbehaving sanitizer
@@ -537,22 +563,21 @@ def test_gpu_illegal_address_is_crashed_and_the_rest_rerun_in_a_fresh_process(gp
 
 # ------------------------------------------------------- (j) the target aborts after memcheck ended its kernel
 
-def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failure(tmp_path: Path) -> None:
+def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failure() -> None:
     """Real H200 output: memcheck ends the mxfp4 kernel; a destructor's cudaFree then aborts the worker. The
     sanitizer's records are complete, so the case is judged from them (not 'memcheck did not run')."""
-    from harness.runner import _Attempt
+    from harness.judge import read_sanitizer
     data = Path(__file__).parent / "data" / "sanitizer"
-    xml = tmp_path / "sanitizer.xml"
-    xml.write_bytes((data / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes())
-    attempt = _Attempt(log=(data / "memcheck-mxfp4-overread-target-aborted.txt").read_text())
-    make_runner(tmp_path)._read_sanitizer(attempt, xml)
-    assert attempt.sanitizer_problem == "" and attempt.sanitizer_ran
-    assert sum(r.category == "memory_access" for r in attempt.records) == 32
+    run = read_sanitizer("memcheck", (data / "memcheck-mxfp4-overread-target-aborted.txt").read_text(),
+                         (data / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes(), exit_code=86,
+                         timed_out=False)
+    assert run.problem == "" and run.ran
+    assert sum(r.category == "memory_access" for r in run.records) == 32
 
 
-def test_sanitizer_that_could_not_start_its_target_is_still_a_failure(tmp_path: Path) -> None:
-    from harness.runner import _Attempt
+def test_sanitizer_that_could_not_start_its_target_is_still_a_failure() -> None:
+    from harness.judge import read_sanitizer
     data = Path(__file__).parent / "data" / "sanitizer"
-    attempt = _Attempt(log=(data / "cpu-wheel-13.5.25-no-gpu.txt").read_text())
-    make_runner(tmp_path)._read_sanitizer(attempt, tmp_path / "missing.xml")
-    assert not attempt.sanitizer_ran and "internal error" in attempt.sanitizer_problem
+    run = read_sanitizer("memcheck", (data / "cpu-wheel-13.5.25-no-gpu.txt").read_text(), None, exit_code=255,
+                         timed_out=False)
+    assert not run.ran and "internal error" in run.problem

@@ -209,10 +209,13 @@ def test_the_worker_imports_the_scenario_from_its_file_not_by_name(tmp_path: Pat
     """Two directories, each with a scenario file called `same.py`: the worker's import follows the file."""
     write_scenario(tmp_path / "one", "first_same", kernel="k_one", file="same.py")
     write_scenario(tmp_path / "two", "second_same", kernel="k_two", file="same.py")
+    from harness.job import JobCase
     from harness.worker import _scenario_of
     for name, directory in (("first_same", "one"), ("second_same", "two")):
         source = registry.Source(str((tmp_path / directory / "same.py").resolve()))
-        assert _scenario_of({"scenario": "whatever", "source": source.to_json()}).name == name
+        entry = JobCase.from_json({"scenario": "whatever", "variant": "v", "params": {}, "label": "x",
+                                   "source": source.to_json()})
+        assert _scenario_of(entry).name == name
 
 
 # ---------------------------------------------------------------------------------------------- case ids

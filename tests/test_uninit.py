@@ -68,7 +68,7 @@ def test_without_declared_outputs_the_detector_says_what_it_did_not_check() -> N
 
 def _run_worker(tmp: Path, scenario: Any, cases: list[Any]) -> list[dict[str, Any]]:
     job = {"cases": [registry.case_job(scenario, c) for c in cases], "out_dir": str(tmp), "mode": "uninit", "watch_placement": L.GUARDED,
-           "check_markers": True, "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
+           "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
     (tmp / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]))

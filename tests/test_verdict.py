@@ -199,6 +199,8 @@ def test_inexact_detectors_match_whatever_their_byte_count() -> None:
 
 def test_outcomes_are_a_closed_set_that_know_if_they_fail() -> None:
     failing = {o for o in Outcome if o.is_failure}
-    assert failing == {Outcome.FINDING, Outcome.UNEXPECTEDLY_CLEAN, Outcome.UNRESOLVED, Outcome.TIMEOUT, Outcome.CRASHED}
+    assert failing == {Outcome.FINDING, Outcome.UNEXPECTEDLY_CLEAN, Outcome.UNRESOLVED, Outcome.TIMEOUT, Outcome.CRASHED,
+                       Outcome.COULD_NOT_RUN}
+    assert {o for o in Outcome if o.skipped} == {Outcome.UNSUPPORTED, Outcome.NOT_APPLICABLE}
     assert Outcome.from_label("unexpectedly clean") is Outcome.UNEXPECTEDLY_CLEAN
     assert set(DETECTORS) == {GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, RACECHECK, SYNCCHECK}

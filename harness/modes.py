@@ -1,0 +1,88 @@
+"""The detector modes as one policy table: what each mode runs, in which environment, under which deadline,
+and what it can see.
+
+Pure (no torch): the runner reads it to start processes, the worker to pick what to do with a case, the judge
+to know which detectors were asked for and which of them need a watched buffer. A new mode is a row here,
+not a name compared in three modules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from harness import layout as L
+from harness.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, UNINIT
+
+# What the worker does with a case.
+ONCE = "once"        # one launch on guarded buffers, then the marker check
+REPEAT_POISON = "poison"   # a baseline launch, then one launch per watched buffer with its guards in another pattern
+REPEAT_STRESS = "stress"   # production conditions, N launches
+REPEAT_FILL = "fill"       # launches with two fill patterns in never-written bytes (harness/fillcheck.py)
+WORKER_ACTIONS = (ONCE, REPEAT_POISON, REPEAT_STRESS, REPEAT_FILL)
+
+# memcheck slows kernels 16-30x (measured on the H200) and a sanitized process starts slower.
+SANITIZER_SLOWDOWN = 30.0
+
+# Detectors that see nothing unless some buffer is watched (flush-ended against its allocation's end, or
+# against an unmapped page). Guard markers check every guarded buffer; poison poisons every buffer.
+NEEDS_WATCH: frozenset[str] = frozenset({MEMCHECK, GUARD_PAGE})
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    sanitizer: str | None          # compute-sanitizer tool, or None
+    watch_placement: str           # where watched buffers sit (layout placement)
+    check_markers: bool            # the worker verifies guard markers after the launch
+    worker_mode: str               # what the worker does: one of WORKER_ACTIONS
+    detectors: tuple[str, ...]     # what this mode can see
+    summary: str
+    caching_allocator: bool = False  # torch's caching allocator hides overreads and reuses addresses: off unless production
+    needs_gpu: bool = False        # the mode itself (not only the kernel) needs a CUDA GPU
+    deadline_factor: float = 1.0   # x the scenario's deadline (poison: one launch per watched buffer, at least two)
+    per_iteration: bool = False    # the deadline is per iteration (stress)
+
+    def placement(self, sanitized: bool) -> str:
+        """Where the worker puts watched buffers: a sanitizer mode that runs without its sanitizer keeps guards
+        (a flush end would only cost the back guard)."""
+        return L.GUARDED if self.sanitizer and not sanitized else self.watch_placement
+
+    def deadline(self, timeout_s: float, *, sanitized: bool, iterations: int = 1, scale: float = 1.0) -> float:
+        """Seconds one case may take in this mode."""
+        factor = self.deadline_factor * (SANITIZER_SLOWDOWN if sanitized else 1.0)
+        if self.per_iteration:
+            factor *= max(1, iterations)
+        return timeout_s * factor * scale
+
+    def env(self) -> dict[str, str | None]:
+        """Environment the worker runs under (None removes a variable)."""
+        return {"PYTORCH_NO_CUDA_MEMORY_CACHING": None if self.caching_allocator else "1"}
+
+    def needs_watch(self, detectors: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """This mode's detectors (among `detectors`, the scenario's) that see nothing without a watched buffer."""
+        used = self.detectors if detectors is None else tuple(d for d in self.detectors if d in detectors)
+        return tuple(d for d in used if d in NEEDS_WATCH)
+
+    @property
+    def guarded(self) -> bool:
+        """The mode places buffers with guards (all but production runs)."""
+        return self.worker_mode != REPEAT_STRESS
+
+
+MODES: Mapping[str, Mode] = {m.name: m for m in (
+    Mode("guard", None, L.GUARDED, True, ONCE, (GUARD,),
+         "guard markers only, no sanitizer (near-native speed; overwrites only)"),
+    Mode("memcheck", "memcheck", L.FLUSH_END, False, ONCE, (MEMCHECK,), "compute-sanitizer memcheck only"),
+    Mode("both", "memcheck", L.FLUSH_END, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
+    Mode("guard_page", None, L.GUARD_PAGE, True, ONCE, (GUARD, GUARD_PAGE),
+         "watched tensors flush against an unmapped page: overreads fault in hardware, no sanitizer",
+         needs_gpu=True),
+    Mode("poison", None, L.GUARDED, True, REPEAT_POISON, (GUARD, POISON),
+         "guards in two poison patterns; an output that changes is an overread", deadline_factor=2.0),
+    Mode("stress", None, L.GUARDED, False, REPEAT_STRESS, (),
+         "production conditions (caching allocator on, no guards), repeated: how often does it crash?",
+         caching_allocator=True, per_iteration=True),
+    Mode("uninit", None, L.GUARDED, True, REPEAT_FILL, (GUARD, UNINIT),
+         "two fill patterns in every byte the host did not write: reads of never-written memory, outputs left unwritten",
+         deadline_factor=4.0),
+)}

@@ -1,0 +1,462 @@
+"""harness.judge, rule by rule, with small fakes: a scenario, worker results and sanitizer records built by hand,
+plus the real H200 sanitizer output in tests/data/sanitizer/. No process runs here.
+
+Each rule of the judge's docstring is reached by the smallest input that should reach it, and its neighbour
+is checked too, so a rule that silently changes shows up. The holes of issue 15 each have a test here:
+unplaceable records, count mismatches, API errors, nothing guarded, a detector that could not run.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import job as J
+from harness import layout as L
+from harness.judge import (Batch, Evidence, Judge, Machine, SanitizerRun, api_error_class, apply_baseline,
+                           place_sanitizer_records, read_sanitizer)
+from harness.model import (GUARD, MEMCHECK, OVERREAD, OVERWRITE, CaseResult, DetectorRun, Expectation,
+                           ExpectedFinding, Finding, Outcome)
+from harness.modes import MODES
+from harness.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord, parse_xml
+from harness.scenario import Case, Param, Scenario
+
+DATA = Path(__file__).parent / "data" / "sanitizer"
+BASE = 0x7F00_0000_0000
+N = 4000
+
+GPU = Machine(gpu=True)
+GPU_ALLOWED = Machine(gpu=True, allow_unsupported=True)
+CPU = Machine(gpu=False)
+
+READ_PAST_SRC = ExpectedFinding(OVERREAD, "src", (MEMCHECK,), region="past_end", bytes=4, ranges=((N, N + 4),))
+
+
+def scenario(expect: Expectation = Expectation(), *, detectors: tuple[str, ...] | None = None,
+             needs_gpu: bool = False) -> Scenario:
+    extra = {"detectors": detectors} if detectors is not None else {}
+    return Scenario(name="fake", summary="fake", adapter="x:y", params=(Param("n", int),), variants=("v",),
+                    cases=lambda: [Case("fake", "v", {"n": N}, "n4000")], expect=lambda case: expect,
+                    kernel=lambda case: "k", needs_gpu=lambda case: needs_gpu, **extra)
+
+
+CASE = Case("fake", "v", {"n": N}, "n4000")
+
+
+def buffer(name: str, addr: int, nbytes: int = N, placement: str = L.FLUSH_END) -> dict[str, Any]:
+    lay = L.plan(nbytes, placement=placement)
+    return {"name": name, "tensor_addr": addr, "nbytes": nbytes, "alloc_base": addr - lay.front,
+            "alloc_size": lay.total, "layout": lay.to_json()}
+
+
+SRC = buffer("src", BASE)
+
+
+def worker(status: str = J.OK, **fields: Any) -> J.WorkerResult:
+    base: dict[str, Any] = {"case_id": CASE.id, "status": status, "kernel": "k", "arch": "sm_90", "launches": 1,
+                            "buffers": [SRC], "watched": ["src"], "guard": {"src": []}, "markers_checked": True}
+    base.update(fields)
+    return J.WorkerResult(**base)
+
+
+def access(address: int | None = BASE + N, size: int = 4, direction: str = "read", kernel: str = "k",
+           unplaceable: str = "") -> SanitizerRecord:
+    return SanitizerRecord(MEMORY_ACCESS, "Invalid __global__ read", kind="Precise", direction=direction, size=size,
+                           address=address, kernel=kernel, unplaceable=unplaceable)
+
+
+def api(api_name: str, error: str, result: int) -> SanitizerRecord:
+    return SanitizerRecord(API_ERROR, f"Program hit {error}", kind="Api", api=api_name, error=error, result=result)
+
+
+PROBE = api("cuGetProcAddress_v2", "CUDA_ERROR_INVALID_VALUE", 1)
+LAUNCH_FAILED = api("cudaLaunchKernel", "cudaErrorLaunchFailure", 719)
+IMPRECISE = SanitizerRecord(OTHER, "", kind="Imprecise", kernel="k", details=(("exception", "Illegal instruction"),))
+
+
+def memcheck_run(*records: SanitizerRecord, summary: int | None = None, exit_code: int | None = None,
+                 problem: str = "") -> SanitizerRun:
+    count = len(records) if summary is None else summary
+    code = (86 if count else 0) if exit_code is None else exit_code
+    return SanitizerRun("memcheck", tuple(records), problem, count, code, "compute-sanitizer 2025.3.1 (fake)")
+
+
+def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine = GPU,
+              sc: Scenario | None = None, run: SanitizerRun | None = None, sanitized: bool = True,
+              sanitizer_missing: str = "") -> CaseResult:
+    sc = sc or scenario()
+    mode_ = MODES[mode]
+    if mode_.sanitizer and sanitized and run is None:
+        run = memcheck_run()
+    judge = Judge(mode_, machine, sanitizer_missing=sanitizer_missing)
+    judged = judge.judge_batch([(sc, CASE)], Batch(results={0: res}, sanitizer=run if sanitized else None))
+    assert judged.rest == [] and judged.alone == []
+    [result] = judged.done
+    return result
+
+
+# --------------------------------------------------------------------------------- 1. what the worker said
+
+def test_adapter_unsupported_on_a_gpu_machine_could_not_run_and_fails() -> None:
+    result = judge_one(worker(J.UNSUPPORTED, message="Unsupported: needs a flux capacitor"))
+    assert result.outcome is Outcome.COULD_NOT_RUN and result.failed
+    assert "needs a flux capacitor" in result.message and "--allow-unsupported" in result.message
+
+
+def test_adapter_unsupported_is_a_skip_with_allow_unsupported_or_without_a_gpu() -> None:
+    for machine in (GPU_ALLOWED, CPU):
+        result = judge_one(worker(J.UNSUPPORTED, message="needs a flux capacitor"), machine=machine)
+        assert result.outcome is Outcome.UNSUPPORTED and not result.failed
+
+
+def test_not_applicable_never_fails_even_on_a_gpu_machine() -> None:
+    result = judge_one(worker(J.NOT_APPLICABLE, message="needs compute capability 9.0; found sm_100"))
+    assert result.outcome is Outcome.NOT_APPLICABLE and not result.failed and result.outcome.skipped
+    assert "sm_100" in result.message
+
+
+def test_out_of_memory_and_errors_are_unresolved_nothing_checked() -> None:
+    oom = judge_one(worker(J.OOM, message="OutOfMemoryError", memory={"free_bytes_after_release": 2**30,
+                                                                       "total_bytes": 2**31}))
+    assert oom.outcome is Outcome.UNRESOLVED and "1.0 GiB of 2.0 GiB free" in oom.message
+    error = judge_one(worker(J.ERROR, message="RuntimeError: boom", traceback="Traceback ..."))
+    assert error.outcome is Outcome.UNRESOLVED and "RuntimeError: boom" in error.message
+
+
+# ---------------------------------------------------------------------------------------------- 2. faults
+
+def test_a_fault_no_detector_explains_is_crashed() -> None:
+    result = judge_one(worker(J.FAULT, message="illegal memory access", launches=0), mode="guard", sanitized=False)
+    assert result.outcome is Outcome.CRASHED and "CUDA context lost: illegal memory access" in result.message
+
+
+def test_a_fault_memcheck_placed_is_judged_from_the_records() -> None:
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    result = judge_one(worker(J.FAULT, message="died in the launch", launches=0), sc=sc, run=memcheck_run(access()))
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+
+
+def test_a_guard_page_fault_is_an_overread_of_the_watched_buffers() -> None:
+    sc = scenario(Expectation((ExpectedFinding(OVERREAD, "src", ("guard_page",)),)))
+    res = worker(J.FAULT, message="illegal address", buffers=[dict(SRC, backend="vmm")])
+    result = judge_one(res, mode="guard_page", sc=sc, sanitized=False)
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+
+
+def test_a_guard_page_fault_with_nothing_watched_is_crashed_not_clean() -> None:
+    res = worker(J.FAULT, message="illegal address", buffers=[], watched=[])
+    assert judge_one(res, mode="guard_page", sanitized=False).outcome is Outcome.CRASHED
+
+
+# --------------------------------------------------------------------------------------- 3. nothing guarded
+
+def test_no_guarded_buffer_is_unresolved_nothing_was_guarded() -> None:
+    for mode in ("guard", "memcheck", "both", "poison"):
+        result = judge_one(worker(buffers=[], watched=[], guard={}), mode=mode, sanitized=True)
+        assert result.outcome is Outcome.UNRESOLVED, (mode, result.outcome, result.message)
+        assert "nothing was guarded" in result.message
+
+
+def test_no_watched_buffer_in_a_mode_that_needs_one_is_unresolved() -> None:
+    result = judge_one(worker(watched=[]), mode="memcheck")
+    assert result.outcome is Outcome.UNRESOLVED
+    assert "nothing was guarded for memcheck: no buffer was watched" in result.message
+
+
+def test_no_watched_buffer_is_fine_for_guard_markers_alone() -> None:
+    assert judge_one(worker(watched=[]), mode="guard", sanitized=False).outcome is Outcome.CLEAN
+
+
+def test_a_kernel_never_launched_checked_nothing() -> None:
+    result = judge_one(worker(launches=0), mode="guard", sanitized=False)
+    assert result.outcome is Outcome.UNRESOLVED and "never launched" in result.message
+
+
+def test_a_host_side_refusal_contract_launches_nothing_by_design() -> None:
+    res = worker(launches=0, notes={"refused": "H % 128 != 0: the wrapper refuses before any launch"})
+    assert judge_one(res, mode="guard", sanitized=False).outcome is Outcome.CLEAN
+
+
+# ---------------------------------------------------------------------------------- 4. the sanitizer's word
+
+def test_a_sanitizer_that_did_not_finish_is_unresolved() -> None:
+    result = judge_one(worker(), run=memcheck_run(problem="sanitizer XML incomplete: cut"))
+    assert result.outcome is Outcome.UNRESOLVED and "memcheck did not run properly" in result.message
+
+
+def test_error_summary_count_that_disagrees_with_the_records_is_unresolved() -> None:
+    result = judge_one(worker(), run=memcheck_run(summary=3))
+    assert result.outcome is Outcome.UNRESOLVED
+    assert "counted 3 errors (ERROR SUMMARY) but its XML holds 0 records" in result.message
+
+
+def test_exit_code_that_disagrees_with_the_records_is_unresolved() -> None:
+    silent = judge_one(worker(), run=memcheck_run(summary=0, exit_code=86))
+    assert silent.outcome is Outcome.UNRESOLVED and "exited with its error code 86" in silent.message
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    zero = judge_one(worker(), sc=sc, run=memcheck_run(access(), exit_code=0))
+    assert zero.outcome is Outcome.UNRESOLVED and "exited with code 0" in zero.message
+
+
+def test_agreeing_count_and_exit_code_are_clean() -> None:
+    result = judge_one(worker(), run=memcheck_run())
+    assert result.outcome is Outcome.CLEAN and result.message == "clean under memcheck"
+
+
+# ---------------------------------------------------------------------------------- 5. unplaceable records
+
+@pytest.mark.parametrize("record, why", [
+    (access(address=None, unplaceable="no address"), "no address"),
+    (access(unplaceable="address '0xZZ' is not a number"), "is not a number"),
+    (access(unplaceable="address -16 is negative"), "negative"),
+    (access(unplaceable="size 'four' is not a number"), "size 'four'"),
+    (IMPRECISE, "a Imprecise record, which names no address"),
+    (SanitizerRecord(OTHER, "unexpected element <mystery> in <ComputeSanitizerOutput>", details=(("x", "1"),)),
+     "a record the parser does not know"),
+])
+def test_a_record_the_harness_cannot_place_fails_the_case_showing_the_raw_record(record: SanitizerRecord,
+                                                                                 why: str) -> None:
+    result = judge_one(worker(), run=memcheck_run(record))
+    assert result.outcome is Outcome.FINDING, result.message
+    [finding] = result.findings
+    assert (finding.detector, finding.buffer, finding.region) == (MEMCHECK, "(unplaced)", "unplaced")
+    assert why in finding.note and "raw:" in finding.note
+
+
+def test_an_unplaceable_record_is_not_absorbed_by_an_expected_finding() -> None:
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    result = judge_one(worker(), sc=sc, run=memcheck_run(access(), access(address=None, unplaceable="no address")))
+    assert result.outcome is Outcome.FINDING and "(unplaced)" in result.message
+
+
+def test_imprecise_records_of_a_kernel_memcheck_ended_are_explained_and_kept() -> None:
+    """--destroy-on-device-error kernel: the placed error's kernel gets 'Illegal instruction' in its other warps."""
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    result = judge_one(worker(), sc=sc, run=memcheck_run(access(), IMPRECISE, IMPRECISE))
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    [explained] = result.details["sanitizer_records"]["explained_records"]
+    assert (explained["kind"], explained["kernel"], explained["count"]) == ("Imprecise", "k", 2)
+
+
+def test_imprecise_records_of_another_kernel_are_not_explained() -> None:
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    other = replace(IMPRECISE, kernel="other_kernel")
+    assert judge_one(worker(), sc=sc, run=memcheck_run(access(), other)).outcome is Outcome.FINDING
+
+
+# --------------------------------------------------------------------------------------------- API errors
+
+def test_api_errors_are_classified() -> None:
+    assert api_error_class(PROBE) == "benign"
+    assert api_error_class(LAUNCH_FAILED) == "kernel"
+    assert api_error_class(api("cudaFree", "cudaErrorIllegalAddress", 700)) == "kernel"
+    assert api_error_class(api("cuModuleLoadData", "CUDA_ERROR_ILLEGAL_INSTRUCTION", 715)) == "kernel"
+    assert api_error_class(api("cudaMemcpy", "cudaErrorInvalidValue", 1)) == "other"
+
+
+def test_benign_api_probes_do_not_fail_a_case_and_are_kept_in_its_details() -> None:
+    result = judge_one(worker(), run=memcheck_run(*[PROBE] * 34))
+    assert result.outcome is Outcome.CLEAN, result.message
+    [kept] = result.details["sanitizer_records"]["api_errors"]
+    assert (kept["api"], kept["class"], kept["count"]) == ("cuGetProcAddress_v2", "benign", 34)
+
+
+def test_other_api_errors_do_not_fail_but_are_kept() -> None:
+    result = judge_one(worker(), run=memcheck_run(api("cudaMemcpy", "cudaErrorInvalidValue", 1)))
+    assert result.outcome is Outcome.CLEAN
+    assert result.details["sanitizer_records"]["api_errors"][0]["class"] == "other"
+
+
+def test_an_api_error_saying_the_kernel_failed_fails_the_case() -> None:
+    result = judge_one(worker(), run=memcheck_run(PROBE, LAUNCH_FAILED))
+    assert result.outcome is Outcome.FINDING
+    [finding] = result.findings
+    assert finding.buffer == "(unplaced)" and "cudaErrorLaunchFailure" in finding.note
+
+
+def test_a_kernel_failure_after_a_placed_error_is_explained() -> None:
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    result = judge_one(worker(), sc=sc, run=memcheck_run(access(), LAUNCH_FAILED))
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+
+
+def test_unplaced_records_blame_the_case_that_died_not_its_batch_mates() -> None:
+    died, fine = Case("fake", "v", {"n": N}, "died"), Case("fake", "v", {"n": N}, "fine")
+    sc = scenario()
+    results = {0: replace(worker(J.FAULT, message="launch failed"), case_id=died.id), 1: replace(worker(), case_id=fine.id)}
+    placed = place_sanitizer_records([(sc, died), (sc, fine)], results, memcheck_run(LAUNCH_FAILED))
+    assert list(placed.findings) == [died.id]
+
+
+def test_a_stray_access_in_a_batch_reruns_its_cases_one_per_process_blaming_none() -> None:
+    a, b = Case("fake", "v", {"n": N}, "a"), Case("fake", "v", {"n": N}, "b")
+    sc = scenario()
+    results = {0: replace(worker(), case_id=a.id), 1: replace(worker(), case_id=b.id, buffers=[buffer("src", BASE + (1 << 30))])}
+    far = access(address=BASE - (1 << 31), direction="write")
+    judged = Judge(MODES["memcheck"], GPU).judge_batch([(sc, a), (sc, b)], Batch(results=results, sanitizer=memcheck_run(far)))
+    assert judged.done == [] and judged.rest == [0, 1] and judged.alone == [a.id, b.id]
+    assert "1 sanitizer records map to no buffer; rerunning 2 cases" in judged.note
+    alone = Judge(MODES["memcheck"], GPU).judge_batch([(sc, a)], Batch(results={0: results[0]}, sanitizer=memcheck_run(far)))
+    [result] = alone.done
+    assert result.outcome is Outcome.FINDING and result.findings[0].kind == OVERWRITE
+
+
+# ------------------------------------------------------------------ real H200 output: the 34 probes, 64 Imprecise
+
+def test_real_h200_mxfp4_run_is_an_expected_finding_with_its_api_errors_kept(tmp_path: Path) -> None:
+    """memcheck-mxfp4-overread-target-aborted: 32 placed reads of w_scale past its end, 64 Imprecise 'Illegal
+    instruction' records of the same kernel, 34 cuGetProcAddress probes, 3 illegal-instruction API errors after
+    memcheck ended the kernel; ERROR SUMMARY 133 = the XML's 133 records."""
+    run = read_sanitizer("memcheck", (DATA / "memcheck-mxfp4-overread-target-aborted.txt").read_text(),
+                         (DATA / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes(), exit_code=86,
+                         timed_out=False)
+    assert run.ran and run.summary_errors == len(run.records) == 133 and not run.disagreement()
+    w_scale = buffer("w_scale", 0x7F859CA00000 - 4096, 4096)
+    expect = Expectation((ExpectedFinding(OVERREAD, "w_scale", (MEMCHECK,), region="past_end", bytes=64),))
+    res = worker(J.FAULT, message="worker exited with code -6 while running this case", buffers=[w_scale],
+                 watched=["w_scale"], launches=0)
+    result = judge_one(res, sc=scenario(expect), run=run)
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    kept = {(a["api"], a["class"]): a["count"] for a in result.details["sanitizer_records"]["api_errors"]}
+    assert kept[("cuGetProcAddress_v2", "benign")] == 34
+    assert kept[("cudaFree", "kernel")] == 1
+    assert sum(g["count"] for g in result.details["sanitizer_records"]["explained_records"]) == 64 + 3
+
+
+def test_real_h200_xml_with_a_dropped_record_is_unresolved() -> None:
+    data = (DATA / "memcheck-triton-read.xml").read_bytes()
+    parsed = parse_xml(data)
+    run = SanitizerRun("memcheck", parsed.records[:-1], "", len(parsed.records), 86)
+    assert "counted 3 errors" in run.disagreement()
+
+
+# ----------------------------------------------------------------------- 6. detectors that could not run
+
+def test_both_without_a_sanitizer_on_a_gpu_machine_is_not_clean_under_guard() -> None:
+    result = judge_one(worker(), mode="both", sanitized=False, sanitizer_missing="compute-sanitizer not found")
+    assert result.outcome is Outcome.COULD_NOT_RUN and result.failed
+    assert "memcheck could not run: compute-sanitizer not found" in result.message
+    assert "what ran: clean under guard" in result.message
+
+
+def test_both_without_a_sanitizer_allowed_is_unsupported() -> None:
+    result = judge_one(worker(), mode="both", machine=GPU_ALLOWED, sanitized=False, sanitizer_missing="not found")
+    assert result.outcome is Outcome.UNSUPPORTED
+
+
+def test_both_without_a_sanitizer_still_fails_on_an_unexpected_guard_finding() -> None:
+    res = worker(guard={"src": [{"region": "back_guard", "start": N, "end": N + 1}]})
+    result = judge_one(res, mode="both", sanitized=False, sanitizer_missing="not found")
+    assert result.outcome is Outcome.FINDING
+
+
+def test_guard_page_without_a_vmm_guard_page_could_not_run() -> None:
+    result = judge_one(worker(), mode="guard_page", sanitized=False)
+    assert result.outcome is Outcome.COULD_NOT_RUN and "no VMM guard page was placed" in result.message
+
+
+# ----------------------------------------------------------------------------------- 7. not applicable
+
+def test_a_mode_the_scenario_does_not_use_is_not_applicable() -> None:
+    result = judge_one(worker(), mode="guard", sc=scenario(detectors=(MEMCHECK,)), sanitized=False)
+    assert result.outcome is Outcome.NOT_APPLICABLE and "no detector ran" in result.message
+
+
+def test_a_bug_the_mode_cannot_see_is_not_applicable() -> None:
+    result = judge_one(worker(), mode="guard", sc=scenario(Expectation((READ_PAST_SRC,))), sanitized=False)
+    assert result.outcome is Outcome.NOT_APPLICABLE and "visible only to memcheck" in result.message
+
+
+def test_stress_counts_iterations_and_is_no_verdict() -> None:
+    res = worker(buffers=[], watched=[], guard=None, markers_checked=False, stress_iterations=20, launches=20)
+    result = judge_one(res, mode="stress", sanitized=False)
+    assert result.outcome is Outcome.NOT_APPLICABLE and "20 iterations ran without a crash" in result.message
+
+
+# ------------------------------------------------------------------------------------------------ gating
+
+def test_gate_without_a_gpu_skips_with_the_reason() -> None:
+    result = Judge(MODES["guard"], CPU).gate(scenario(needs_gpu=True), CASE)
+    assert result is not None and result.outcome is Outcome.UNSUPPORTED and "needs a CUDA GPU" in result.message
+
+
+def test_gate_memcheck_without_its_sanitizer_on_a_gpu_machine_fails() -> None:
+    result = Judge(MODES["memcheck"], GPU, sanitizer_missing="compute-sanitizer not found").gate(scenario(), CASE)
+    assert result is not None and result.outcome is Outcome.COULD_NOT_RUN
+
+
+def test_gate_lets_both_run_its_guard_part() -> None:
+    assert Judge(MODES["both"], GPU, sanitizer_missing="not found").gate(scenario(), CASE) is None
+
+
+# ----------------------------------------------------------------------------------- lost cases, batches
+
+def test_timed_out_crashed_and_never_started_cases() -> None:
+    sc = scenario()
+    cases = [Case("fake", "v", {"n": N}, f"c{i}") for i in range(4)]
+    batch = Batch(results={0: replace(worker(), case_id=cases[0].id)}, timed_out={1: 2.0}, crashed={2: "died"},
+                  log="last words")
+    judged = Judge(MODES["guard"], CPU).judge_batch([(sc, c) for c in cases], batch)
+    done, rest = judged.done, judged.rest
+    assert [r.outcome for r in done] == [Outcome.CLEAN, Outcome.TIMEOUT, Outcome.CRASHED]
+    assert "no result after 2 s" in done[1].message and "last words" in done[2].message
+    assert rest == [3]
+
+
+def test_a_process_that_died_before_any_case_is_unresolved_for_all() -> None:
+    sc = scenario()
+    judged = Judge(MODES["guard"], CPU).judge_batch([(sc, CASE)], Batch(returncode=1, log="ImportError"))
+    done, rest = judged.done, judged.rest
+    assert rest == [] and done[0].outcome is Outcome.UNRESOLVED and "before running any case" in done[0].message
+
+
+# --------------------------------------------------------------------------------------------- records
+
+def test_worker_result_round_trips_and_refuses_unknown_fields() -> None:
+    res = worker(poison={"changed": {}}, stress_iterations=3)
+    assert J.WorkerResult.from_json(res.to_json()) == res
+    with pytest.raises(J.RecordError, match="unknown field"):
+        J.WorkerResult.from_json({**res.to_json(), "surprise": 1})
+    with pytest.raises(J.RecordError, match="status"):
+        J.WorkerResult(case_id="x", status="fine")
+
+
+def test_job_round_trips_its_cases() -> None:
+    source = {"file": "/somewhere/fake.py", "module": None, "origin": "--scenario-path"}
+    job = J.Job(cases=(J.JobCase(CASE, source), J.JobCase(CASE)), out_dir="/tmp/x", mode="both",
+                watch_placement=L.FLUSH_END)
+    assert J.Job.from_json(job.to_json()) == job
+    assert job.to_json()["cases"][0] == {**CASE.to_json(), "source": source}   # as registry.case_job writes it
+    with pytest.raises(J.RecordError, match="check_markers"):
+        J.Job.from_json({**job.to_json(), "check_markers": True})
+
+
+# ---------------------------------------------------------------------------------------------- evidence
+
+def test_evidence_describe_uses_the_scenarios_words() -> None:
+    sc = replace(scenario(), describe=lambda case, name, s, e: f"{name}[{s}:{e}]")
+    ev = Evidence(sc, CASE, worker(), MODES["guard"])
+    assert ev.describe("src", 1, 2) == "src[1:2]"
+
+
+def test_detector_runs_say_missing_only_for_a_tool_that_could_not_run() -> None:
+    result = judge_one(worker(), mode="both", sanitized=False, sanitizer_missing="not found",
+                       machine=GPU_ALLOWED)
+    runs = {d.detector: d for d in result.detectors}
+    assert runs[GUARD] == DetectorRun(GUARD, True, "markers verified")
+    assert runs[MEMCHECK].missing and not runs[MEMCHECK].ran
+
+
+# ------------------------------------------------------------------------------------------------ baseline
+
+def test_apply_baseline_changes_only_a_finding_whose_findings_are_all_accepted() -> None:
+    from harness.baseline import AcceptedFinding, Baseline
+    f = Finding(GUARD, OVERWRITE, "dst", "back_guard", 1, kernel="k")
+    result = CaseResult(CASE.id, "fake", "v", {}, "k", "", "guard", Outcome.FINDING, "clean", findings=[f])
+    accepted = Baseline((AcceptedFinding(CASE.id, f.key(), "known"),))
+    assert apply_baseline(replace(result), accepted).outcome is Outcome.EXPECTED_FINDING
+    gone = replace(result, outcome=Outcome.UNEXPECTEDLY_CLEAN, findings=[])
+    assert apply_baseline(gone, accepted).outcome is Outcome.UNEXPECTEDLY_CLEAN
+    assert apply_baseline(replace(result), None).outcome is Outcome.FINDING
