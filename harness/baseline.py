@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.fsutil import atomic_write_text
-from harness.model import CaseResult, Finding, Outcome
+from harness.model import DETECTORS, CaseResult, Finding, Outcome
 from harness.report import ReportError, FieldChecker, describe_finding, read_json_file, upstream_of, visible
 
 BASELINE_SCHEMA = "gpu-memsafety-baseline/1"
@@ -42,6 +42,32 @@ class AcceptedFinding:
     def to_json(self) -> dict[str, str]:
         return {"case": self.case, "finding": self.finding, "reason": self.reason, "upstream": self.upstream}
 
+    @property
+    def fields(self) -> dict[str, str]:
+        """The key's fields (Finding.key(): detector:kind:kernel:buffer:region:bytes; a kernel may hold ':')."""
+        return key_fields(self.finding)
+
+    def accepts(self, case: str, finding: Finding) -> bool:
+        """Same case, and the same detector, kind, buffer and region, field by field (never a string that
+        happens to read the same), and the same kernel and byte count."""
+        if case != self.case:
+            return False
+        want = self.fields
+        got = {"detector": finding.detector, "kind": finding.kind, "kernel": finding.kernel, "buffer": finding.buffer,
+               "region": finding.region, "bytes": str(finding.bytes)}
+        return all(want[k] == got[k] for k in KEY_FIELDS)
+
+
+KEY_FIELDS = ("detector", "kind", "kernel", "buffer", "region", "bytes")
+
+
+def key_fields(key: str) -> dict[str, str]:
+    head = key.split(":", 2)
+    tail = head[-1].rsplit(":", 3) if len(head) == 3 else []
+    if len(head) != 3 or len(tail) != 4:
+        raise ValueError(f"{key!r} is not detector:kind:kernel:buffer:region:bytes (Finding.key())")
+    return dict(zip(KEY_FIELDS, [head[0], head[1], *tail]))
+
 
 @dataclass(frozen=True)
 class Baseline:
@@ -49,6 +75,9 @@ class Baseline:
 
     def entry(self, case: str, key: str) -> AcceptedFinding | None:
         return next((a for a in self.accepted if a.case == case and a.finding == key), None)
+
+    def accepting(self, case: str, finding: Finding) -> AcceptedFinding | None:
+        return next((a for a in self.accepted if a.accepts(case, finding)), None)
 
 
 @dataclass(frozen=True)
@@ -111,7 +140,23 @@ def _entry(check: FieldChecker, item: Any, where: str) -> AcceptedFinding:
     for key, value in (("case", case), ("finding", finding), ("reason", reason)):
         if not value.strip():
             raise check.fail(f"{where}.{key}", "is empty" + ("; say why it is accepted" if key == "reason" else ""))
+    _check_key(check, finding, f"{where}.finding")
     return AcceptedFinding(case, finding, reason, upstream)
+
+
+def _check_key(check: FieldChecker, key: str, where: str) -> None:
+    """An accepted finding names its detector, kind, buffer and region: a key that does not is refused."""
+    try:
+        fields = key_fields(key)
+    except ValueError as exc:
+        raise check.fail(where, str(exc)) from None
+    if fields["detector"] not in DETECTORS:
+        raise check.fail(where, f"detector {fields['detector']!r} is not one of {', '.join(DETECTORS)}")
+    for name in ("kind", "buffer", "region"):
+        if not fields[name].strip():
+            raise check.fail(where, f"names no {name}: an accepted finding must match on detector, kind, buffer and region")
+    if not fields["bytes"].isdigit():
+        raise check.fail(where, f"bytes {fields['bytes']!r} is not a count")
 
 
 def _reject_duplicates(check: FieldChecker, entries: Sequence[AcceptedFinding]) -> None:
@@ -133,7 +178,7 @@ def compare(results: Sequence[CaseResult], baseline: Baseline) -> BaselineDiff:
         for finding in result.findings:
             seen = SeenFinding(result.case_id, finding)
             seen_keys.add((seen.case, seen.key))
-            _place(diff, seen, baseline.entry(seen.case, seen.key), result.outcome)
+            _place(diff, seen, baseline.accepting(seen.case, finding), result.outcome)
     checked = {r.case_id for r in results if r.outcome in _CHECKED}
     for entry in baseline.accepted:
         if (entry.case, entry.finding) not in seen_keys:

@@ -511,7 +511,10 @@ class Judge:
         if res.stress_iterations is not None:
             message = (f"stress runs no memory-safety detector: {res.stress_iterations} iterations ran without a "
                        f"crash under production conditions")
-        return self._result(scenario, case, outcome, message, findings, runs, res)
+        result = self._result(scenario, case, outcome, message, findings, runs, res)
+        if verdict.missing:
+            result.details["missing_expected"] = list(verdict.missing)   # a baseline never hides these
+        return result
 
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
         """Why the case checked nothing, or cannot be trusted; "" when its evidence stands."""
@@ -588,13 +591,21 @@ def _tail(text: str, lines: int = 30) -> str:
 # --------------------------------------------------------------------------------------------- baseline
 
 def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
-    """A FINDING whose every finding the baseline accepts becomes EXPECTED_FINDING ("accepted by baseline").
-    Nothing else changes: a known bug that vanished stays UNEXPECTEDLY_CLEAN whatever the baseline accepts."""
+    """A FINDING whose every finding the baseline accepts (case, detector, kind, kernel, buffer, region and bytes
+    all equal) becomes EXPECTED_FINDING ("accepted by baseline"), unless an expected finding of the scenario
+    was not seen: then it is UNEXPECTEDLY_CLEAN. A known bug that vanished stays unexpectedly clean whatever
+    the baseline accepts."""
     if baseline is None or result.outcome is not Outcome.FINDING:
         return result
     from harness.baseline import compare
     diff = compare([result], baseline)
     if diff.new:
+        return result
+    missing = result.details.get("missing_expected") or []
+    if missing:
+        result.outcome = Outcome.UNEXPECTEDLY_CLEAN
+        result.message = (f"expected but not seen: {' | '.join(missing)} (the baseline accepts the other findings, "
+                          f"never a known bug that vanished): {result.message}")
         return result
     result.outcome = Outcome.EXPECTED_FINDING
     result.message = f"accepted by baseline: {result.message}"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,33 @@ def test_upstream_is_optional_in_a_hand_written_baseline(tmp_path: Path) -> None
     path.write_text(json.dumps({"schema": BASELINE_SCHEMA,
                                 "accepted": [{"case": PACKED, "finding": PADDING_OVERWRITE.key(), "reason": "r"}]}))
     assert load_baseline(path).accepted == (AcceptedFinding(PACKED, PADDING_OVERWRITE.key(), "r", ""),)
+
+
+
+@pytest.mark.parametrize("key, words", [
+    ("guard:overwrite:k:dst", "is not detector:kind:kernel:buffer:region:bytes"),
+    ("sonar:overwrite:k:dst:past_end:1", "detector 'sonar' is not one of"),
+    ("guard:overwrite:k::past_end:1", "names no buffer"),
+    ("guard:overwrite:k:dst::1", "names no region"),
+    ("guard:overwrite:k:dst:past_end:many", "bytes 'many' is not a count"),
+])
+def test_a_malformed_accepted_finding_is_refused_with_the_reason(tmp_path: Path, key: str, words: str) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"schema": "gpu-memsafety-baseline/1",
+                                "accepted": [{"case": "s[c]", "finding": key, "reason": "known"}]}))
+    with pytest.raises(BaselineError, match=re.escape(words)):
+        load_baseline(path)
+
+
+def test_a_malformed_baseline_stops_pytest_before_any_case_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    from harness.registry import ROOT
+    path = tmp_path / "baseline.json"
+    path.write_text('{"schema": "gpu-memsafety-baseline/1", "accepted": [{"case": "x"}]}')
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--mode", "guard",
+                           "--scenario", "planted_oob", "--baseline", str(path)], cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]      # pytest's usage error
+    assert "--baseline:" in proc.stderr and str(path) in proc.stderr and "accepted[0]" in proc.stderr
+    assert " passed" not in proc.stdout and " failed" not in proc.stdout

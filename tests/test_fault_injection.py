@@ -581,3 +581,23 @@ def test_sanitizer_that_could_not_start_its_target_is_still_a_failure() -> None:
     run = read_sanitizer("memcheck", (data / "cpu-wheel-13.5.25-no-gpu.txt").read_text(), None, exit_code=255,
                          timed_out=False)
     assert not run.ran and "internal error" in run.problem
+
+
+# ------------------------------------------------------------------------------ repro --mode stress, not run
+
+def test_repro_stress_on_a_case_that_cannot_run_says_so_never_crashed_in_0_runs(worker_env: Path, tmp_path: Path) -> None:
+    from harness.repro import stress, stress_answer
+    options = RunOptions(mode=MODES["stress"], workdir=tmp_path / "unsupported", timeout_scale=TIMEOUT_SCALE)
+    stats = stress(options, *item("unsupported"), runs=20)
+    assert (stats["runs"], stats["crashes"], stats["outcome"]) == (0, 0, "unsupported")
+    text = stress_answer("fake_faults[unsupported-n4000]", stats, 1.0)
+    assert "fake_faults[unsupported-n4000]: unsupported: " in text and "needs a flux capacitor" in text
+    assert "crashed in" not in text
+
+
+def test_repro_stress_counts_the_runs_of_a_case_that_runs(worker_env: Path, tmp_path: Path) -> None:
+    from harness.repro import stress, stress_answer
+    options = RunOptions(mode=MODES["stress"], workdir=tmp_path / "clean", timeout_scale=TIMEOUT_SCALE)
+    stats = stress(options, *item("clean"), runs=3)
+    assert (stats["runs"], stats["crashes"]) == (3, 0)
+    assert "crashed in 0 of 3 runs" in stress_answer("fake_faults[clean-n4000]", stats, 1.0)

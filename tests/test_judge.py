@@ -460,3 +460,31 @@ def test_apply_baseline_changes_only_a_finding_whose_findings_are_all_accepted()
     gone = replace(result, outcome=Outcome.UNEXPECTEDLY_CLEAN, findings=[])
     assert apply_baseline(gone, accepted).outcome is Outcome.UNEXPECTEDLY_CLEAN
     assert apply_baseline(replace(result), None).outcome is Outcome.FINDING
+
+
+def test_a_baseline_never_hides_a_known_bug_that_vanished() -> None:
+    """FINDING because of an unexpected overwrite while the expected overread went missing: the baseline accepts
+    the overwrite, and the case is 'unexpectedly clean', not 'expected finding'."""
+    from harness.baseline import AcceptedFinding, Baseline
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    res = worker(guard={"src": [{"region": "back_guard", "start": N, "end": N + 1}]})
+    result = judge_one(res, mode="both", sc=sc, run=memcheck_run())
+    assert result.outcome is Outcome.FINDING and result.details["missing_expected"]
+    [f] = result.findings
+    accepted = Baseline((AcceptedFinding(CASE.id, f.key(), "known overwrite"),))
+    judged = apply_baseline(result, accepted)
+    assert judged.outcome is Outcome.UNEXPECTEDLY_CLEAN and "expected but not seen" in judged.message
+
+
+def test_a_baseline_entry_matches_field_by_field_not_as_a_string() -> None:
+    """A kernel name with ':' cannot make an entry for one buffer accept a finding on another."""
+    from harness.baseline import AcceptedFinding
+    real = Finding(GUARD, OVERWRITE, "b:c", "past_end", 1, kernel="a")
+    lookalike = Finding(GUARD, OVERWRITE, "c", "past_end", 1, kernel="a:b")
+    assert real.key() == lookalike.key()
+    entry = AcceptedFinding(CASE.id, lookalike.key(), "accepted")
+    assert entry.accepts(CASE.id, lookalike) and not entry.accepts(CASE.id, real)
+    for other in (replace(lookalike, detector=MEMCHECK), replace(lookalike, kind=OVERREAD),
+                  replace(lookalike, region="before_start"), replace(lookalike, buffer="d")):
+        assert not entry.accepts(CASE.id, other)
+    assert not entry.accepts("other[case]", lookalike)
