@@ -32,12 +32,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any, Mapping, Protocol, Sequence
 
-from harness import attribute, parse
+from harness import attribute, hazards, parse
 from harness.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
-from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, UNINIT, CaseResult,
+from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT,
+                           CaseResult,
                            DetectorRun, Finding, Outcome)
 from harness.modes import Mode
-from harness.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord
+from harness.parse import API_ERROR, HAZARD, MEMORY_ACCESS, OTHER, SYNC_ERROR, SanitizerRecord
 from harness.scenario import Case, Scenario
 from harness.verdict import decide
 
@@ -233,8 +234,33 @@ class UninitDetector:
                                describe=ev.describe)
 
 
+class HazardDetector:
+    """racecheck or synccheck: a compute-sanitizer tool whose records (harness/hazards.py, from the tool's text)
+    are sorted onto cases by the kernel that made them; records nobody can place come with them, failing the
+    case with the raw record."""
+
+    explains_fault, needs_sanitizer = False, True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def ran(self, ev: Evidence) -> DetectorRun:
+        run = ev.sanitizer
+        if run is None:
+            return DetectorRun(self.name, False, "not sanitized", missing=True)
+        if run.tool != self.name:
+            return DetectorRun(self.name, False, f"the process ran under {run.tool}, not {self.name}")
+        if not run.ran:
+            return DetectorRun(self.name, False, run.problem)
+        return DetectorRun(self.name, True, run.describe or f"compute-sanitizer {self.name} ran")
+
+    def findings(self, ev: Evidence) -> list[Finding]:
+        return [_with(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
+
+
 DETECTORS: dict[str, Detector] = {d.name: d for d in (GuardDetector(), MemcheckDetector(), GuardPageDetector(),
-                                                       PoisonDetector(), UninitDetector())}
+                                                       PoisonDetector(), UninitDetector(), HazardDetector(RACECHECK),
+                                                       HazardDetector(SYNCCHECK))}
 
 
 # ------------------------------------------------------------------------------- sanitizer records
@@ -246,6 +272,7 @@ class Placed:
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)           # the process's API errors, explained records
     strays: list[Finding] = field(default_factory=list)             # accesses no buffer of a multi-case batch holds
+    alone: list[str] = field(default_factory=list)                  # cases a hazard may belong to: rerun one per process
 
 
 def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | None, timed_out: bool,
@@ -264,6 +291,13 @@ def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | N
     if internal:
         problems.append("compute-sanitizer internal error: " + internal[0].text)
     records: tuple[SanitizerRecord, ...] = ()
+    summary = text.summary_errors
+    if tool in hazards.TOOLS:
+        # racecheck and synccheck records come from their text (the format known from real runs); the XML is
+        # only checked to be complete, and the tool's own count is checked against the text here.
+        records, disagreement = hazards.tool_records(tool, text)
+        problems += [disagreement] if disagreement else []
+        summary = None
     if xml is None:
         problems.append("compute-sanitizer wrote no XML (sanitizer.xml missing)")
     else:
@@ -272,12 +306,12 @@ def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | N
         except Exception as exc:  # noqa: BLE001 - hostile or broken XML is a non-pass, with the reason
             problems.append(f"sanitizer XML unreadable: {exc}")
         else:
-            records = parsed.records
+            records = records if tool in hazards.TOOLS else parsed.records
             if not parsed.complete:
                 problems.append(f"sanitizer XML incomplete: {parsed.problem}")
     if text.summary_errors is None and not timed_out:
         problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
-    return SanitizerRun(tool, records, "; ".join(problems), text.summary_errors, exit_code, describe)
+    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe)
 
 
 def _target_died(text: str) -> bool:
@@ -310,6 +344,14 @@ def place_sanitizer_records(items: Sequence[Item], results: Mapping[int, WorkerR
     placed.strays = by_address.pop("", [])
     placed_kernels = {f.kernel for fs in (*by_address.values(), placed.strays) for f in fs}
     placed.findings = by_address
+    tool_records = [r for r in run.records if r.category in (HAZARD, SYNC_ERROR)]
+    if tool_records:
+        # No address names a case: the kernel does (hazards.assign), or a process of its own.
+        assigned = hazards.assign(tool_records, {items[i][1].id: r.kernel for i, r in sorted(results.items())})
+        for case_id, found in assigned.findings.items():
+            placed.findings.setdefault(case_id, []).extend(found)
+        placed.alone = assigned.alone
+        placed_kernels |= {r.kernel for r in tool_records}
     unplaced: list[SanitizerRecord] = []
     explained: list[SanitizerRecord] = []
     api_errors: Counter[tuple[str, str, int | None, str]] = Counter()
@@ -434,7 +476,12 @@ class Judge:
         if self.mode.needs_gpu and not self.machine.gpu:
             return self.cannot_run(scenario, case, f"{self.mode.name} mode needs a CUDA GPU; found none")
         used = [d for d in self.mode.detectors if d in scenario.detectors]
-        if self.mode.sanitizer and self.sanitizer_missing and used and all(DETECTORS[d].needs_sanitizer for d in used):
+        if self.mode.detectors and not used:
+            # Nothing this mode sees applies to the scenario: no process, no build (rule 7, decided up front).
+            why = (f"{self.mode.name} mode runs {', '.join(self.mode.detectors) or 'no detector'}; scenario "
+                   f"{scenario.name} uses {', '.join(scenario.detectors)}")
+            return self._result(scenario, case, Outcome.NOT_APPLICABLE, why, [], self._not_started(scenario))
+        if self.mode.sanitizer and self.sanitizer_missing and all(DETECTORS[d].needs_sanitizer for d in used):
             return self.cannot_run(scenario, case, self.sanitizer_missing)
         return None
 
@@ -453,9 +500,13 @@ class Judge:
             note = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer; rerunning {len(ran)} "
                     f"cases one per process")
             return Judged([], list(range(len(items))), [items[i][1].id for i in ran], note)
+        alone = placed.alone if len(items) > 1 else []
         done: list[CaseResult] = []
         rest: list[int] = []
+        rerun = [i for i, (_, case) in enumerate(items) if case.id in alone]
         for index, (scenario, case) in enumerate(items):
+            if index in rerun:
+                continue
             if index in batch.results:
                 ev = Evidence(scenario, case, batch.results[index], self.mode, batch.sanitizer,
                               tuple(placed.findings.get(case.id, ())))
@@ -470,11 +521,15 @@ class Judge:
                 done.append(self.lost(scenario, case, Outcome.CRASHED, f"{batch.crashed[index]}\n{_tail(batch.log)}"))
             else:
                 rest.append(index)
-        if rest and not done:
+        if rest and not done and not rerun:
             # The process died before any case started: report them all rather than start it again forever.
             why = f"worker process exited with code {batch.returncode} before running any case\n{_tail(batch.log)}"
             done = [self.lost(*items[i], Outcome.UNRESOLVED, why) for i in rest]
             rest = []
+        if rerun:
+            note = (f"{self.mode.sanitizer} records name a kernel that {len(rerun)} cases of the batch launched (or "
+                    f"none): rerunning {', '.join(items[i][1].id for i in rerun)} one per process")
+            return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note)
         return Judged(done, rest)
 
     def judge_case(self, ev: Evidence) -> CaseResult:

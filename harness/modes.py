@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from harness import layout as L
-from harness.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, UNINIT
+from harness.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, RACECHECK, SYNCCHECK, UNINIT
 
 # What the worker does with a case.
 ONCE = "once"        # one launch on guarded buffers, then the marker check
@@ -82,7 +82,14 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("stress", None, L.GUARDED, False, REPEAT_STRESS, (),
          "production conditions (caching allocator on, no guards), repeated: how often does it crash?",
          caching_allocator=True, per_iteration=True),
+    # Two runs when clean; 3 + one per buffer when a result depends on never-written bytes (fillcheck).
     Mode("uninit", None, L.GUARDED, True, REPEAT_FILL, (GUARD, UNINIT),
          "two fill patterns in every byte the host did not write: reads of never-written memory, outputs left unwritten",
-         deadline_factor=4.0),
+         deadline_factor=12.0),
+    # racecheck tracks every shared-memory access: far slower than memcheck (DESIGN: 1,000x and more).
+    Mode("racecheck", "racecheck", L.GUARDED, False, ONCE, (RACECHECK,),
+         "compute-sanitizer racecheck: shared-memory races, naming the kernel and both source lines",
+         deadline_factor=10.0),
+    Mode("synccheck", "synccheck", L.GUARDED, False, ONCE, (SYNCCHECK,),
+         "compute-sanitizer synccheck: barriers used wrongly (divergent __syncthreads), naming kernel and line"),
 )}

@@ -146,3 +146,20 @@ def test_run_to_run_noise_is_set_aside_not_reported(fake_results: dict[str, Any]
 
 def test_a_clean_stand_in_is_clean(fake_results: dict[str, Any]) -> None:
     assert _judged(*fake_results["clean"])[0] is Outcome.CLEAN
+
+
+def test_the_runner_in_uninit_mode_finds_both_planted_bugs_on_the_cpu(tmp_path: Path) -> None:
+    """End to end through the engine: the uninit row of the mode table, the runner (TRITON_INTERPRET=1 on a
+    machine without a GPU), the worker's fill runs and the judge. The CUDA twins need a GPU: not run here."""
+    from harness.modes import MODES
+    from harness.runner import RunOptions, Runner
+    from scenarios.planted_uninit import SCENARIO
+    runner = Runner(RunOptions(mode=MODES["uninit"], workdir=tmp_path, gpu_available=False))
+    results = {r.variant + "-" + r.params["impl"]: r for r in runner.run([(SCENARIO, c) for c in SCENARIO.build()])}
+    assert results["accumulate_empty-triton"].outcome is Outcome.EXPECTED_FINDING, results["accumulate_empty-triton"].message
+    assert results["grid_short-triton"].outcome is Outcome.EXPECTED_FINDING, results["grid_short-triton"].message
+    assert results["accumulate_zeroed-triton"].outcome is Outcome.CLEAN
+    assert results["grid_full-triton"].outcome is Outcome.CLEAN
+    detector = next(d for d in results["grid_full-triton"].detectors if d.detector == UNINIT)
+    assert detector.ran and "outputs out" in detector.detail
+    assert all(not results[f"{v}-cuda"].outcome.is_failure for v in ("accumulate_empty", "grid_short"))
