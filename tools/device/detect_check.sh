@@ -10,36 +10,38 @@
 #      tests/data/sanitizer takes its fixtures from here).
 # Wall times come from `date +%s` (no bc on the device). Each step has its own time limit.
 set -u
-export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
+# The image's python3 (its numpy is outside the bootstrap pins and the machine has no index: `make` would stop
+# in bootstrap, see tools/device/lead_check.sh). Logs and reports go to a scratch folder; $OUT gets
+# summary.txt, steps.txt and two archives (few files come back from the device).
+export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
+OUT=${OUT:-/tmp/out}; R=/tmp/detect-r; mkdir -p "$OUT" "$R"
 BUDGET_S=280; T_START=$(date +%s)   # the whole call stays under 5 minutes: no step runs past the budget
 step() {
   local name=$1 limit=$2; shift 2
   local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
   [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the 5-minute budget is spent" | tee -a "$OUT/r/steps.txt"; return; fi
-  timeout "$limit" "$@" > "$OUT/r/$name.log" 2>&1
+  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the 5-minute budget is spent" | tee -a "$R/steps.txt"; return; fi
+  timeout "$limit" "$@" > "$R/$name.log" 2>&1
   local rc=$?
-  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log" "$OUT/r/steps.txt"
-  tail -3 "$OUT/r/$name.log"
+  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/$name.log" "$R/steps.txt"
+  tail -3 "$R/$name.log"
 }
 scen() {  # scen NAME LIMIT MODE SCENARIO...
   local name=$1 limit=$2 mode=$3; shift 3
   local sel=(); for s in "$@"; do sel+=(--scenario "$s"); done
-  step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" "${sel[@]}" \
-    --report-dir "$OUT/r/$name"
+  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" "${sel[@]}" \
+    --report-dir "$R/$name"
 }
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
-step bootstrap 90 make .venv/.bootstrap-gpu
+{ nvidia-smi -L; python3 -m harness env; } > "$R/env.txt" 2>&1
 # The two CUDA extensions are built once here (nvcc, ~35 s each cold), so the timed runs below are warm.
-step build 120 .venv/bin/python -c "import torch; from kernels.planted import race, uninit; cc = torch.cuda.get_device_capability(); race._module(cc); uninit._cuda_module(cc); print('built for', cc)"
+step build 120 python3 -c "import torch; from kernels.planted import race, uninit; cc = torch.cuda.get_device_capability(); race._module(cc); uninit._cuda_module(cc); print('built for', cc)"
 scen uninit 60 uninit planted_uninit
 scen racecheck 90 racecheck planted_race
 scen synccheck 60 synccheck planted_barrier
 scen default-cost 60 both planted_uninit planted_race planted_barrier
-step gpu-test 120 .venv/bin/python -m pytest tests/gpu/test_detect.py -p no:cacheprovider -q -rA
+step gpu-test 120 python3 -m pytest tests/gpu/test_detect.py -p no:cacheprovider -q -rA
 # What each case came to: outcome, and every finding's kind, buffer, region, bytes, source and note.
-.venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'
+python3 - "$R" > "$R/summary.txt" 2>&1 <<'EOF'
 import json, sys
 from pathlib import Path
 for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
@@ -52,7 +54,8 @@ for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
                   f"kernel={f['kernel']} source={f['source']!r} ranges={[(r['start'], r['end']) for r in f['ranges']][:4]}")
             print(f"      {f['note'][:300]}")
 EOF
-cat "$OUT/r/summary.txt"
-.venv/bin/python -c "from kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$OUT/r/summary.txt"
+cat "$R/summary.txt"
+python3 -c "from kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$R/summary.txt"
 tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
-tar czf "$OUT/reports.tgz" -C "$OUT" r
+tar czhf "$OUT/reports.tgz" -C /tmp detect-r
+rm -f "$R"; cp /tmp/detect-r/summary.txt "$OUT/summary.txt"; cp /tmp/detect-r/steps.txt "$OUT/steps.txt"
