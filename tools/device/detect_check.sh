@@ -58,4 +58,4 @@ cat "$R/summary.txt"
 python3 -c "from kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$R/summary.txt"
 tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
 tar czhf "$OUT/reports.tgz" -C /tmp detect-r
-rm -f "$R"; cp /tmp/detect-r/summary.txt "$OUT/summary.txt"; cp /tmp/detect-r/steps.txt "$OUT/steps.txt"
+cp /tmp/detect-r/summary.txt "$OUT/summary.txt"; cp /tmp/detect-r/steps.txt "$OUT/steps.txt"
