@@ -76,3 +76,18 @@ def test_calibration_expectations_name_kind_buffer_region_and_bytes() -> None:
                                                                           ((-(1 << 31), -(1 << 31) + 4),))
     assert PLANTED.expect(cases[TRITON["vec16_clean"]]).clean
     assert PLANTED.needs_gpu(cases[TRITON["far_write"]]) and not PLANTED.needs_gpu(cases[TRITON["vec16_clean"]])
+
+
+def test_far_write_outside_memcheck_is_not_applicable_never_a_failure() -> None:
+    """On a GPU runner in guard, guard-page or poison mode the far write must not run (it would land in memory the
+    process may own); it does not apply to those modes, so it is a skip, never 'could not run'."""
+    from types import SimpleNamespace
+
+    from harness import layout as L
+    from harness.errors import NotApplicable
+    from kernels.planted import calibration
+
+    case = next(c for c in PLANTED.cases() if c.id == TRITON["far_write"])
+    ctx = SimpleNamespace(watch_placement=L.GUARDED, device=SimpleNamespace(type="cuda"))
+    with pytest.raises(NotApplicable, match="runs only under memcheck"):
+        calibration.run_case(case, ctx)

@@ -4,8 +4,8 @@ The weight scale's swizzled storage is the watched buffer: the harness places it
 the last byte of its allocation (memcheck: the overread leaves the allocation on every run), flush against
 an unmapped page (guard-page mode: the overread faults in hardware), or inside guards in a poison pattern.
 The copy a case runs (params `tk`: A, C or D, see harness.upstream.TRITON_KERNELS_COPIES) is the one
-`make upstream` unpacked into .vendor/; one that is missing, or that needs a newer triton than this machine's,
-is `unsupported` with what was needed and what was found. Everything else (quantization, pad, swizzle,
+`make upstream` unpacked into .vendor/; one that is missing could not run (it fails a GPU runner, saying how to
+get it); one that needs a newer triton than this machine's is `not applicable`, with what was needed and found. Everything else (quantization, pad, swizzle,
 routing, the call) is kernels/mxfp4/moe.py.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from harness import upstream as U
-from harness.errors import Unsupported
+from harness.errors import NotApplicable, Unsupported
 
 
 def copy_label(tk: str) -> str:
@@ -33,8 +33,8 @@ def locate(tk: str) -> Any:
     except metadata.PackageNotFoundError:
         triton_version = None
     problem = U.triton_problem(art, triton_version)
-    if problem:
-        raise Unsupported(f"{copy_label(tk)}: {problem}")
+    if problem:   # a copy made for a newer triton does not apply here: not applicable, never a failure
+        raise NotApplicable(f"{copy_label(tk)}: {problem}")
     folder = U.unpacked(art)
     if folder is None:
         raise Unsupported(U.how_to_get(art))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import Unsupported
+from harness.errors import NotApplicable, Unsupported
 
 VARIANTS = ("vec16_overread", "vec16_clean", "atomic_past_end", "far_write")
 BLOCK = 1024
@@ -81,8 +81,8 @@ def run_case(case: Any, ctx: Any) -> Any:
     if variant not in VARIANTS:
         raise Unsupported(f"unknown calibration variant {variant!r}; known: {VARIANTS}")
     if variant == "far_write" and ctx.watch_placement != L.FLUSH_END:
-        raise Unsupported("the far write runs only under memcheck (watched buffers flush-ended): without it the "
-                          "store lands 2 GiB before dst, in memory this process may own, or ends the CUDA context")
+        raise NotApplicable("the far write runs only under memcheck (watched buffers flush-ended): without it the "
+                            "store lands 2 GiB before dst, in memory this process may own, or ends the CUDA context")
     if variant == "far_write" and impl == "triton" and ctx.device.type != "cuda":
         raise Unsupported("the far write needs a CUDA GPU: under the interpreter it would write into host memory")
     module = _cuda(ctx) if impl == "cuda" else None
