@@ -28,13 +28,13 @@ elif [ "$PART" = final ]; then
   # `make sanitize` itself (bootstrap layered on the image's python, upstream --if-missing, the default matrix),
   # then the detection modes on the planted scenarios.
   t0=$(date +%s)
-  timeout 380 make sanitize REPORTS="$R/matrix" > "$R/matrix.log" 2>&1
-  echo "[matrix] make sanitize REPORTS=R/matrix -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/matrix.log"
-  run guard_page 40 --mode guard_page --scenario planted_oob
-  run poison 50 --mode poison --scenario planted_oob
-  run uninit 40 --mode uninit --scenario planted_uninit
-  run racecheck 60 --mode racecheck --scenario planted_race
-  run synccheck 40 --mode synccheck --scenario planted_barrier
+  timeout "${MATRIX_LIMIT:-330}" make sanitize REPORTS="$R/matrix" PYTEST_ARGS="${MATRIX_ARGS:-}" > "$R/matrix.log" 2>&1
+  echo "[matrix] make sanitize REPORTS=R/matrix PYTEST_ARGS=\"${MATRIX_ARGS:-}\" -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/matrix.log"
+  run guard_page 35 --mode guard_page --scenario planted_oob
+  run poison 45 --mode poison --scenario planted_oob
+  run uninit 35 --mode uninit --scenario planted_uninit
+  run racecheck 50 --mode racecheck --scenario planted_race
+  run synccheck 35 --mode synccheck --scenario planted_barrier
 else
   run guard_page 60 --mode guard_page --scenario planted_oob
   run poison 80 --mode poison --scenario planted_oob
