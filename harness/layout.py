@@ -258,3 +258,18 @@ def merge_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((lo, hi))
     return merged
+
+
+def guard_page_offsets(buffers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """From a worker's buffer map: for each buffer placed before an unmapped guard page (backend "vmm"), the offset
+    from the tensor's first byte of the page's first byte (its size plus its alignment tail, read from where the
+    mapping really ends). Bytes before that offset never fault: see verdict.decide's `pages`."""
+    out: dict[str, int] = {}
+    for b in buffers:
+        if b.get("backend") != "vmm":
+            continue
+        try:
+            out[str(b["name"])] = int(b["alloc_base"]) + int(b["alloc_size"]) - int(b["tensor_addr"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LayoutError(f"buffer map entry {b!r} has no usable alloc_base/alloc_size/tensor_addr: {exc}") from exc
+    return out

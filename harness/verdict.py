@@ -2,7 +2,8 @@
 
 Rules (each a closed outcome, see model.Outcome):
 - an expected finding is checked only against detectors that ran (and a past_end finding only the guard markers see only where the
-  watched buffer had a back guard); if none of its detectors ran, the case
+  watched buffer had a back guard, or where its bytes lie in a guard-page buffer's alignment tail; and never by the guard
+  page when its bytes all lie before that buffer's unmapped page: see `pages`); if none of its detectors ran, the case
   is UNSUPPORTED in this mode (it says which detector was needed), never clean;
 - every expected finding matched and nothing else seen: EXPECTED_FINDING; nothing expected, nothing seen: CLEAN;
 - an expected finding not seen by a detector that ran: UNEXPECTEDLY_CLEAN (a failure: the bug is gone or
@@ -11,11 +12,11 @@ Rules (each a closed outcome, see model.Outcome):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
 
-from harness.layout import GUARDED
-from harness.model import GUARD, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
+from harness.layout import GUARD_PAGE as GUARD_PAGE_PLACEMENT, GUARDED
+from harness.model import GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,22 @@ class Verdict:
 
 
 def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun],
-           placement: str = GUARDED) -> Verdict:
-    """`placement` is where watched buffers sat: a flush-end buffer has no back guard to be checked."""
+           placement: str = GUARDED, pages: Mapping[str, int] | None = None) -> Verdict:
+    """`placement` is where watched buffers sat: a flush-end buffer has no back guard to be checked.
+    `pages`: for each buffer that sat before a guard page, the offset from its first byte of the first unmapped
+    byte (its size plus its alignment tail; the worker's buffer map). An expected finding whose bytes all lie
+    before that offset cannot fault there: the guard page is dropped from its detectors (the guard markers still
+    see a write into the tail), and if nothing else that ran can see it, it is not checked, never clean."""
+    pages = dict(pages or {})
     ran = {d.detector for d in detectors if d.ran}
     if not ran:
         why = "; ".join(f"{d.detector}: {d.detail}" for d in detectors) or "no detector was requested"
         return Verdict(Outcome.UNSUPPORTED, f"no detector ran ({why})")
-    checkable = [e for e in expectation.findings if ran.intersection(e.detectors) and _placed(e, placement)]
-    unexpected = tuple(f for f in findings if not any(e.matches(f) or _in_tail(e, f, placement) for e in expectation.findings))
+    before_page = [e for e in expectation.findings if _before_page(e, pages) and GUARD_PAGE in ran]
+    seeable = [replace(e, detectors=tuple(d for d in e.detectors if d != GUARD_PAGE)) if e in before_page else e
+               for e in expectation.findings]
+    checkable = [e for e in seeable if ran.intersection(e.detectors) and _placed(e, placement, pages)]
+    unexpected = tuple(f for f in findings if not any(e.matches(f) or _in_tail(e, f, placement) for e in seeable))
     missing = tuple(e.describe() for e in checkable if not any(e.matches(f) for f in findings))
     if unexpected:
         lines = "; ".join(_short(f) for f in unexpected)
@@ -45,6 +54,11 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
         hint = f" (upstream {', '.join(upstream)} may be fixed: the workaround can be retired)" if upstream else ""
         return Verdict(Outcome.UNEXPECTEDLY_CLEAN, f"expected but not seen: {' | '.join(missing)}{hint}", (), missing)
     if expectation.findings and not checkable:
+        if before_page:
+            return Verdict(Outcome.UNSUPPORTED, "; ".join(
+                f"{e.describe()}: its bytes lie in {e.buffer}'s alignment tail, before its guard page at byte "
+                f"{pages[e.buffer]}, so not visible to guard_page in this placement" for e in before_page)
+                + f" (ran: {', '.join(sorted(ran))})")
         needed = sorted({d for e in expectation.findings for d in e.detectors})
         if ran.intersection(needed):
             return Verdict(Outcome.UNSUPPORTED, f"the expected finding lies past the end where only guard markers see it, and a "
@@ -55,10 +69,20 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
     return Verdict(Outcome.CLEAN, f"clean under {', '.join(sorted(ran))}")
 
 
-def _placed(expected: ExpectedFinding, placement: str) -> bool:
+def _placed(expected: ExpectedFinding, placement: str, pages: Mapping[str, int]) -> bool:
     """A past_end write that only the guard markers can see needs a back guard: a flush placement has only
-    its alignment tail (0..255 B), so there the expectation is not checked (see _in_tail)."""
+    its alignment tail (0..255 B), so there the expectation is not checked (see _in_tail) unless its bytes are
+    known to lie in the tail before a guard page (the tail holds markers)."""
+    if placement == GUARD_PAGE_PLACEMENT and _before_page(expected, pages):
+        return True
     return not (placement != GUARDED and expected.region == PAST_END and set(expected.detectors) <= {GUARD})
+
+
+def _before_page(expected: ExpectedFinding, pages: Mapping[str, int]) -> bool:
+    """Every expected byte lies before the buffer's unmapped page (in the tensor or its alignment tail): a guard
+    page cannot fault on it. Unknown bytes (no ranges) are not assumed to."""
+    page = pages.get(expected.buffer)
+    return page is not None and expected.ranges is not None and all(hi <= page for _, hi in expected.ranges)
 
 
 def _in_tail(expected: ExpectedFinding, finding: Finding, placement: str) -> bool:

@@ -327,3 +327,16 @@ def test_placement_coverage_table_the_readme_quotes() -> None:
             c["flush_end"]["false_misaligned_sizes"]) == (3840, 0, 0)
     assert c["flush_end"]["reads"] == c["flush_end"]["writes"] == c["guard_page"]["writes"] == planted
     assert c["guard_page"]["reads"] == 687_360 and planted == 1_376_256
+
+
+def test_guard_page_offsets_come_from_where_the_mapping_really_ends() -> None:
+    """A 4,000-byte tensor on a guard page: 96 bytes of alignment tail, then the page at byte 4096; a torch
+    buffer has no guard page and is left out."""
+    lay = L.plan(4000, placement=L.GUARD_PAGE)
+    base, mapped = 1 << 40, 2 << 20
+    tensor = base + mapped - lay.total + lay.front
+    buffers = [{"name": "src", "backend": "vmm", "alloc_base": base, "alloc_size": mapped, "tensor_addr": tensor},
+               {"name": "dst", "backend": "torch", "alloc_base": 0, "alloc_size": 4000, "tensor_addr": 0}]
+    assert L.guard_page_offsets(buffers) == {"src": 4096}
+    with pytest.raises(L.LayoutError, match="alloc_base"):
+        L.guard_page_offsets([{"name": "x", "backend": "vmm"}])
