@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any, Mapping, Protocol, Sequence
 
-from harness import attribute, hazards, parse
+from harness import attribute, hazards, layout, parse
 from harness.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT,
                            CaseResult,
@@ -196,14 +196,22 @@ class GuardPageDetector:
 
     def findings(self, ev: Evidence) -> list[Finding]:
         res = ev.result
-        watched = res.watched or [b["name"] for b in res.buffers]
-        if res.status != FAULT or not watched:
+        if res.status != FAULT:
             return []
-        note = (f"hardware fault on the unmapped page after the tensor (a read or a write: the fault does not say "
-                f"which), no sanitizer: {res.message}")
-        # The fault does not say which watched buffer was hit: one finding names them all ("src|dst").
-        return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="|".join(watched), region="past_end", bytes=0,
-                        kernel=res.kernel, arch=res.arch, note=note, exact=False)]
+        # Only a buffer that really sat before an unmapped page can have faulted on it (the buffer map says which);
+        # with one such buffer the finding names it. Its kind is a guess the matching ignores (model.ACCESS_BLIND).
+        paged = list(layout.guard_page_offsets(res.buffers))
+        candidates = paged or res.watched or [b["name"] for b in res.buffers]
+        if not candidates:
+            return []
+        which = (f"on {candidates[0]}'s guard page" if len(candidates) == 1 else
+                 f"on the guard page of one of {', '.join(candidates)} (the fault does not say which)")
+        note = (f"hardware fault {which}: an access past the end, a read or a write (the fault does not say which), "
+                f"no sanitizer: {res.message}")
+        return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="|".join(candidates), region="past_end", bytes=0,
+                        kernel=res.kernel, arch=res.arch, note=note, exact=False,
+                        details={"access": "read or write", "direction": "past the end (the only side with a guard page)",
+                                 "candidates": "|".join(candidates)})]
 
 
 class PoisonDetector:
@@ -554,7 +562,9 @@ class Judge:
         problem = self._unchecked(ev, runs)
         if problem:
             return self._result(scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
-        verdict = decide(scenario.expectation(case, res.arch), findings, runs, placement=self.mode.placement(ev.sanitizer is not None))
+        pages = layout.guard_page_offsets(res.buffers) if GUARD_PAGE in used else None
+        verdict = decide(scenario.expectation(case, res.arch), findings, runs, placement=self.mode.placement(ev.sanitizer is not None),
+                         pages=pages)
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
         if missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING, Outcome.UNSUPPORTED):

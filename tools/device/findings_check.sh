@@ -5,7 +5,12 @@
 #      "misaligned"; vec16_clean -> clean; atomic_past_end -> overwrite of dst past_end 4 B (4000..4004, access
 #      atomic); far_write -> overwrite of dst before_start 4 B, "2,147,483,648 B before dst", after the batch
 #      was rerun one case per process (rerun-alone.txt), and every clean case of the batch clean;
-#   2. the same scenario under guard_page and poison (alignment tail: the atomic lands in it);
+#   2. the same scenario under guard_page and poison (alignment tail: the atomic lands in it). Under guard_page the
+#      n4000-x1 overread cases are "not applicable" ("... lie in src's alignment tail, before its guard page at
+#      byte 4096, so not visible to guard_page in this placement"), the overwrite cases an expected finding seen
+#      by the guard markers (dst/past_end 1 B, 4000..4001), never "unexpectedly clean"; gp_reach_overread (n=4096) and
+#      gp_cross_overwrite (n=4000, extra=200) fault on the page: expected finding, guard_page finding of src|dst (both
+#      sit on guard pages; the fault does not say which), details access "read or write";
 #   3. the reports, the raw worker logs and sanitizer XML (the first recorded atomic/misaligned records, if
 #      any, for tests/data/sanitizer).
 set -u
@@ -32,6 +37,12 @@ step bootstrap 90 make .venv/.bootstrap-gpu
 step build 90 .venv/bin/python -c "import torch; from kernels.planted import cuda; print(cuda.build(torch.cuda.get_device_capability()))"
 scen both 120 both
 scen guard_page 40 guard_page
+# Guard page past the alignment tail: a 4,096-byte tensor has no tail, so byte 4096 is on the unmapped page (a
+# fault, matched as an access of either kind); n=4000 with extra=200 crosses its 96-byte tail into the page.
+step gp_reach_overread 30 .venv/bin/python -m harness repro planted_oob --variant overread --set impl=triton --set n=4096 \
+  --set extra=1 --mode guard_page --json "$OUT/r/gp_reach_overread.json"
+step gp_cross_overwrite 30 .venv/bin/python -m harness repro planted_oob --variant overwrite --set impl=triton --set n=4000 \
+  --set extra=200 --mode guard_page --json "$OUT/r/gp_cross_overwrite.json"
 scen poison 40 poison
 .venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'
 import json, sys
