@@ -46,7 +46,6 @@ from harness.scenario import Case, Scenario
 
 PARTS = ("bandwidth", "cases", "cache", "batching", "matrix", "scaling")
 MIB = 1 << 20
-CHILD_EXIT_CONTEXT_LOST = 75
 # Targets from the performance issue, as ratios measured in one run.
 TARGETS = {
     "guard_overhead_gpt_oss": 0.05,     # guard markers add at most 5% to the bare kernel on gpt-oss-sized cases
@@ -169,17 +168,27 @@ def wall(fn: Callable[[], Any], device: Any) -> float:
 # ------------------------------------------------------------------------------------ child: measuring
 
 class Child:
-    """`python -m harness.bench child JOB.json`: measures one part for each case, one result file per case."""
+    """`python -m harness.bench child JOB.json`: measures one part for each case, one result file per case.
+
+    Built on the engine's own worker (harness.worker.Worker, guard mode): its start marks, its contexts and
+    arenas (kept for the life of the process, buffer map on disk before a launch), its device, its exception
+    classes and its exit code for a lost CUDA context."""
 
     def __init__(self, job: dict[str, Any]) -> None:
         import torch
+
+        from harness import job as J
+        from harness import layout as L
+        from harness.worker import Worker
         self.torch = torch
         self.job = job
         self.out = Path(job["out_dir"])
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.worker = Worker(J.Job(cases=(), out_dir=str(self.out), mode="guard", watch_placement=L.GUARDED,
+                                   seed=int(job.get("seed", 0))))
+        self.device = self.worker.device
         self.reps = int(job.get("reps", 20))
         self.warmup = int(job.get("warmup", 3))
-        self.keep: list[Any] = []
+        self.keep = self.worker.keep
         self._index, self._case_id = 0, str(job["what"])
 
     def run(self) -> int:
@@ -191,7 +200,7 @@ class Child:
         for index, case_id in enumerate(self.job["cases"]):
             if (self.out / f"{index}.json").exists():
                 continue                         # done by an earlier child of this part
-            (self.out / f"{index}.started").write_text(str(time.time()))
+            self.worker.begin(index)
             self._index, self._case_id = index, case_id
             scenario, case = find_case(case_id)
             measure = {"inproc": self.inproc, "guard_page": self.guard_page, "memcheck": self.memcheck}[what]
@@ -202,29 +211,19 @@ class Child:
         try:
             return {"status": "ok", **fn()}
         except Exception as exc:  # noqa: BLE001 - a case that cannot be measured says why
-            from harness.worker import classify
+            from harness.worker import CONTEXT_LOST, classify
             result = {"status": classify(exc), "message": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=8)}
             if result["status"] == "fault":
                 # The CUDA context is gone: record this case and leave; the parent restarts after it.
                 atomic_write_json(self.out / f"{self._index}.json", {"case_id": self._case_id, **result})
                 sys.stdout.flush()
-                os._exit(CHILD_EXIT_CONTEXT_LOST)
+                os._exit(CONTEXT_LOST)
             return result
 
     # -- contexts -----------------------------------------------------------------------------------
     def _ctx(self, *, production: bool = False, placement: str | None = None) -> Any:
-        from harness import layout as L
-        from harness.context import RunContext
-        from harness.guard import Arena
-        flush = None
-        if placement in (L.FLUSH_END, L.GUARD_PAGE) and self.device.type == "cuda":
-            from harness import vmm
-            flush = vmm.allocate_flush_end
-        arena = Arena(self.device, flush_allocator=flush)
-        self.keep.append(arena)
-        return RunContext(self.device, arena, seed=int(self.job.get("seed", 0)), production=production,
-                          watch_placement=placement or L.GUARDED)
+        return self.worker.context(None, production=production, watch_placement=placement)
 
     def _adapter(self, scenario: Scenario) -> Callable[..., Any]:
         return scenario.resolve_adapter()
@@ -290,7 +289,7 @@ class Child:
         def guarded() -> None:
             a = Arena(self.device)
             for name, lay in layouts:
-                a._allocate(name, lay)      # noqa: SLF001 - same package: allocate exactly the case's layouts
+                a.allocate(name, lay)       # exactly the case's layouts
             fresh.append(a)
 
         def plain() -> None:

@@ -51,7 +51,7 @@ class _Run:
 
 
 def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None) -> _Run:
-    ctx = worker._context(case, fill=fill, fill_for=fill_for)
+    ctx = worker.context(case, fill=fill, fill_for=fill_for)
     info = adapter(case, ctx)
     worker._sync()
     return _Run(ctx, info)

@@ -211,6 +211,14 @@ class Arena:
         self._changed()
         return buf.tensor
 
+    def allocate(self, name: str, lay: L.GuardLayout) -> GuardedBuffer:
+        """A buffer with exactly this layout (markers armed, storage bytes only, no typed tensor view): what
+        `tensor` and `rows` allocate, for a caller that already has the plan (the bench re-allocates a case's
+        layouts to time allocation and fill)."""
+        buf = self._allocate(name, lay)
+        self._changed()
+        return buf
+
     def _placement(self, placement: str | None) -> str:
         return placement or self.placement
 

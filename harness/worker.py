@@ -93,12 +93,16 @@ class Worker:
 
     def run(self) -> int:
         for index, entry in enumerate(self.job.cases):
-            case = entry.case
-            (self.out / f"{index}.started").write_text(str(time.time()))
-            self._index = index
-            self._entry = entry
-            self._write(index, self._run_case(case, index))
+            self.begin(index, entry)
+            self._write(index, self._run_case(entry.case, index))
         return 0
+
+    def begin(self, index: int, entry: J.JobCase | None = None) -> None:
+        """Case `index` starts: its start mark goes to disk (a start mark without a result means the process
+        died in it), and the buffer maps of the contexts made from now on are written under its number."""
+        (self.out / f"{index}.started").write_text(str(time.time()))
+        self._index = index
+        self._entry = entry
 
     def _write(self, index: int, result: J.WorkerResult) -> None:
         from harness.fsutil import atomic_write_json
@@ -157,10 +161,12 @@ class Worker:
         free, total = self.torch.cuda.mem_get_info(self.device)
         return {"free_bytes_after_release": int(free), "total_bytes": int(total)}
 
-    def _context(self, case: Any, *, marker: int = 0xA5, watch_placement: str | None = None,
+    def context(self, case: Any = None, *, marker: int = 0xA5, watch_placement: str | None = None,
                  production: bool = False, marker_for: dict[str, int] | None = None, fill: int | None = None,
                  fill_for: dict[str, int] | None = None, poison_spans: dict[str, list[tuple[int, int]]] | None = None,
                  poison_marker: int = 0xFF) -> Any:
+        """A RunContext on a fresh guarded arena for the case in progress (see begin); the arena is kept for
+        the life of the process, and its buffer map goes to disk before any launch."""
         from harness.context import RunContext
         from harness.guard import Arena
         arena = Arena(self.device, marker=marker, guard=self.job.guard,
@@ -185,7 +191,7 @@ class Worker:
             self.torch.cuda.synchronize()
 
     def _once(self, adapter: Any, case: Any, *, watch_placement: str) -> dict[str, Any]:
-        ctx = self._context(case, watch_placement=watch_placement)
+        ctx = self.context(case, watch_placement=watch_placement)
         t0 = time.perf_counter()
         info = adapter(case, ctx)
         self._sync()
@@ -202,7 +208,7 @@ class Worker:
         ones first; before and after the tensor apart; bytes bounded by bisection when something changed)."""
         from harness import poison
         base_marker, poison_marker = POISON_PATTERNS
-        ctx = self._context(case, marker=base_marker)
+        ctx = self.context(case, marker=base_marker)
         info = adapter(case, ctx)
         self._sync()
         baseline = _host_outputs(info.outputs)
@@ -213,7 +219,7 @@ class Worker:
 
         def run(name: str, spans: list[tuple[int, int]]) -> dict[str, Any]:
             kept = len(self.keep)
-            pctx = self._context(case, marker=base_marker, poison_spans={name: spans}, poison_marker=poison_marker)
+            pctx = self.context(case, marker=base_marker, poison_spans={name: spans}, poison_marker=poison_marker)
             pinfo = adapter(case, pctx)
             self._sync()
             diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
@@ -238,7 +244,7 @@ class Worker:
         done = launches = 0
         info = None
         for _ in range(iterations):
-            ctx = self._context(case, production=True)
+            ctx = self.context(case, production=True)
             info = adapter(case, ctx)
             self._sync()
             done += 1

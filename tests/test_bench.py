@@ -185,3 +185,40 @@ def test_cache_part_counts_its_cases_on_stderr(tmp_path: Path) -> None:
     n = len(json.loads((tmp_path / "bench.json").read_text())["parts"]["cache"]["cases"])
     assert n >= 1 and lines[0].endswith(f"started ({n} cases)"), lines
     assert lines[-1].split(": ")[-1].startswith(f"{n} of {n} cases (100%)") and lines[-1].endswith("done"), lines
+
+
+def test_measuring_child_runs_on_the_engine_worker(cpu_bench: dict[str, Any]) -> None:
+    # The child's contexts are the worker's: each case's buffer map is on disk under its number, as the
+    # engine writes it before a launch (a second engine beside the worker would write none).
+    work = cpu_bench["out"] / "work" / "inproc"
+    names = {b["name"] for b in json.loads((work / "1.buffers.json").read_text())["buffers"]}
+    assert {"src", "dst"} <= names
+    assert (work / "1.started").exists()
+
+
+def _private_uses(tree: Any) -> list[str]:
+    """Private names bench takes from another module: imported from one, or an attribute of anything but self."""
+    import ast
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness"):
+            found += [f"from {node.module} import {a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os")):   # os._exit
+                found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_bench_uses_only_public_names_of_the_worker_and_the_arena() -> None:
+    import ast
+
+    from harness import worker
+    tree = ast.parse((ROOT / "harness" / "bench.py").read_text())
+    assert _private_uses(tree) == []
+    # and no copy of the worker's exit code for a lost context: bench takes worker.CONTEXT_LOST
+    copies = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
+              if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant) and node.value.value == worker.CONTEXT_LOST]
+    assert copies == []
+    # the check itself sees what it forbids
+    bad = ast.parse("from harness.worker import _context_lost\ndef f(a):\n    a._allocate('x', None)\n")
+    assert _private_uses(bad) == ["from harness.worker import _context_lost", "line 3: ._allocate"]

@@ -357,3 +357,15 @@ def test_poisoned_buffer_differs_from_the_others_only_in_its_marker_bytes() -> N
     assert bool((body[:3, :72] == DEFAULT_MARKER).all())          # the tensor: the arena's base marker
     assert bool((body[:3, 72:] == 0xFF).all()) and bool((body[3] == 0xFF).all())
     assert bool((buf.storage[:64] == 0xFF).all()) and a.verify() == {"scale": []}
+
+
+def test_allocate_takes_an_exact_layout_and_tells_the_owner() -> None:
+    told = []
+    a = Arena(torch.device("cpu"), on_change=lambda: told.append(1))
+    lay = L.plan(100, guard=64)
+    buf = a.allocate("x", lay)
+    assert buf.layout == lay and a.buffers["x"] is buf and told == [1]
+    assert bool((buf.storage == DEFAULT_MARKER).all())
+    assert a.verify() == {"x": []}
+    with pytest.raises(ValueError, match="allocated twice"):
+        a.allocate("x", lay)
