@@ -339,7 +339,9 @@ _EXIT_RE = re.compile(rf"^Target application returned (?:an error|error code (?P
 _NOT_PRINTED_RE = re.compile(rf"^ERROR SUMMARY: (?P<n>{_NUM}) errors? were not printed")
 _SUMMARY_RE = re.compile(rf"^ERROR SUMMARY: (?P<n>{_NUM}) errors?\s*$")
 _INTERNAL_RE = re.compile(r"^Error: (?P<msg>.*)$")
-_AT_RE = re.compile(rf"^at (?P<func>.+)\+(?P<pc>{_HEX})(?: in (?P<file>.+?)(?::(?P<line>\d+))?)?$")
+# Where code is: "kernel+0x140 in race.cu:31" or "kernel+0x140" (memcheck's "at ..." lines, racecheck's accesses).
+_CODE_AT = rf"(?P<func>.+)\+(?P<pc>{_HEX})(?: in (?P<file>.+?)(?::(?P<line>\d+))?)?"
+_AT_RE = re.compile(rf"^at {_CODE_AT}$")
 _WHO_RE = re.compile(r"^by thread \((\d+),(\d+),(\d+)\) in block \((\d+),(\d+),(\d+)\)")
 _ADDR_RE = re.compile(rf"^(?:Address|Access to) (?P<addr>{_HEX}) is (?P<error>.+?)\.?$")
 _ALLOC_RE = re.compile(
@@ -359,8 +361,8 @@ _HAZARD_RE = re.compile(
 _HAZARD_SIDE_RE = re.compile(r"^(?P<dir>Read|Write) Thread \((?P<thread>[\d, ]+)\) at (?P<loc>.+)$")
 _SYNC_RE = re.compile(rf"^{_LEVEL}(?P<what>\w+ error detected)\.?\s*(?P<msg>.*)$")
 _RACE_SUMMARY_RE = re.compile(rf"^RACECHECK SUMMARY: (?P<n>{_NUM}) hazards? displayed")
-# Where an access is: "kernel+0x140 in race.cu:31", "kernel+0x140", or the older "0x140 in race.cu:31:kernel".
-_LOC_RE = re.compile(rf"^(?P<func>.+)\+(?P<pc>{_HEX})(?: in (?P<file>.+?)(?::(?P<line>\d+))?)?$")
+# Where an access is: _CODE_AT, or the older "0x140 in race.cu:31:kernel".
+_LOC_RE = re.compile(rf"^{_CODE_AT}$")
 _LOC_OLD_RE = re.compile(rf"^(?P<pc>{_HEX}) in (?P<file>.+?):(?P<line>\d+):(?P<func>.+)$")
 
 
