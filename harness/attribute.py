@@ -2,7 +2,8 @@
 
 Pure: it works on the worker's buffer map (plain dicts) and parsed records, so it is tested on CPU with
 recorded data. An access is attributed to the buffer whose allocation contains it, or else to the nearest
-buffer that ends at most NEAR_BYTES before it (an overread past a flush-end tensor leaves the allocation).
+buffer that ends at most NEAR_BYTES before it (an overread past a flush-end tensor leaves the allocation) or
+starts at most NEAR_BEFORE_BYTES after it (an underrun of a tensor that is its whole allocation).
 
 Rules (one place each):
 - kind: a read is an overread, a write or an atomic is an overwrite (the access stays in the details), a
@@ -29,6 +30,10 @@ from harness.model import (INSIDE, MEMCHECK, MISALIGNED, OVERREAD, OVERWRITE, UN
 # most a few tiles past its end; 4 MiB covers a 2 MiB guard granule with room to spare, and is far less
 # than the distance between unrelated allocations of the sizes used here.
 NEAR_BYTES = 4 << 20
+# How far before a tensor's start an access may land and still be blamed on it (a negative index, a tile
+# shifted back). Well under memcheck's padding (1 MiB, harness/sanitizer.py) that keeps the allocation before
+# it away, so a short overrun past that allocation's end is always nearer to its own end.
+NEAR_BEFORE_BYTES = 256 << 10
 # The distances a wrapped 32-bit offset puts between an access and the byte it meant: 2^31 (a signed int32
 # that overflowed) or 2^32 (an unsigned one), times the element size the offset is scaled by.
 WRAPS = tuple(sorted({size << bits for size in (1, 2, 4, 8) for bits in (31, 32)}))
@@ -61,6 +66,10 @@ class BufferRef:
     def distance_past_end(self, addr: int) -> int | None:
         return addr - self.end if addr >= self.end else None
 
+    def distance_before_start(self, addr: int) -> int | None:
+        """Bytes from addr to the tensor's first byte, for an address before the whole allocation."""
+        return self.tensor_addr - addr if addr < self.alloc_base else None
+
 
 @dataclass(frozen=True)
 class Access:
@@ -87,12 +96,15 @@ def locate(addr: int, buffers: Sequence[BufferRef]) -> BufferRef | None:
     for buf in buffers:
         if buf.contains(addr):
             return buf
-    best: tuple[int, BufferRef] | None = None
+    # The nearest end or start wins; at equal distance the end (an overrun is the commoner bug).
+    best: tuple[int, int, BufferRef] | None = None
     for buf in buffers:
-        dist = buf.distance_past_end(addr)
-        if dist is not None and dist < NEAR_BYTES and (best is None or dist < best[0]):
-            best = (dist, buf)
-    return best[1] if best else None
+        past, before = buf.distance_past_end(addr), buf.distance_before_start(addr)
+        for key in ((past, 0) if past is not None and past < NEAR_BYTES else None,
+                    (before, 1) if before is not None and before <= NEAR_BEFORE_BYTES else None):
+            if key is not None and (best is None or key < best[:2]):
+                best = (*key, buf)
+    return best[2] if best else None
 
 
 def nearest(addr: int, buffers: Sequence[BufferRef]) -> tuple[BufferRef, int] | None:

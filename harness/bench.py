@@ -351,7 +351,7 @@ class Child:
 
     def memcheck(self, scenario: Scenario, case: Case) -> dict[str, Any]:
         from harness import layout as L
-        ctx = self._ctx(placement=L.FLUSH_END)
+        ctx = self._ctx(placement=L.EXACT)
         info = self._adapter(scenario)(case, ctx)
         return {"kernel": info.kernel, "memcheck": self._time(self._relaunch(info), reps=max(3, self.reps // 5), warmup=1)}
 

@@ -6,10 +6,13 @@ negative offsets, bytes past the tensor's end have offsets >= nbytes.
 
 Alignment: every tensor starts ALIGN-aligned (cudaMalloc's 256 B), whatever the placement, because real
 kernels rely on it (a 16-byte vector load on a tensor the harness misaligned is a false "misaligned"
-record, and it hides the real finding). The two flush placements end the tensor differently:
-- FLUSH_END (memcheck): an allocation of exactly front + nbytes bytes from the real allocator (cudaMalloc,
-  caching off): memcheck knows its exact size, so the first byte past the end is already outside it (and
-  compute-sanitizer's --padding keeps other allocations away from it);
+record, and it hides the real finding). The flush placements end the tensor differently:
+- EXACT (memcheck): the tensor is its whole allocation, exactly nbytes from the real allocator (cudaMalloc,
+  caching off, which starts it aligned): memcheck knows its exact bounds, so the first byte before its start
+  and the first byte past its end are both outside it (compute-sanitizer's --padding keeps every other
+  allocation at least that far away on either side); guard markers then see only row padding and unused rows;
+- FLUSH_END (memcheck before EXACT; still read from older reports): front guard, then exactly nbytes: memcheck
+  sees past the end only;
 - GUARD_PAGE: the allocation must end on a page, so the tensor cannot always end on its last byte: the
   bytes between its end and the next ALIGN boundary (the alignment tail, 0..255 B, its `back`) hold
   markers, so writes there are seen by the guard markers; reads there are not seen by the fault (poison
@@ -36,8 +39,11 @@ ALIGN = 256
 DEFAULT_GUARD = 1024
 GUARDED = "guarded"        # front and back guard, markers in both
 FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byte (memcheck sees overreads)
+EXACT = "exact"            # the tensor is its whole allocation (memcheck sees both ends)
 GUARD_PAGE = "guard_page"  # an aligned tail, then an unmapped page of a VMM reservation (hardware faults)
-PLACEMENTS = (GUARDED, FLUSH_END, GUARD_PAGE)
+PLACEMENTS = (GUARDED, FLUSH_END, EXACT, GUARD_PAGE)
+# Placements whose tensor ends where its real allocation ends: a sanitizer sees the first byte past the end.
+SANITIZER_PLACEMENTS = (FLUSH_END, EXACT)
 
 # The region vocabulary lives in harness.model (expectations are checked against it there).
 from harness.model import (BEFORE_START, INSIDE, OLD_REGION_NAMES, PAST_END, REGIONS, ROW_PADDING,  # noqa: E402,F401
@@ -94,8 +100,10 @@ class GuardLayout:
                               f"(it must be a multiple of {ALIGN} B, cudaMalloc's alignment)")
         if self.rows is not None and self.rows.nbytes != self.nbytes:
             raise LayoutError(f"rows cover {self.rows.nbytes} bytes but the tensor has {self.nbytes}")
-        if self.placement == FLUSH_END and self.back:
+        if self.placement in SANITIZER_PLACEMENTS and self.back:
             raise LayoutError(f"placement {self.placement} has no back guard, got back={self.back}")
+        if self.placement == EXACT and self.front:
+            raise LayoutError(f"placement {self.placement} has no front guard, got front={self.front}")
         if self.placement == GUARD_PAGE and self.back >= ALIGN:
             raise LayoutError(f"placement {self.placement} has no back guard, only an alignment tail below "
                               f"{ALIGN} B, got back={self.back}")
@@ -190,8 +198,8 @@ class GuardLayout:
 
 def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, rows: Rows | None = None) -> GuardLayout:
     """Choose guard sizes. The front guard is rounded up to ALIGN so that the tensor starts aligned in an
-    aligned allocation. FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the
-    allocation's); GUARD_PAGE ends the allocation on the next ALIGN boundary after the tensor (the alignment
+    aligned allocation. EXACT allocates exactly nbytes (no guard at all: the tensor is the allocation);
+    FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the allocation's); GUARD_PAGE ends the allocation on the next ALIGN boundary after the tensor (the alignment
     tail, 0..ALIGN-1 bytes, is its `back`), so an allocation that must end on a page starts the tensor aligned."""
     if guard < 0:
         raise LayoutError(f"guard must be >= 0, got {guard}")
@@ -200,9 +208,22 @@ def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, r
     front = round_up(guard, ALIGN)
     if placement == GUARDED:
         return GuardLayout(nbytes=nbytes, front=front, back=guard, placement=placement, rows=rows)
+    if placement == EXACT:
+        return GuardLayout(nbytes=nbytes, front=0, back=0, placement=placement, rows=rows)
     if placement == FLUSH_END:
         return GuardLayout(nbytes=nbytes, front=front, back=0, placement=placement, rows=rows)
     return GuardLayout(nbytes=nbytes, front=front, back=round_up(nbytes, ALIGN) - nbytes, placement=placement, rows=rows)
+
+
+def unguarded_regions(placement: str) -> frozenset[str]:
+    """Region classes a placement keeps no marker bytes in, so the guard markers cannot see a write there:
+    past_end under every flush placement (a guard page keeps only its alignment tail, 0..255 B: see
+    verdict.decide's `pages`), and before_start too where the tensor is its whole allocation (EXACT)."""
+    if placement == EXACT:
+        return frozenset({BEFORE_START, PAST_END})
+    if placement in (FLUSH_END, GUARD_PAGE):
+        return frozenset({PAST_END})
+    return frozenset()
 
 
 def round_up(value: int, multiple: int) -> int:

@@ -72,8 +72,8 @@ class Mode:
 MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("guard", None, L.GUARDED, True, ONCE, (GUARD,),
          "guard markers only, no sanitizer (near-native speed; overwrites only)"),
-    Mode("memcheck", "memcheck", L.FLUSH_END, False, ONCE, (MEMCHECK,), "compute-sanitizer memcheck only"),
-    Mode("both", "memcheck", L.FLUSH_END, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
+    Mode("memcheck", "memcheck", L.EXACT, False, ONCE, (MEMCHECK,), "compute-sanitizer memcheck only"),
+    Mode("both", "memcheck", L.EXACT, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
     Mode("guard_page", None, L.GUARD_PAGE, True, ONCE, (GUARD, GUARD_PAGE),
          "watched tensors flush against an unmapped page: overreads fault in hardware, no sanitizer",
          needs_gpu=True),

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from harness.layout import GUARD_PAGE as GUARD_PAGE_PLACEMENT, GUARDED
-from harness.model import GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
+from harness.layout import GUARD_PAGE as GUARD_PAGE_PLACEMENT, GUARDED, unguarded_regions
+from harness.model import BEFORE_START, GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
 
 
 @dataclass(frozen=True)
@@ -61,21 +61,29 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
                 + f" (ran: {', '.join(sorted(ran))})")
         needed = sorted({d for e in expectation.findings for d in e.detectors})
         if ran.intersection(needed):
-            return Verdict(Outcome.UNSUPPORTED, f"the expected finding lies past the end where only guard markers see it, and a "
-                                                f"{placement} placement has no back guard there, only its alignment tail (ran: {', '.join(sorted(ran))})")
+            sides = sorted({e.region for e in expectation.findings if e.region in unguarded_regions(placement)}, reverse=True)
+            where = " and ".join(_SIDE.get(r, r) for r in sides) or "outside the tensor"
+            return Verdict(Outcome.UNSUPPORTED, f"the expected finding lies {where} where only guard markers see it, and a "
+                                                f"{placement} placement has no {' or '.join(_GUARD_WORD.get(r, r) for r in sides)} "
+                                                f"there (at most an alignment tail past the end) (ran: {', '.join(sorted(ran))})")
         return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))})")
     if checkable:
         return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
     return Verdict(Outcome.CLEAN, f"clean under {', '.join(sorted(ran))}")
 
 
+_SIDE = {PAST_END: "past the end", BEFORE_START: "before the start"}
+_GUARD_WORD = {PAST_END: "back guard", BEFORE_START: "front guard"}
+
+
 def _placed(expected: ExpectedFinding, placement: str, pages: Mapping[str, int]) -> bool:
-    """A past_end write that only the guard markers can see needs a back guard: a flush placement has only
-    its alignment tail (0..255 B), so there the expectation is not checked (see _in_tail) unless its bytes are
+    """A write that only the guard markers can see needs marker bytes where it lands: a flush placement keeps
+    no back guard (a guard page only its alignment tail, 0..255 B), an exact one no front guard either
+    (layout.unguarded_regions), so there the expectation is not checked (see _in_tail) unless its bytes are
     known to lie in the tail before a guard page (the tail holds markers)."""
     if placement == GUARD_PAGE_PLACEMENT and _before_page(expected, pages):
         return True
-    return not (placement != GUARDED and expected.region == PAST_END and set(expected.detectors) <= {GUARD})
+    return not (expected.region in unguarded_regions(placement) and set(expected.detectors) <= {GUARD})
 
 
 def _before_page(expected: ExpectedFinding, pages: Mapping[str, int]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from harness import layout as L
 from harness.model import GUARD, MEMCHECK, OVERWRITE, Expectation, ExpectedFinding
+from harness.modes import MODES
 from harness.scenario import Case, Param, Scenario, grid
 from kernels.pre_dispatch import layout as PL
 
@@ -53,6 +54,10 @@ def written(case: Case) -> list[tuple[int, int]]:
     return L.merge_runs((t * step, t * step + g) for t in range(case.params["num_tokens"]))
 
 
+# Where memcheck puts the scale buffer (its end is the allocation's end): what it can see past.
+MEMCHECK_PLACEMENT = MODES["memcheck"].watch_placement
+
+
 def _layout(case: Case, placement: str) -> L.GuardLayout:
     g, stride = PL.scale_row_bytes(case.params["hidden"]), _allocated_stride(case)
     rows = L.Rows(case.params["padded_max"], g, stride, case.params["num_tokens"])
@@ -73,14 +78,14 @@ def _outside(case: Case, placement: str) -> dict[str, list[tuple[int, int]]]:
 
 def _expect(case: Case) -> Expectation:
     guarded = _outside(case, L.GUARDED)
-    flush = _outside(case, L.FLUSH_END)
+    flush = _outside(case, MEMCHECK_PLACEMENT)
     found = []
     upstream = PL.SGLANG_FIX if PL.sglang_version(case.params["impl"]) else ""
     for region, spans in guarded.items():
         found.append(ExpectedFinding(OVERWRITE, "scale", (GUARD,), region=region, bytes=sum(e - s for s, e in spans),
                                      ranges=tuple(spans), upstream=upstream))
-    if any(hi > _layout(case, L.FLUSH_END).allocation_end for _, hi in flush.get(L.PAST_END, ())):
-        # Past the flush-end allocation (beyond the alignment tail, which only the markers see). memcheck
+    if any(hi > _layout(case, MEMCHECK_PLACEMENT).allocation_end for _, hi in flush.get(L.PAST_END, ())):
+        # Past the exact allocation (beyond the alignment tail, which only the markers see). memcheck
         # ends the kernel at its first bad store, so it reports some of these bytes, not all.
         found.append(ExpectedFinding(OVERWRITE, "scale", (MEMCHECK,), region="past_end"))
     version = PL.sglang_version(case.params["impl"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 from harness import layout as L
-from harness.attribute import NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
+from harness.attribute import NEAR_BEFORE_BYTES, NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
 from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
 from harness.parse import MEMORY_ACCESS, parse_xml
 from harness.judge import _access
@@ -54,9 +54,37 @@ def test_address_past_a_flush_end_tensor_within_near_bytes_belongs_to_it() -> No
     assert locate(BASE + 4000 + NEAR_BYTES - 1, [FLUSH]) is FLUSH
 
 
-def test_address_far_past_the_end_or_before_the_allocation_is_unattributed() -> None:
+def test_address_far_past_the_end_or_far_before_the_allocation_is_unattributed() -> None:
     assert locate(BASE + 4000 + NEAR_BYTES + 4096, [FLUSH]) is None
-    assert locate(FLUSH.alloc_base - 1, [FLUSH]) is None
+    assert locate(FLUSH.tensor_addr - NEAR_BEFORE_BYTES - 1, [FLUSH]) is None
+    assert locate(FLUSH.alloc_base - 1, [FLUSH]) is FLUSH       # an underrun beyond the front guard
+
+
+EXACT = buffer("x", BASE, 4000, placement=L.EXACT)
+
+
+def test_exact_placement_is_the_whole_allocation() -> None:
+    assert (EXACT.alloc_base, EXACT.alloc_size) == (BASE, 4000)
+    assert not EXACT.contains(BASE - 1) and not EXACT.contains(BASE + 4000)
+
+
+def test_underread_of_an_exact_tensor_is_before_start_with_exact_bytes() -> None:
+    [f] = aggregate([read(BASE - 4, size=4)], [EXACT])["case[a]"]
+    assert (f.kind, f.buffer, f.region, f.bytes) == (OVERREAD, "x", "before_start", 4)
+    assert [(r.start, r.end) for r in f.ranges] == [(-4, 0)]
+    assert locate(BASE - NEAR_BEFORE_BYTES, [EXACT]) is EXACT
+
+
+def test_between_two_exact_tensors_the_nearer_end_or_start_is_blamed() -> None:
+    """The gap between a's end and b's start (memcheck's padding keeps it >= 1 MiB): a short overrun of a is
+    a's, a short underrun of b is b's; at equal distance the overrun wins."""
+    a = buffer("a", BASE, 4000, placement=L.EXACT)
+    b = buffer("b", BASE + (2 << 20), 4000, placement=L.EXACT)
+    assert locate(BASE + 4000 + 64, [a, b]) is a
+    assert locate(BASE + (2 << 20) - 64, [a, b]) is b
+    assert locate(BASE + (2 << 20) - NEAR_BEFORE_BYTES - 1, [a, b]) is a    # farther than an underrun reaches
+    c = buffer("c", BASE + 4000 + 2 * 1000, 4000, placement=L.EXACT)        # 2,000 B gap: tie at the middle
+    assert locate(BASE + 4000 + 1000, [a, c]) is a
 
 
 def test_containing_allocation_wins_over_a_nearer_end() -> None:

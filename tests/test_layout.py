@@ -81,6 +81,29 @@ def test_flush_end_with_exact_alignment_and_no_guard_has_no_front_guard_and_no_t
     assert (lay.front, lay.back, lay.total) == (0, 0, 1024)
 
 
+def test_exact_plan_is_the_tensor_alone_so_memcheck_sees_both_ends() -> None:
+    """memcheck's placement: no guard on either side; the first byte before the start and past the end are
+    both outside the allocation; only row padding and unused rows keep markers."""
+    for nbytes in (1, 255, 256, 4008):
+        lay = L.plan(nbytes, placement=L.EXACT, guard=1024)
+        assert (lay.front, lay.back, lay.total, lay.allocation_end) == (0, 0, nbytes, nbytes)
+        assert lay.marker_spans() == []
+        assert (lay.region_of(-1), lay.zone_of(-1)) == ("before_start", "before_allocation")
+        assert (lay.region_of(nbytes), lay.zone_of(nbytes)) == ("past_end", "past_allocation")
+    rows = L.plan(SCALE_ROWS.nbytes, placement=L.EXACT, rows=SCALE_ROWS)
+    assert {zone.split("[")[0] for _, _, zone in rows.marker_spans()} <= {"padding", "unused_row"}
+    with pytest.raises(LayoutError, match="no front guard"):
+        GuardLayout(nbytes=100, front=256, back=0, placement=L.EXACT)
+    assert L.unguarded_regions(L.EXACT) == {"before_start", "past_end"}
+    assert L.unguarded_regions(L.FLUSH_END) == {"past_end"} and not L.unguarded_regions(L.GUARDED)
+
+
+def test_sanitizer_modes_use_the_exact_placement() -> None:
+    from harness.modes import MODES
+    assert MODES["memcheck"].placement(sanitized=True) == L.EXACT == MODES["both"].placement(sanitized=True)
+    assert MODES["both"].placement(sanitized=False) == L.GUARDED     # without the sanitizer, guards stay
+
+
 def test_plan_keeps_the_row_spec() -> None:
     assert scale_layout().rows == SCALE_ROWS
     assert scale_layout(L.FLUSH_END).rows == SCALE_ROWS

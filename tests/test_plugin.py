@@ -55,11 +55,11 @@ def test_planted_oob_guard_run_exits_0(planted_run: dict[str, Any]) -> None:
 CALIBRATION = (("vec16_overread", 4008), ("vec16_clean", 4008), ("atomic_past_end", 4000), ("far_write", 4000))
 
 
-def test_report_lists_the_16_cases(planted_run: dict[str, Any]) -> None:
+def test_report_lists_the_18_cases(planted_run: dict[str, Any]) -> None:
     assert planted_run["report"] is not None, planted_run["proc"].stdout[-3000:]
     assert sorted(outcomes(planted_run)) == sorted(
         [f"planted_oob[{v}-{impl}-n4000-x1]" for impl in ("triton", "cuda")
-         for v in ("clean", "overread", "overwrite", "underwrite")]
+         for v in ("clean", "overread", "overwrite", "underwrite", "underread")]
         + [f"planted_oob[{v}-{impl}-n{n}-x1]" for impl in ("triton", "cuda") for v, n in CALIBRATION])
 
 
@@ -71,6 +71,7 @@ def test_triton_cases_on_cpu_are_clean_found_or_not_applicable(planted_run: dict
         "planted_oob[overwrite-triton-n4000-x1]": "expected finding",
         "planted_oob[underwrite-triton-n4000-x1]": "expected finding",
         "planted_oob[overread-triton-n4000-x1]": "not applicable",    # reads are invisible to guard markers
+        "planted_oob[underread-triton-n4000-x1]": "not applicable",
         "planted_oob[vec16_overread-triton-n4008-x1]": "not applicable",
         "planted_oob[vec16_clean-triton-n4008-x1]": "clean",
         "planted_oob[atomic_past_end-triton-n4000-x1]": "expected finding",
@@ -92,7 +93,7 @@ def test_triton_planted_writes_are_found_at_their_exact_bytes(planted_run: dict[
 
 def test_cuda_cases_without_a_gpu_are_unsupported_with_the_reason(planted_run: dict[str, Any]) -> None:
     cuda = {cid: c for cid, c in outcomes(planted_run).items() if "-cuda-" in cid}
-    assert len(cuda) == 8
+    assert len(cuda) == 9
     for c in cuda.values():
         assert c["outcome"] == "unsupported"
         assert "needs a CUDA GPU" in c["message"]
@@ -179,3 +180,17 @@ def test_auto_workers_is_one_per_gpu_else_at_most_two_cpu_workers(gpus: int, cpu
 
 def test_repository_root_is_where_the_scenarios_are() -> None:
     assert (Path(ROOT) / "scenarios" / "planted_oob.py").is_file()
+
+
+def test_triton_underread_is_found_by_poison_before_the_start_on_cpu(tmp_path: Path) -> None:
+    """The planted read of src[-1] (a left neighbour of element 0 that does not exist): invisible to the guard
+    markers (a read) and to a back guard page; poison sees the output change when only src's front guard
+    changes pattern, and names src, before_start, byte -1."""
+    proc = pytest_scenarios("--case", "planted_oob[underread-triton-n4000-x1]", "--mode", "poison",
+                            "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [case] = json.loads((tmp_path / "report.json").read_text())["cases"]
+    assert case["outcome"] == "expected finding", case["message"]
+    [f] = case["findings"]
+    assert (f["detector"], f["kind"], f["buffer"], f["region"]) == ("poison", "overread", "src", "before_start")
+    assert [(r["start"], r["end"]) for r in f["ranges"]] == [(-1, 0)]

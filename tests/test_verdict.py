@@ -132,6 +132,15 @@ def test_back_guard_unsupported_message_gives_the_real_reason() -> None:
     assert "no back guard" in v.message and "alignment tail" in v.message, v.message
 
 
+def test_front_guard_expectation_under_exact_is_not_checked_and_says_there_is_no_front_guard() -> None:
+    """memcheck's exact placement keeps no front guard: a before_start write only the markers would see is
+    not checked there (never unexpectedly clean), and the message names the missing front guard."""
+    front_only = ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="before_start", bytes=1, ranges=((-1, 0),))
+    v = decide(Expectation((front_only,)), [], GUARD_RAN, placement=L.EXACT)
+    assert v.outcome is Outcome.UNSUPPORTED and "no front guard" in v.message, v.message
+    assert decide(Expectation((front_only,)), [], GUARD_RAN, placement=L.FLUSH_END).outcome is Outcome.UNEXPECTEDLY_CLEAN
+
+
 def test_old_region_words_in_an_expectation_fail_with_the_word_to_use() -> None:
     with pytest.raises(ValueError, match=r"region 'back_guard' is a detector's word, not a region: use 'past_end'"):
         ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="back_guard")

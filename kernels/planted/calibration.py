@@ -80,7 +80,7 @@ def run_case(case: Any, ctx: Any) -> Any:
     impl, variant, n, extra = case.params["impl"], case.variant, case.params["n"], case.params["extra"]
     if variant not in VARIANTS:
         raise Unsupported(f"unknown calibration variant {variant!r}; known: {VARIANTS}")
-    if variant == "far_write" and ctx.watch_placement != L.FLUSH_END:
+    if variant == "far_write" and ctx.watch_placement not in L.SANITIZER_PLACEMENTS:
         raise NotApplicable("the far write runs only under memcheck (watched buffers flush-ended): without it the "
                             "store lands 2 GiB before dst, in memory this process may own, or ends the CUDA context")
     if variant == "far_write" and impl == "triton" and ctx.device.type != "cuda":

@@ -14,7 +14,7 @@ CU_PATH = Path(__file__).with_name("planted_cuda.cu")
 BINDING = """
 #include <torch/extension.h>
 #include <cstdint>
-void planted_launch(uintptr_t, uintptr_t, uintptr_t, long long, int, int, int, uintptr_t);
+void planted_launch(uintptr_t, uintptr_t, uintptr_t, long long, int, int, int, int, uintptr_t);
 void planted_calibration_launch(int, uintptr_t, uintptr_t, long long, long long, uintptr_t);
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("launch", &planted_launch);
@@ -45,10 +45,11 @@ def run_case(case: Any, ctx: Any) -> Any:
     r = extra if case.variant == "overread" else 0
     w = extra if case.variant == "overwrite" else 0
     lo = extra if case.variant == "underwrite" else 0
+    rlo = extra if case.variant == "underread" else 0
 
     def once() -> None:
         stream = torch.cuda.current_stream(ctx.device).cuda_stream
-        module.launch(src.data_ptr(), dst.data_ptr(), total.data_ptr(), n, r, lo, w, stream)
+        module.launch(src.data_ptr(), dst.data_ptr(), total.data_ptr(), n, r, lo, w, rlo, stream)
 
     once()
     return RunInfo(kernel="planted_copy_sum_cuda", outputs={"total": total}, relaunch=once)
