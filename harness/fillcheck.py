@@ -12,6 +12,11 @@ guards and row padding keep the 0xA5 marker in every run. Then:
    run A again (C) to set aside bytes that differ between two runs of the same fill (atomics, races: not
    judged, counted), and one run per buffer with only that buffer's fill changed; a buffer whose fill change
    changes anything besides its own never-written bytes is one the kernel read before anyone wrote it.
+   Run-to-run noise is not only where C happened to differ from A: a float sum whose atomics land in another
+   order rounds differently, in other elements, on every run. So in a floating-point buffer or output where C
+   differs from A, a difference counts only beyond NOISE_FACTOR times the largest difference between A and C
+   (the two fills are 32 orders of magnitude apart as fp32: a value that read them moves far more than a
+   rounding does); elsewhere bytes are compared exactly, minus those that differed between A and C.
 
 A clean case costs two runs; a case with a read of never-written memory 3 + (number of buffers). Everything is
 compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
@@ -25,12 +30,14 @@ padding keep their marker and are never counted.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from harness.guard import _runs_from_sorted
+from harness.uninit import NOISE_FACTOR
 
 # 0xA5 is the guard marker, so run A is a guard-mode run; 0x5A flips every bit. As fp32 and bf16 they are
 # about -2.9e-16 and +1.5e16, as int32 -1.5e9 and +1.5e9, as fp8 e4m3 -0.2 and 20: a result computed from
@@ -119,6 +126,44 @@ def _changed_elements(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (x != y).any(dim=1)
 
 
+def _values(run: _Run, name: str) -> torch.Tensor | None:
+    """A buffer's bytes as fp32 values when its dtype is floating point (None: compare bytes exactly)."""
+    buf = run.ctx.arena.buffers[name]
+    size = buf.tensor.element_size()
+    if not buf.tensor.dtype.is_floating_point or buf.layout.nbytes % size:
+        return None
+    return run.body(name).view(buf.tensor.dtype).float()
+
+
+def _out_values(run: _Run, key: str) -> torch.Tensor | None:
+    t = run.info.outputs[key]
+    return t.detach().reshape(-1).float() if t.dtype.is_floating_point else None
+
+
+def _far(x: torch.Tensor, y: torch.Tensor, tol: float) -> torch.Tensor:
+    """Elements that differ by more than tol (a NaN on one side only, or an infinite difference, always does)."""
+    same = (x == y) | (torch.isnan(x) & torch.isnan(y))
+    return ~same & ~((x - y).abs() <= tol)
+
+
+def _noise_scale(x: torch.Tensor | None, y: torch.Tensor | None) -> float | None:
+    """The largest difference between two runs of the same fill, for floating-point values that differ at all
+    (inf when a difference is not finite); None where there is nothing to scale by (bytes, or no noise)."""
+    if x is None or y is None:
+        return None
+    differ = _far(x, y, 0.0)
+    if not bool(differ.any()):
+        return None
+    d = (x - y).abs()[differ]
+    return float(d.max()) if bool(torch.isfinite(d).all()) else math.inf
+
+
+def _beyond(x: torch.Tensor, y: torch.Tensor, scale: float, itemsize: int = 1) -> torch.Tensor:
+    """Elements (as a byte mask when itemsize > 1) whose difference exceeds NOISE_FACTOR x the noise scale."""
+    far = _far(x, y, NOISE_FACTOR * scale)
+    return far.repeat_interleave(itemsize) if itemsize > 1 else far
+
+
 def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     fill_a, fill_b = FILLS
     a = _launch(worker, adapter, case, fill=fill_a)
@@ -128,21 +173,21 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     never = {n: _whole_elements(a, n, (a.body(n) == fill_a) & (b.body(n) == fill_b)) for n in names}
     changed = {n: (a.body(n) != b.body(n)) & ~never[n] for n in names}
     ext_changed = {k: _changed_elements(a.output(k), b.output(k)) for k in external}
-    _release(worker, b)
     report: dict[str, Any] = {
         "fills": list(FILLS), "runs": 2, "outputs": sorted(a.info.outputs), "external_outputs": sorted(external),
         "unwritten": {n: r for n, m in out_masks.items() if (r := _runs(never[n] & m))},
         "read": {}, "nondeterministic": {}, "unexplained": {},
     }
     if any(bool(m.any()) for m in changed.values()) or any(bool(m.any()) for m in ext_changed.values()):
-        _attribute(worker, adapter, case, a, report, changed, ext_changed, external)
+        _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external)
+    _release(worker, b)
     guard = {n: [r.__dict__ for r in rs] for n, rs in a.ctx.arena.verify().items()}
     return {"kernel": a.info.kernel, "launches": a.info.launches, "arch": a.ctx.arch(),
             "buffers": a.ctx.arena.buffer_map(), "watched": sorted(a.ctx.watched), "guard": guard,
             "markers_checked": True, "uninit": report}
 
 
-def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, report: dict[str, Any],
+def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: dict[str, Any],
                changed: dict[str, torch.Tensor], ext_changed: dict[str, torch.Tensor], external: list[str]) -> None:
     """Set aside run-to-run noise (a second run of fill A), then find the buffers whose fill is read."""
     fill_a, fill_b = FILLS
@@ -150,18 +195,22 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, report: dict[str, 
     report["runs"] += 1
     noise = {n: _whole_elements(a, n, a.body(n) != c.body(n), any_byte=True) for n in changed}
     noise.update({f"output:{k}": _changed_elements(a.output(k), c.output(k)) for k in external})
+    scale = {n: _noise_scale(_values(a, n), _values(c, n)) for n in changed}
+    scale.update({f"output:{k}": _noise_scale(_out_values(a, k), _out_values(c, k)) for k in external})
     _release(worker, c)
     report["nondeterministic"] = {k: int(m.sum()) for k, m in noise.items() if bool(m.any())}
-    stable = {n: m & ~noise[n] for n, m in changed.items()}
-    stable_ext = {k: m & ~noise[f"output:{k}"] for k, m in ext_changed.items()}
+    report["noise_scale"] = {k: (v if math.isfinite(v) else "unbounded") for k, v in scale.items() if v is not None}
+    diff = _Diff(a, noise, scale)
+    stable = {n: m & diff.buffer(b, n, m) for n, m in changed.items()}
+    stable_ext = {k: m & diff.output(b, k, m) for k, m in ext_changed.items()}
     if not any(bool(m.any()) for m in [*stable.values(), *stable_ext.values()]):
         return
     for name in changed:
         d = _launch(worker, adapter, case, fill=fill_a, fill_for={name: fill_b})
         report["runs"] += 1
-        effects = _effects(a, d, name, noise, external)
+        effects = _effects(a, d, name, diff, external)
         if effects:
-            own = (a.body(name) != d.body(name)) & ~noise[name]
+            own = diff.buffer(d, name, a.body(name) != d.body(name))
             report["read"][name] = {"ranges": _runs(own), "effects": effects}
         _release(worker, d)
     if not report["read"]:
@@ -170,20 +219,43 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, report: dict[str, 
             **{f"output:{k}": {"elements": int(m.sum()), "of": int(m.numel())} for k, m in stable_ext.items() if bool(m.any())}}
 
 
-def _effects(a: _Run, d: _Run, name: str, noise: dict[str, torch.Tensor], external: list[str]) -> dict[str, Any]:
+@dataclass
+class _Diff:
+    """What counts as a difference from run A: bytes that changed, minus A-vs-C noise; for floating-point values
+    with run-to-run noise, only differences beyond NOISE_FACTOR x its scale (one place for the rule)."""
+
+    a: _Run
+    noise: dict[str, torch.Tensor]
+    scale: dict[str, float | None]
+
+    def buffer(self, other: _Run, name: str, changed: torch.Tensor) -> torch.Tensor:
+        scale = self.scale.get(name)
+        if scale is None:
+            return changed & ~self.noise[name]
+        size = self.a.ctx.arena.buffers[name].tensor.element_size()
+        return changed & _beyond(_values(self.a, name), _values(other, name), scale, size)
+
+    def output(self, other: _Run, key: str, changed: torch.Tensor) -> torch.Tensor:
+        scale = self.scale.get(f"output:{key}")
+        if scale is None:
+            return changed & ~self.noise[f"output:{key}"]
+        return changed & _beyond(_out_values(self.a, key), _out_values(other, key), scale)
+
+
+def _effects(a: _Run, d: _Run, name: str, diff: _Diff, external: list[str]) -> dict[str, Any]:
     """What changed when only `name`'s fill changed, besides `name`'s own never-written bytes."""
     fill_a, fill_b = FILLS
     effects: dict[str, Any] = {}
-    for other in noise:
+    for other in diff.noise:
         if other.startswith("output:"):
             continue
-        diff = (a.body(other) != d.body(other)) & ~noise[other]
+        changed = diff.buffer(d, other, a.body(other) != d.body(other))
         if other == name:
-            diff &= ~_whole_elements(a, name, (a.body(name) == fill_a) & (d.body(name) == fill_b))
-        if bool(diff.any()):
-            effects[other] = {"bytes": int(diff.sum()), "ranges": _runs(diff)}
+            changed &= ~_whole_elements(a, name, (a.body(name) == fill_a) & (d.body(name) == fill_b))
+        if bool(changed.any()):
+            effects[other] = {"bytes": int(changed.sum()), "ranges": _runs(changed)}
     for key in external:
-        diff = _changed_elements(a.output(key), d.output(key)) & ~noise[f"output:{key}"]
-        if bool(diff.any()):
-            effects[f"output:{key}"] = {"elements": int(diff.sum()), "of": int(diff.numel())}
+        changed = diff.output(d, key, _changed_elements(a.output(key), d.output(key)))
+        if bool(changed.any()):
+            effects[f"output:{key}"] = {"elements": int(changed.sum()), "of": int(changed.numel())}
     return effects

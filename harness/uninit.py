@@ -18,6 +18,11 @@ from typing import Any, Callable, Mapping, Sequence
 from harness import layout as L
 from harness.model import UNINIT, UNINIT_READ, UNWRITTEN, ByteRange, Finding
 
+# In a floating-point buffer whose values change from run to run on their own (atomics in another order), a
+# difference between the fills is their effect only beyond this many times the largest run-to-run difference
+# seen there (harness/fillcheck.py).
+NOISE_FACTOR = 64.0
+
 Describe = Callable[[str, int, int], str]   # (buffer, start, end) -> the scenario's words
 UNKNOWN_BUFFER = "?"
 
@@ -80,7 +85,11 @@ def _noise(uninit: Mapping[str, Any]) -> str:
     if not noisy:
         return ""
     counts = ", ".join(f"{k.removeprefix('output:')}: {v}" for k, v in sorted(noisy.items()))
-    return f" (not judged: bytes or elements that differ between two runs with the same fill: {counts})"
+    scales = uninit.get("noise_scale") or {}
+    floats = (f"; floating-point differences counted only beyond {NOISE_FACTOR:g}x the run-to-run scale ("
+              + ", ".join(f"{k.removeprefix('output:')}: {v if isinstance(v, str) else f'{v:.3g}'}"
+                          for k, v in sorted(scales.items())) + ")") if scales else ""
+    return f" (not judged: bytes or elements that differ between two runs with the same fill: {counts}{floats})"
 
 
 def checked_outputs(uninit: Mapping[str, Any]) -> str:

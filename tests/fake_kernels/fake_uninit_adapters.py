@@ -18,6 +18,16 @@ def run_case(case: Any, ctx: Any) -> Any:
         out.copy_(x * 2)                    # the "kernel" reads all of it
         return RunInfo(kernel="fake_scale", outputs={"out": out})
     x.fill_(1.0)
+    if case.variant in ("sparse_noise", "sparse_noise_accumulate"):
+        # A split-k sum whose float atomics land in another order on every run: a few elements round
+        # differently each time, different ones every run. The _accumulate twin also adds into out, which
+        # nobody zeroed (the bug: its result depends on the fill).
+        jitter = torch.zeros(n)
+        jitter[torch.randperm(n)[: n // 8]] = 1e-6
+        if case.variant == "sparse_noise":
+            out.zero_()
+        out += x + jitter
+        return RunInfo(kernel="fake_splitk", outputs={"out": out})
     if case.variant == "external_output":
         total = torch.zeros(1, dtype=torch.float32)
         total += out.sum()                  # reads out, which nobody wrote; the result is not in the arena
