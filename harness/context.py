@@ -2,10 +2,15 @@
 
 An adapter is a function `(case, ctx: RunContext) -> RunInfo` (harness.adapter.Adapter). It asks the
 context for every buffer the kernel touches, by name, instead of calling torch.empty: those buffers get
-guard markers (0xA5) around them and, for `watch=True`, the placement each detector needs. Adapters ask
-for buffers by name; `watch=True` marks a buffer whose bounds the scenario is about: in memcheck mode it
-ends flush with its allocation, in guard-page mode flush against an unmapped page, in poison mode its
-guards hold the poison pattern; otherwise it gets front and back guards like every other buffer.
+guard markers (0xA5) around them and the placement each detector needs.
+
+Every buffer is covered by default: in memcheck modes (memcheck, both) each one ends flush with an exact
+allocation of its own, so memcheck sees the first byte past its end; in guard-page mode each one ends before
+an unmapped page; in the other modes every buffer has front and back guards. `watch=True` is a hint: it marks
+a buffer whose bounds the scenario is about (poison mode surveys watched buffers first), and it becomes the
+selection when the scenario narrows cover to watched buffers (`Scenario(cover="watched")`, or a run with
+`--cover watched`): then only watched buffers are placed for memcheck or the guard page, and the others keep
+their front and back guards, where memcheck and the guard page cannot see past their end.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import torch
 from harness import layout as L
 from harness.errors import Unsupported  # noqa: F401  (re-exported for adapters)
 from harness.guard import Arena
+from harness.modes import COVER_ALL, covers
 
 
 @dataclass
@@ -45,9 +51,12 @@ class RunContext:
     device: where to run (cuda, or cpu under the Triton interpreter).
     arena: the guarded allocations of this case (harness.guard.Arena); adapters use `tensor` and `rows`.
     seed: use `randn`/`generator` for data, so every run and device sees the same inputs.
-    watch_placement: where `watch=True` buffers go in this mode (set by the harness, not the adapter).
+    watch_placement: where covered buffers go in this mode (set by the harness, not the adapter).
+    cover: which buffers are covered: "all" (every buffer) or "watched" (those allocated with `watch=True`);
+        set by the harness from the scenario's `cover` and the run's `--cover` (harness.modes.resolve_cover).
     production: stress mode: plain torch allocations, no guards, caching allocator on.
     watched: names of the buffers allocated with `watch=True`.
+    covered: (property) names of the buffers that got `watch_placement` (none where it is the guarded placement).
     """
 
     device: torch.device
@@ -56,17 +65,20 @@ class RunContext:
     watch_placement: str = L.GUARDED
     production: bool = False
     watched: set[str] = field(default_factory=set)
+    cover: str = COVER_ALL
+
+    @property
+    def covered(self) -> set[str]:
+        return {name for name, buf in self.arena.buffers.items() if buf.layout.placement != L.GUARDED}
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, watch: bool = False) -> torch.Tensor:
-        """A contiguous tensor named `name` with guard markers on both sides (its contents are the marker
-        byte 0xA5 until the adapter writes them). `watch=True`: a buffer whose bounds the scenario is
-        about; memcheck, guard-page and poison modes place it so that they see accesses past its end."""
+        """A contiguous tensor named `name` with guard markers around it (its contents are the marker byte 0xA5
+        until the adapter writes them), placed so that this mode's detectors see accesses past its end (every
+        buffer is covered unless the scenario narrows cover to watched ones). `watch=True`: a buffer whose
+        bounds the scenario is about (see the module's docstring)."""
         if self.production:
             return torch.empty(shape, dtype=dtype, device=self.device)
-        if watch:
-            self.watched.add(name)
-        placement = self.watch_placement if watch else L.GUARDED
-        return self.arena.tensor(name, shape, dtype, placement=placement)
+        return self.arena.tensor(name, shape, dtype, placement=self.placement(name, watch))
 
     def rows(self, name: str, *, rows: int, row_bytes: int, row_stride: int, used_rows: int,
              dtype: torch.dtype = torch.uint8, watch: bool = False) -> torch.Tensor:
@@ -76,11 +88,17 @@ class RunContext:
         if self.production:
             flat = torch.empty(rows * row_stride // _itemsize(dtype), dtype=dtype, device=self.device)
             return flat.as_strided((rows, row_bytes // _itemsize(dtype)), (row_stride // _itemsize(dtype), 1))
+        return self.arena.rows(name, rows=rows, row_bytes=row_bytes, row_stride=row_stride,
+                               used_rows=used_rows, dtype=dtype, placement=self.placement(name, watch))
+
+    def placement(self, name: str, watch: bool) -> str:
+        """Where buffer `name` goes: the mode's watch placement when it is covered (harness.modes.covers decides,
+        from `cover` and the watch hint), else front and back guards."""
         if watch:
             self.watched.add(name)
-        placement = self.watch_placement if watch else L.GUARDED
-        return self.arena.rows(name, rows=rows, row_bytes=row_bytes, row_stride=row_stride,
-                               used_rows=used_rows, dtype=dtype, placement=placement)
+        if self.watch_placement == L.GUARDED or not covers(self.cover, watch):
+            return L.GUARDED
+        return self.watch_placement
 
     def generator(self) -> torch.Generator:
         """A CPU generator seeded with the case's seed."""

@@ -65,7 +65,8 @@ class Job:
     cases: tuple[JobCase, ...]
     out_dir: str
     mode: str                      # a harness.modes.MODES name
-    watch_placement: str           # where watched buffers go (the mode's, or guarded when its sanitizer is absent)
+    watch_placement: str           # where covered buffers go (the mode's, or guarded when its sanitizer is absent)
+    cover: str = "scenario"        # which buffers are covered: "scenario" (each scenario's `cover`), "all", "watched"
     seed: int = 0
     guard: int = L.DEFAULT_GUARD   # guard bytes on each side of a guarded buffer
     flush_backend: str = "auto"
@@ -101,6 +102,7 @@ class WorkerResult:
     notes: dict[str, Any] = field(default_factory=dict)
     buffers: list[dict[str, Any]] = field(default_factory=list)   # GuardedBuffer.record() of every guarded buffer
     watched: list[str] = field(default_factory=list)
+    cover: str = ""                                               # "all" / "watched": what this case covered
     guard: dict[str, list[dict[str, Any]]] | None = None          # changed marker runs per buffer; None: not checked
     markers_checked: bool = False
     poison: dict[str, Any] | None = None
@@ -125,3 +127,8 @@ class WorkerResult:
     def guarded(self) -> int:
         """How many buffers the adapter allocated through the context's arena."""
         return len(self.buffers)
+
+    @property
+    def covered(self) -> list[str]:
+        """The buffers that got the mode's watch placement (from the buffer map: each layout's placement)."""
+        return L.covered_buffers(self.buffers)

@@ -15,7 +15,8 @@ The rules, in order (each has a test in tests/test_judge.py):
  1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --allow-unsupported, else
     UNSUPPORTED); not_applicable: NOT_APPLICABLE; oom and error: UNRESOLVED, nothing was checked.
  2. a fault (lost context, or a death in the launch) that no detector turned into a finding: CRASHED.
- 3. nothing guarded (no buffer through the context, or none watched for a detector that needs one): UNRESOLVED.
+ 3. nothing guarded (no buffer through the context, or none covered for a detector that needs one: every buffer
+    is covered unless the scenario or the run narrows cover to watched ones): UNRESOLVED.
  4. a sanitizer that did not run to the end, a record count or exit code that disagrees with its records,
     or a kernel that was never launched: UNRESOLVED.
  5. verdict.decide on the findings of the detectors that ran; sanitizer records that cannot be placed are
@@ -37,7 +38,7 @@ from harness.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerRe
 from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT,
                            CaseResult,
                            DetectorRun, Finding, Outcome)
-from harness.modes import Mode
+from harness.modes import COVER_WATCHED, Mode
 from harness.parse import API_ERROR, HAZARD, MEMORY_ACCESS, OTHER, SYNC_ERROR, SanitizerRecord
 from harness.scenario import Case, Scenario
 from harness.verdict import decide
@@ -563,8 +564,8 @@ class Judge:
         if problem:
             return self._result(scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
         pages = layout.guard_page_offsets(res.buffers) if GUARD_PAGE in used else None
-        verdict = decide(scenario.expectation(case, res.arch), findings, runs, placement=self.mode.placement(ev.sanitizer is not None),
-                         pages=pages)
+        verdict = decide(scenario.expectation(case, res.arch), findings, runs, pages=pages,
+                         placements=layout.placements(res.buffers))
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
         if missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING, Outcome.UNSUPPORTED):
@@ -589,9 +590,11 @@ class Judge:
             return ("nothing was guarded: the adapter allocated no buffer through the context (ctx.tensor / ctx.rows), "
                     "so no detector had anything to check")
         blind = [d for d in self.mode.needs_watch(ev.scenario.detectors) if d in ran]
-        if blind and not res.watched and res.status != FAULT:
-            return (f"nothing was guarded for {', '.join(blind)}: no buffer was watched (watch=True), and "
-                    f"{'it sees' if len(blind) == 1 else 'they see'} only watched buffers")
+        if blind and not res.covered and res.status != FAULT:
+            narrowed = (f"cover was narrowed to watched buffers ({res.cover!r}) and none was allocated with watch=True"
+                        if res.cover == COVER_WATCHED else "no buffer got this mode's placement")
+            return (f"nothing was guarded for {', '.join(blind)}: no buffer was covered ({narrowed}), and "
+                    f"{'it sees' if len(blind) == 1 else 'they see'} only covered buffers")
         run = ev.sanitizer
         if self.mode.sanitizer and run is not None:
             if not run.ran:
@@ -641,6 +644,9 @@ class Judge:
                                          ("seconds", res.seconds), ("stress_iterations", res.stress_iterations),
                                          ("poison", res.poison), ("device", res.device), ("memory", res.memory))
                        if v not in (None, {}, "")}
+            if res.cover and self.mode.watch_placement != layout.GUARDED:
+                # which buffers got this mode's placement: the worker's buffer map says (each layout's placement)
+                details["cover"] = {"cover": res.cover, "covered": res.covered, "watched": list(res.watched)}
         return CaseResult(case_id=case.id, scenario=scenario.name, variant=case.variant, params=dict(case.params),
                           kernel=(res.kernel if res else "") or scenario.kernel(case), arch=res.arch if res else "",
                           mode=self.mode.name, outcome=outcome,

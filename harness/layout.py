@@ -281,6 +281,22 @@ def merge_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def placements(buffers: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """From a worker's buffer map: each buffer's placement (GUARDED, FLUSH_END, GUARD_PAGE), as its layout says."""
+    out: dict[str, str] = {}
+    for b in buffers:
+        try:
+            out[str(b["name"])] = str(b["layout"].get("placement", GUARDED))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise LayoutError(f"buffer map entry {b!r} has no usable name/layout: {exc}") from exc
+    return out
+
+
+def covered_buffers(buffers: Iterable[Mapping[str, Any]]) -> list[str]:
+    """From a worker's buffer map: the buffers placed for memcheck or a guard page (any placement but GUARDED)."""
+    return [name for name, placement in placements(buffers).items() if placement != GUARDED]
+
+
 def guard_page_offsets(buffers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """From a worker's buffer map: for each buffer placed before an unmapped guard page (backend "vmm"), the offset
     from the tensor's first byte of the page's first byte (its size plus its alignment tail, read from where the

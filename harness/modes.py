@@ -2,7 +2,7 @@
 and what it can see.
 
 Pure (no torch): the runner reads it to start processes, the worker to pick what to do with a case, the judge
-to know which detectors were asked for and which of them need a watched buffer. A new mode is a row here,
+to know which detectors were asked for and which of them need a covered buffer. A new mode is a row here,
 not a name compared in three modules.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from harness.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, RACECHECK, SYNCCH
 
 # What the worker does with a case.
 ONCE = "once"        # one launch on guarded buffers, then the marker check
-REPEAT_POISON = "poison"   # a baseline launch, then one launch per watched buffer with its guards in another pattern
+REPEAT_POISON = "poison"   # a baseline launch, then one launch per buffer and region with its markers in another pattern
 REPEAT_STRESS = "stress"   # production conditions, N launches
 REPEAT_FILL = "fill"       # launches with two fill patterns in never-written bytes (harness/fillcheck.py)
 WORKER_ACTIONS = (ONCE, REPEAT_POISON, REPEAT_STRESS, REPEAT_FILL)
@@ -23,27 +23,53 @@ WORKER_ACTIONS = (ONCE, REPEAT_POISON, REPEAT_STRESS, REPEAT_FILL)
 # memcheck slows kernels 16-30x (measured on the H200) and a sanitized process starts slower.
 SANITIZER_SLOWDOWN = 30.0
 
-# Detectors that see nothing unless some buffer is watched (flush-ended against its allocation's end, or
-# against an unmapped page). Guard markers check every guarded buffer; poison poisons every buffer.
+# Detectors that see nothing unless some buffer is covered (placed by the mode's watch placement: flush-ended
+# against its allocation's end, or against an unmapped page). Guard markers check every guarded buffer; poison
+# poisons every buffer.
 NEEDS_WATCH: frozenset[str] = frozenset({MEMCHECK, GUARD_PAGE})
+
+# Which buffers get the mode's watch placement ("covered"): a scenario's `cover`, or the run-wide `--cover`.
+COVER_ALL = "all"            # every buffer the adapter allocates through the context (the default)
+COVER_WATCHED = "watched"    # only the buffers allocated with watch=True (the behaviour before issue 20)
+COVERS = (COVER_ALL, COVER_WATCHED)
+COVER_SCENARIO = "scenario"  # run-wide option: each scenario's own `cover` (the default)
+COVER_OPTIONS = (COVER_SCENARIO, *COVERS)
+
+
+def resolve_cover(option: str, scenario_cover: str) -> str:
+    """What a case covers: the run-wide option (`--cover`), unless it defers to the scenario's own `cover`."""
+    if option not in COVER_OPTIONS:
+        raise ValueError(f"cover option {option!r} is not one of {', '.join(COVER_OPTIONS)}")
+    cover = scenario_cover if option == COVER_SCENARIO else option
+    if cover not in COVERS:
+        raise ValueError(f"cover {cover!r} is not one of {', '.join(COVERS)}")
+    return cover
+
+
+def covers(cover: str, watch: bool) -> bool:
+    """The one place that decides whether a buffer is covered (gets the mode's watch placement): every buffer
+    under `all`, only a buffer allocated with watch=True under `watched`."""
+    if cover not in COVERS:
+        raise ValueError(f"cover {cover!r} is not one of {', '.join(COVERS)}")
+    return cover == COVER_ALL or watch
 
 
 @dataclass(frozen=True)
 class Mode:
     name: str
     sanitizer: str | None          # compute-sanitizer tool, or None
-    watch_placement: str           # where watched buffers sit (layout placement)
+    watch_placement: str           # where covered buffers sit (layout placement; see covers)
     check_markers: bool            # the worker verifies guard markers after the launch
     worker_mode: str               # what the worker does: one of WORKER_ACTIONS
     detectors: tuple[str, ...]     # what this mode can see
     summary: str
     caching_allocator: bool = False  # torch's caching allocator hides overreads and reuses addresses: off unless production
     needs_gpu: bool = False        # the mode itself (not only the kernel) needs a CUDA GPU
-    deadline_factor: float = 1.0   # x the scenario's deadline (poison: one launch per watched buffer, at least two)
+    deadline_factor: float = 1.0   # x the scenario's deadline (poison: one launch per buffer and region, at least two)
     per_iteration: bool = False    # the deadline is per iteration (stress)
 
     def placement(self, sanitized: bool) -> str:
-        """Where the worker puts watched buffers: a sanitizer mode that runs without its sanitizer keeps guards
+        """Where the worker puts covered buffers (modes.covers): a sanitizer mode that runs without its sanitizer keeps guards
         (a flush end would only cost the back guard)."""
         return L.GUARDED if self.sanitizer and not sanitized else self.watch_placement
 
@@ -59,7 +85,7 @@ class Mode:
         return {"PYTORCH_NO_CUDA_MEMORY_CACHING": None if self.caching_allocator else "1"}
 
     def needs_watch(self, detectors: tuple[str, ...] | None = None) -> tuple[str, ...]:
-        """This mode's detectors (among `detectors`, the scenario's) that see nothing without a watched buffer."""
+        """This mode's detectors (among `detectors`, the scenario's) that see nothing without a covered buffer."""
         used = self.detectors if detectors is None else tuple(d for d in self.detectors if d in detectors)
         return tuple(d for d in used if d in NEEDS_WATCH)
 
@@ -75,7 +101,7 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("memcheck", "memcheck", L.EXACT, False, ONCE, (MEMCHECK,), "compute-sanitizer memcheck only"),
     Mode("both", "memcheck", L.EXACT, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
     Mode("guard_page", None, L.GUARD_PAGE, True, ONCE, (GUARD, GUARD_PAGE),
-         "watched tensors flush against an unmapped page: overreads fault in hardware, no sanitizer",
+         "covered tensors flush against an unmapped page: overreads fault in hardware, no sanitizer",
          needs_gpu=True),
     Mode("poison", None, L.GUARDED, True, REPEAT_POISON, (GUARD, POISON),
          "guards in two poison patterns; an output that changes is an overread", deadline_factor=2.0),

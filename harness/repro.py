@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model import CaseResult, Outcome
+from harness.modes import COVER_OPTIONS, COVER_SCENARIO
 from harness.scenario import Case, Scenario, ScenarioError
 
 ALL_MODES = ("both", "guard_page", "poison", "stress")
@@ -76,6 +77,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--mode", default="both", help=f"a mode, a comma list, or 'all' ({', '.join(ALL_MODES)})")
     ap.add_argument("--loop", type=int, default=20, help="stress mode: iterations")
+    ap.add_argument("--cover", default=COVER_SCENARIO, choices=COVER_OPTIONS,
+                    help="which buffers memcheck and guard-page modes place so that they see past their end: "
+                         "scenario (its own `cover`; every buffer unless it narrows), all, or watched (watch=True only)")
     ap.add_argument("--keep", type=Path, help="keep logs, XML and rerun.sh here (a new or empty directory, or an "
                     "earlier --keep output)")
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -108,7 +112,7 @@ def main(argv: list[str]) -> int:
     results, failed = [], False
     for mode in modes:
         options = RunOptions(mode=MODES[mode], workdir=workdir / mode, gpu_available=bool(disc.gpus),
-                             sanitizer=lookup, iterations=args.loop)
+                             sanitizer=lookup, iterations=args.loop, cover=args.cover)
         t0 = time.perf_counter()
         if mode == "stress":
             stats = stress(options, scenario, case, args.loop)
@@ -128,7 +132,7 @@ def main(argv: list[str]) -> int:
     code = 1 if failed else 0
     if args.keep:
         try:
-            keep(args.keep, workdir, rerun_argv(scenario, case, args.mode, loop=args.loop))
+            keep(args.keep, workdir, rerun_argv(scenario, case, args.mode, loop=args.loop, cover=args.cover))
         except KeepError as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 2
@@ -150,7 +154,8 @@ def resolve(what: str, variant: str | None, pins: list[str]) -> tuple[Scenario, 
     return scenario, pick(scenario, variant, parse_set(pins, scenario))
 
 
-def rerun_argv(scenario: Scenario, case: Case, mode: str, *, loop: int | None = None) -> list[str]:
+def rerun_argv(scenario: Scenario, case: Case, mode: str, *, loop: int | None = None,
+               cover: str = COVER_SCENARIO) -> list[str]:
     """`repro`'s arguments that rerun exactly this case in this mode, from anywhere (paths absolute)."""
     argv: list[str]
     if any(c.id == case.id for c in scenario.build()):
@@ -160,18 +165,20 @@ def rerun_argv(scenario: Scenario, case: Case, mode: str, *, loop: int | None = 
     argv += ["--mode", mode]
     if loop is not None and loop != 20:
         argv += ["--loop", str(loop)]
+    if cover != COVER_SCENARIO:
+        argv += ["--cover", cover]
     source = scenario.source
     if source is not None and source.module is None:           # found through a scenario path, not by import
         argv += ["--scenario-path", str(Path(source.file).parent)]
     return argv
 
 
-def rerun_command(scenario: Scenario, case: Case, mode: str) -> str:
+def rerun_command(scenario: Scenario, case: Case, mode: str, cover: str = COVER_SCENARIO) -> str:
     """The shell command that reruns one case: `cd ROOT && PYTHON -m harness repro 'ID' --mode MODE ...`."""
     from harness.registry import ROOT
     python = Path(sys.executable)
     shown = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else str(python)
-    args = " ".join(shlex.quote(a) for a in rerun_argv(scenario, case, mode))
+    args = " ".join(shlex.quote(a) for a in rerun_argv(scenario, case, mode, cover=cover))
     return f"cd {shlex.quote(str(ROOT))} && {shlex.quote(shown)} -m harness repro {args}"
 
 

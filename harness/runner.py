@@ -23,7 +23,7 @@ from harness import registry
 from harness.job import FAULT, Job, JobCase, WorkerResult
 from harness.judge import Batch, Judge, Machine, read_sanitizer
 from harness.model import CaseResult, Outcome
-from harness.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
+from harness.modes import COVER_OPTIONS, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
 from harness.registry import ROOT
 from harness.scenario import Case, Scenario
 
@@ -44,6 +44,7 @@ class RunOptions:
     seed: int = 0
     guard: int = L.DEFAULT_GUARD
     flush_backend: str = "auto"        # "auto" (VMM where available) or "torch"
+    cover: str = "scenario"            # which buffers are covered: each scenario's `cover`, or "all" / "watched"
     iterations: int = 10               # stress mode
     timeout_scale: float = 1.0
     keep_going_after_fault: bool = True
@@ -56,6 +57,8 @@ class RunOptions:
 
 class Runner:
     def __init__(self, options: RunOptions) -> None:
+        if options.cover not in COVER_OPTIONS:
+            raise ValueError(f"cover {options.cover!r} is not one of {', '.join(COVER_OPTIONS)}")
         self.o = options
         self.o.workdir.mkdir(parents=True, exist_ok=True)
         self._batch = 0
@@ -140,7 +143,7 @@ class Runner:
 
     def _job(self, items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Job:
         return Job(cases=tuple(JobCase.from_json(registry.case_job(s, c)) for s, c in items), out_dir=str(out), mode=self.o.mode.name,
-                   watch_placement=self.o.mode.placement(sanitized), seed=self.o.seed, guard=self.o.guard,
+                   watch_placement=self.o.mode.placement(sanitized), cover=self.o.cover, seed=self.o.seed, guard=self.o.guard,
                    flush_backend=self.o.flush_backend, iterations=self.o.iterations, debug=self.o.debug)
 
     def _env(self, sanitized: bool) -> dict[str, str]:

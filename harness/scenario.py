@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.model import DETECTORS, Expectation
+from harness.modes import COVER_ALL, COVERS
 
 # A scenario without a cost hint is expected to take this share of its per-case deadline.
 COST_SHARE_OF_TIMEOUT = 0.01
@@ -126,6 +127,10 @@ class Scenario:
     # architecture it has no entry for gets what it returns for that arch (typically "no expectation: report
     # what it finds"). Absent, `expect` decides everywhere.
     expect_on_arch: Callable[[Case, str], Expectation] | None = None
+    # Which buffers the modes that need a watched buffer (memcheck, guard_page) place where they can see past
+    # their end: "all" (every buffer the adapter allocates through the context), or "watched" (only those
+    # allocated with watch=True). `--cover` overrides it for a whole run (harness.modes.resolve_cover).
+    cover: str = COVER_ALL
     _validated: list[Case] = field(default_factory=list, compare=False, repr=False)
     _source: list[Any] = field(default_factory=list, compare=False, repr=False)
     _variant_specs: dict[str, Variant] = field(default_factory=dict, compare=False, repr=False)
@@ -188,6 +193,9 @@ class Scenario:
         unknown = set(self.detectors) - set(DETECTORS)
         if unknown:
             raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
+        if not isinstance(self.cover, str) or self.cover not in COVERS:
+            raise ScenarioError(self.name, "cover", f"{self.cover!r} is not one of {', '.join(map(repr, COVERS))} "
+                                "(every buffer, or only those allocated with watch=True)")
         if self.timeout_s <= 0:
             raise ScenarioError(self.name, "timeout_s", f"must be positive, got {self.timeout_s}")
         if isinstance(self.cost_s, (int, float)) and not isinstance(self.cost_s, bool) and self.cost_s <= 0:

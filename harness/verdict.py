@@ -1,8 +1,8 @@
 """Verdicts: compare what the detectors that actually ran saw with what the scenario expects.
 
 Rules (each a closed outcome, see model.Outcome):
-- an expected finding is checked only against detectors that ran (and a past_end finding only the guard markers see only where the
-  watched buffer had a back guard, or where its bytes lie in a guard-page buffer's alignment tail; and never by the guard
+- an expected finding is checked only against detectors that ran (and a past_end finding only the guard markers see only where
+  its buffer had a back guard (each buffer's placement, from the worker's buffer map), or where its bytes lie in a guard-page buffer's alignment tail; and never by the guard
   page when its bytes all lie before that buffer's unmapped page: see `pages`); if none of its detectors ran, the case
   is UNSUPPORTED in this mode (it says which detector was needed), never clean;
 - every expected finding matched and nothing else seen: EXPECTED_FINDING; nothing expected, nothing seen: CLEAN;
@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 from harness.layout import GUARD_PAGE as GUARD_PAGE_PLACEMENT, GUARDED, unguarded_regions
 from harness.model import BEFORE_START, GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
+from harness.modes import NEEDS_WATCH
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,16 @@ class Verdict:
 
 
 def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun],
-           placement: str = GUARDED, pages: Mapping[str, int] | None = None) -> Verdict:
-    """`placement` is where watched buffers sat: a flush-end buffer has no back guard to be checked.
+           placement: str = GUARDED, pages: Mapping[str, int] | None = None,
+           placements: Mapping[str, str] | None = None) -> Verdict:
+    """`placements`: where each buffer sat (its layout's placement, from the worker's buffer map); `placement` is
+    where a buffer it does not name sat. A flush-end buffer has no back guard to be checked.
     `pages`: for each buffer that sat before a guard page, the offset from its first byte of the first unmapped
     byte (its size plus its alignment tail; the worker's buffer map). An expected finding whose bytes all lie
     before that offset cannot fault there: the guard page is dropped from its detectors (the guard markers still
     see a write into the tail), and if nothing else that ran can see it, it is not checked, never clean."""
     pages = dict(pages or {})
+    where = _Placements(placements or {}, placement)
     ran = {d.detector for d in detectors if d.ran}
     if not ran:
         why = "; ".join(f"{d.detector}: {d.detail}" for d in detectors) or "no detector was requested"
@@ -42,9 +46,9 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
     before_page = [e for e in expectation.findings if _before_page(e, pages) and GUARD_PAGE in ran]
     seeable = [replace(e, detectors=tuple(d for d in e.detectors if d != GUARD_PAGE)) if e in before_page else e
                for e in expectation.findings]
-    checkable = [e for e in seeable if ran.intersection(e.detectors) and _placed(e, placement, pages)]
-    unexpected = tuple(f for f in findings if not any(e.matches(f) or _in_tail(e, f, placement) for e in seeable))
-    missing = tuple(e.describe() for e in checkable if not any(e.matches(f) for f in findings))
+    checkable = [e for e in seeable if ran.intersection(e.detectors) and _placed(e, where(e.buffer), pages)]
+    unexpected = tuple(f for f in findings if not any(e.matches(f) or _in_tail(e, f, where(f.buffer)) for e in seeable))
+    missing = tuple(e.describe() + _uncovered(e, ran, where) for e in checkable if not any(e.matches(f) for f in findings))
     if unexpected:
         lines = "; ".join(_short(f) for f in unexpected)
         extra = f"; also missing: {' | '.join(missing)}" if missing else ""
@@ -61,11 +65,9 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
                 + f" (ran: {', '.join(sorted(ran))})")
         needed = sorted({d for e in expectation.findings for d in e.detectors})
         if ran.intersection(needed):
-            sides = sorted({e.region for e in expectation.findings if e.region in unguarded_regions(placement)}, reverse=True)
-            where = " and ".join(_SIDE.get(r, r) for r in sides) or "outside the tensor"
-            return Verdict(Outcome.UNSUPPORTED, f"the expected finding lies {where} where only guard markers see it, and a "
-                                                f"{placement} placement has no {' or '.join(_GUARD_WORD.get(r, r) for r in sides)} "
-                                                f"there (at most an alignment tail past the end) (ran: {', '.join(sorted(ran))})")
+            unplaced = [e for e in seeable if ran.intersection(e.detectors)]
+            return Verdict(Outcome.UNSUPPORTED, "; ".join(_unguarded(e, where(e.buffer)) for e in unplaced)
+                           + f" (ran: {', '.join(sorted(ran))})")
         return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))})")
     if checkable:
         return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
@@ -74,6 +76,38 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
 
 _SIDE = {PAST_END: "past the end", BEFORE_START: "before the start"}
 _GUARD_WORD = {PAST_END: "back guard", BEFORE_START: "front guard"}
+
+
+@dataclass(frozen=True)
+class _Placements:
+    """Each buffer's placement by name; `default` for a buffer the map does not name."""
+
+    by_buffer: Mapping[str, str]
+    default: str
+
+    def __call__(self, buffer: str) -> str:
+        return self.by_buffer.get(buffer, self.default)
+
+
+def _uncovered(expected: ExpectedFinding, ran: set[str], where: "_Placements") -> str:
+    """Why a missed expectation outside a tensor may be a blind spot, not a vanished bug: the run covered some
+    buffers but not this one (cover narrowed to watched buffers), and only detectors that need a covered buffer
+    ran."""
+    seeing = ran.intersection(expected.detectors)
+    if (expected.region not in (PAST_END, BEFORE_START, None) or not seeing or not seeing <= NEEDS_WATCH
+            or where(expected.buffer) != GUARDED or not any(p != GUARDED for p in where.by_buffer.values())):
+        return ""
+    return (f" [{expected.buffer} was not covered: it kept its guards inside its own allocation, where "
+            f"{'/'.join(sorted(seeing))} cannot see; the run or the scenario narrowed cover to watched buffers]")
+
+
+def _unguarded(expected: ExpectedFinding, placement: str) -> str:
+    """Why an expectation only the guard markers could see is not checked: its buffer's placement keeps no marker
+    bytes on that side (layout.unguarded_regions)."""
+    side = _SIDE.get(expected.region or "", "outside the tensor")
+    guard = _GUARD_WORD.get(expected.region or "", "guard")
+    return (f"{expected.describe()}: it lies {side} where only guard markers see it, and {expected.buffer} sat in a "
+            f"{placement} placement, which has no {guard} there (at most an alignment tail past the end)")
 
 
 def _placed(expected: ExpectedFinding, placement: str, pages: Mapping[str, int]) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import job as J
-from harness.modes import MODES, REPEAT_FILL, REPEAT_POISON, REPEAT_STRESS
+from harness.modes import COVER_ALL, MODES, REPEAT_FILL, REPEAT_POISON, REPEAT_STRESS, resolve_cover
 
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
 CONTEXT_LOST = 75
@@ -83,6 +83,7 @@ class Worker:
         self._current: Any = None          # the RunContext of the run in progress
         self._index = 0
         self._entry: J.JobCase | None = None
+        self._cover = COVER_ALL            # which buffers the case in progress covers (resolve_cover)
         self.flush_allocator = self._flush_allocator(job.flush_backend)
 
     def _flush_allocator(self, backend: str) -> Any:
@@ -112,9 +113,11 @@ class Worker:
         base = {"case_id": case.id, "pid": os.getpid(), "device": str(self.device), "mode": self.mode.name}
         start = time.perf_counter()
         kept = len(self.keep)
+        self._cover = ""
         try:
             from harness.adapter import checked
             scenario = _scenario_of(self._entry)
+            self._cover = resolve_cover(self.job.cover, scenario.cover)
             adapter = checked(scenario.resolve_adapter(), scenario.name)
             body = self._dispatch(adapter, case)
             status = {"status": J.OK}
@@ -129,7 +132,8 @@ class Worker:
                 ctx = self._current
                 body = {"watched": sorted(ctx.watched) if ctx else [], "buffers": ctx.arena.buffer_map() if ctx else [],
                         "arch": self._arch()}
-                self._write(index, J.WorkerResult(**base, **status, **body, seconds=time.perf_counter() - start))
+                self._write(index, J.WorkerResult(**base, **status, **body, cover=self._cover,
+                                                  seconds=time.perf_counter() - start))
                 sys.stdout.flush()
                 os._exit(CONTEXT_LOST)
             if kind == J.OOM:
@@ -138,7 +142,7 @@ class Worker:
                 body = {"memory": self._release(kept)}
             if self.job.debug and kind == J.ERROR:
                 raise
-        return J.WorkerResult(**base, **status, **body, seconds=time.perf_counter() - start)
+        return J.WorkerResult(**base, **status, **body, cover=self._cover, seconds=time.perf_counter() - start)
 
     def _dispatch(self, adapter: Any, case: Any) -> dict[str, Any]:
         if self.mode.worker_mode == REPEAT_POISON:
@@ -173,8 +177,8 @@ class Worker:
                       flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}), fill=fill,
                       fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker)
         self.keep.append(arena)
-        ctx = RunContext(self.device, arena, seed=self.job.seed,
-                         watch_placement=watch_placement or self.L.GUARDED, production=production)
+        ctx = RunContext(self.device, arena, seed=self.job.seed, watch_placement=watch_placement or self.L.GUARDED,
+                         production=production, cover=self._cover or COVER_ALL)
         # The buffer map goes to disk before any kernel runs: if the process dies in the launch (a sanitizer
         # ending the kernel, a guard-page fault, an abort in a destructor), the parent can still attribute.
         arena.on_change = lambda: self._save_buffers(ctx)
@@ -184,7 +188,8 @@ class Worker:
     def _save_buffers(self, ctx: Any) -> None:
         from harness.fsutil import atomic_write_json
         atomic_write_json(self.out / f"{self._index}.buffers.json",
-                          {"buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "arch": ctx.arch()})
+                          {"buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "cover": ctx.cover,
+                           "arch": ctx.arch()})
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

@@ -24,8 +24,10 @@ from harness import fsutil, registry
 from harness.model import MEMCHECK, CaseResult, Outcome
 from harness.registry import ROOT
 from harness.runner import MODES, RunOptions, Runner
-from harness.sanitizer import SanitizerInfo, SanitizerLookup
+from harness.sanitizer import SanitizerLookup
 from harness.scenario import Case, Scenario
+
+from fake_sanitizer import PARSE_ARGS, install
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 # Scenario deadline 10 s x 0.2 = 2 s per case; worker start-up (torch import) is allowed 120 s x 0.2 = 24 s,
@@ -225,18 +227,7 @@ import json, subprocess, sys
 from pathlib import Path
 
 BEHAVIOR = {behavior!r}
-args = sys.argv[1:]
-xml_path = None
-i = 0
-while i < len(args) and args[i].startswith("--"):   # sanitizer options; the target argv follows them
-    if args[i] == "--xml":
-        i += 1
-        continue
-    if args[i] == "--save":
-        xml_path = Path(args[i + 1].replace("%%", "%"))
-    i += 2
-target = args[i:]
-
+''' + PARSE_ARGS + '''
 
 def say(line):
     print("========= " + line, flush=True)
@@ -309,11 +300,7 @@ sys.exit(86 if errors else code)
 
 
 def fake_sanitizer(tmp_path: Path, behavior: str) -> SanitizerLookup:
-    script = tmp_path / "fake-compute-sanitizer"
-    script.write_text(f"#!{sys.executable}\n" + FAKE_SANITIZER.format(behavior=behavior))
-    script.chmod(0o755)
-    info = SanitizerInfo(path=str(script), version="2025.3.1", source="test")
-    return SanitizerLookup(found=info, searched=[str(script)])
+    return install(tmp_path, "fake-compute-sanitizer", FAKE_SANITIZER.format(behavior=behavior))
 
 
 def run_sanitized(tmp_path: Path, behavior: str, variant: str = "clean", mode: str = "memcheck") -> CaseResult:

@@ -4,7 +4,6 @@ compute-sanitizer that runs the real worker on the CPU and prints racecheck's te
 output (tests/data/sanitizer/README.md). Pure judge rules are tested with small fakes."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -15,8 +14,9 @@ from harness.judge import Judge, Machine, read_sanitizer
 from harness.model import RACE, RACECHECK, SHARED, SYNCCHECK, CaseResult, Outcome
 from harness.modes import MODES
 from harness.runner import RunOptions, Runner
-from harness.sanitizer import SanitizerInfo, SanitizerLookup
 from harness.scenario import Case, Scenario
+
+from fake_sanitizer import PARSE_ARGS, install
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 DATA = Path(__file__).resolve().parent / "data" / "sanitizer"
@@ -47,18 +47,7 @@ import json, subprocess, sys
 from pathlib import Path
 
 RACY = {racy!r}
-args = sys.argv[1:]
-xml_path = None
-i = 0
-while i < len(args) and args[i].startswith("--"):
-    if args[i] == "--xml":
-        i += 1
-        continue
-    if args[i] == "--save":
-        xml_path = Path(args[i + 1].replace("%%", "%"))
-    i += 2
-target = args[i:]
-print("========= COMPUTE-SANITIZER", flush=True)
+''' + PARSE_ARGS + '''print("========= COMPUTE-SANITIZER", flush=True)
 code = subprocess.call(target)
 job = json.loads(Path(target[-1]).read_text())
 races = 0
@@ -90,10 +79,7 @@ def worker_env() -> Iterator[Path]:
 
 
 def _runner(tmp_path: Path, racy: Sequence[str]) -> Runner:
-    script = tmp_path / "fake-compute-sanitizer"
-    script.write_text(f"#!{sys.executable}\n" + FAKE_RACECHECK.format(racy=tuple(racy)))
-    script.chmod(0o755)
-    lookup = SanitizerLookup(found=SanitizerInfo(path=str(script), version="2025.3.1", source="test"), searched=[])
+    lookup = install(tmp_path, "fake-compute-sanitizer", FAKE_RACECHECK.format(racy=tuple(racy)))
     return Runner(RunOptions(mode=MODES["racecheck"], workdir=tmp_path / "runs", timeout_scale=TIMEOUT_SCALE,
                              gpu_available=True, sanitizer=lookup))
 

@@ -159,10 +159,22 @@ def test_no_guarded_buffer_is_unresolved_nothing_was_guarded() -> None:
         assert "nothing was guarded" in result.message
 
 
-def test_no_watched_buffer_in_a_mode_that_needs_one_is_unresolved() -> None:
-    result = judge_one(worker(watched=[]), mode="memcheck")
+def test_no_covered_buffer_in_a_mode_that_needs_one_is_unresolved() -> None:
+    """The rule follows what the buffer map says was covered (a layout placed for memcheck), not watch=True."""
+    guarded = buffer("src", BASE, placement=L.GUARDED)
+    result = judge_one(worker(watched=[], buffers=[guarded], cover="watched"), mode="memcheck")
     assert result.outcome is Outcome.UNRESOLVED
-    assert "nothing was guarded for memcheck: no buffer was watched" in result.message
+    assert ("nothing was guarded for memcheck: no buffer was covered (cover was narrowed to watched buffers "
+            "('watched') and none was allocated with watch=True)") in result.message, result.message
+    result = judge_one(worker(watched=["src"], buffers=[guarded], cover="all"), mode="memcheck")
+    assert result.outcome is Outcome.UNRESOLVED and "no buffer got this mode's placement" in result.message
+
+
+def test_an_unwatched_buffer_covered_by_default_is_enough_for_memcheck() -> None:
+    """Every buffer is covered by default: no watch=True at all, yet memcheck had a flush-ended buffer to see."""
+    result = judge_one(worker(watched=[], cover="all"), mode="memcheck")
+    assert result.outcome is Outcome.CLEAN, result.message
+    assert result.details["cover"] == {"cover": "all", "covered": ["src"], "watched": []}
 
 
 def test_no_watched_buffer_is_fine_for_guard_markers_alone() -> None:

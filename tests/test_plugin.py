@@ -128,6 +128,7 @@ def test_pytest_and_the_harness_tell_the_same_story(planted_run: dict[str, Any])
     (["--mode", "nonsense"], "--mode"),
     (["--scenario", "nonexistent"], "--scenario"),
     (["--flush-backend", "magic"], "--flush-backend"),
+    (["--cover", "most"], "--cover"),
     (["--batch-size", "0"], "--batch-size"),
     (["--iterations", "-3"], "--iterations"),
 ])
