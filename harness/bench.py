@@ -8,7 +8,7 @@ Parts (each one's results are written to bench.json as soon as it ends, so a cra
 - cases: per case, the bare kernel (production allocations, caching allocator on), the kernel with guard
   markers (launch, then one pass that counts changed marker words on the device and re-arms them; elapsed
   time and CUPTI GPU time), allocation and fill,
-  guard-page mode, poison mode (1 + watched launches per case) and the kernel under memcheck. Timings are
+  guard-page mode, poison mode (1 + one launch per buffer) and the kernel under memcheck. Timings are
   CUDA events around relaunches of the same kernel on the same buffers (RunInfo.relaunch), median of reps.
   Each mode runs in its own child process; a child that dies is restarted after the case that killed it.
 - cache: one case per scenario in a fresh process with empty Triton and CUDA-extension caches, then again
@@ -302,13 +302,14 @@ class Child:
         return {"alloc_fill_ms": statistics.median(samples_g), "plain_alloc_ms": statistics.median(samples_p)}
 
     def _poison_cycle(self, ctx: Any, info: Any) -> dict[str, Any]:
-        """One poison-mode case on the same buffers: baseline pattern, then each watched buffer's guards in
-        the other pattern, each followed by the launch and an on-device comparison of the outputs."""
+        """One poison-mode case on the same buffers: baseline pattern, then each buffer's guards in the other
+        pattern (every buffer, watched ones first, as poison mode does), each followed by the launch and an
+        on-device comparison of the outputs."""
         from harness.worker import POISON_PATTERNS
         torch = self.torch
         arena, relaunch = ctx.arena, self._relaunch(info)
         base, poison = POISON_PATTERNS
-        watched = sorted(ctx.watched)
+        order = sorted(ctx.watched) + sorted(set(arena.buffers) - ctx.watched)
 
         def outputs(returned: Any) -> dict[str, Any]:
             if returned is None:
@@ -325,7 +326,7 @@ class Child:
         def cycle() -> None:
             set_markers(None)
             baseline = {k: v.clone() for k, v in outputs(relaunch()).items()}
-            for name in watched:
+            for name in order:
                 set_markers(name)
                 after = outputs(relaunch())
                 for key, ref in baseline.items():
@@ -333,7 +334,7 @@ class Child:
 
         timing = self._time(cycle, reps=max(3, self.reps // 4), warmup=1)
         set_markers(None)
-        return {**timing, "launches": 1 + len(watched)}
+        return {**timing, "launches": 1 + len(order)}
 
     def guard_page(self, scenario: Scenario, case: Case) -> dict[str, Any]:
         from harness import layout as L
@@ -343,11 +344,11 @@ class Child:
         bare_info = adapter(case, self._ctx(production=True))
         ctx = self._ctx(placement=L.GUARD_PAGE)
         info = adapter(case, ctx)
-        backends = sorted({b.backend for b in ctx.arena.buffers.values() if b.name in ctx.watched})
+        backends = sorted({b.backend for b in ctx.arena.buffers.values() if b.name in ctx.covered})
         timed = time_interleaved({"bare": self._relaunch(bare_info), "guard_page": self._relaunch(info)},
                                  reps=self.reps, warmup=self.warmup, device=self.device)
         return {"kernel": info.kernel, "guard_page": timed["guard_page"], "guard_page_bare": timed["bare"],
-                "watched_backends": backends}
+                "covered_backends": backends}
 
     def memcheck(self, scenario: Scenario, case: Case) -> dict[str, Any]:
         from harness import layout as L

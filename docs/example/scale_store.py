@@ -32,7 +32,7 @@ def run_case(case: Case, ctx: RunContext) -> RunInfo:
     n = case.params["n"]
     x = ctx.tensor("x", (n,), torch.float32)
     x.copy_(ctx.randn((n,), torch.float32))
-    out = ctx.tensor("out", (n,), torch.float32, watch=True)   # watched: the buffer whose end matters
+    out = ctx.tensor("out", (n,), torch.float32, watch=True)   # the buffer whose end matters (a hint: all are covered)
     kernel = scale_kernel.scale(x, out, 2.0, buggy=SCENARIO.variant(case).buggy)
     return RunInfo(kernel=kernel, outputs={"out": out})
 

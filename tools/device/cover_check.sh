@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Issue 20 item 1, "every buffer covered by default", on the device machine (H200). Everything under $OUT, at most
+# 8 files (summary.txt, compare.txt, steps.txt, env.txt, reports.tgz, and the tail of each matrix log).
+#
+#   PART=matrix   the whole default matrix as `make sanitize` runs it (mode both, PYTEST_ARGS "-n 4", as
+#                 evidence/h200/run12-make-sanitize-final), once per cover in COVERS (default "all watched":
+#                 every buffer covered, then only watch=True buffers, the behaviour before issue 20), each timed;
+#                 compare.txt lists every case whose outcome differs between the two, and each run's counts.
+#   PART=planted  scenarios/planted_unwatched.py (Triton and CUDA; only the output is watched) in modes both,
+#                 memcheck, guard, poison and guard_page with every buffer covered, then memcheck with
+#                 --cover watched (the old blind spot: the overread must be missed there).
+#   PART=all      planted, then matrix (the default; one call fits only with warm caches: BUDGET caps it).
+# Carried like tools/device/lead_check.sh: .vendor/ (make upstream's output) and .devwhl/ (apache-tvm-ffi 0.1.11).
+#
+# What it should show (see the session's report): matrix: cover=all and cover=watched differ only in
+# planted_unwatched (all: expected findings; watched: its overread and overwrite cases unexpectedly clean), no new
+# finding under cover=all; the wall times of both (the first run pays the cold caches: its time is an upper
+# bound). planted: both/memcheck: input_overread -> memcheck overread of x past_end 4 B (16384..16388 for n4096,
+# 16000..16004 for n4000); input_overwrite -> memcheck overwrite of scratch past_end 4 B (64..68); clean -> clean;
+# guard: overwrite seen by the markers (scratch past_end 64..68, zone back_guard), overread not applicable;
+# poison: overread found by poison (x past_end, 4 B), overwrite by the markers; memcheck --cover watched: both bugs
+# unexpectedly clean ("x was not covered ..."), clean stays clean.
+set -u
+export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
+OUT=${OUT:-/tmp/out}; R=/tmp/cover-r; mkdir -p "$OUT" "$R"
+PART=${PART:-all}; COVERS=${COVERS:-all watched}; BUDGET=${BUDGET:-580}; T0=$(date +%s)
+MATRIX_ARGS=${MATRIX_ARGS:--n 4}
+{ date -u; nvidia-smi -L; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
+  git log -1 --format='%H %s' 2>/dev/null
+  if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
+} > "$R/env.txt" 2>&1
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+step() {  # step NAME LIMIT command...
+  local name=$1 limit=$2; shift 2
+  local rest; rest=$(left); [ "$rest" -lt "$limit" ] && limit=$rest
+  if [ "$limit" -le 10 ]; then echo "[$name] not run: budget spent" | tee -a "$R/steps.txt"; return; fi
+  local t0; t0=$(date +%s)
+  timeout "$limit" "$@" > "$R/$name.log" 2>&1
+  local rc=$?
+  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))$([ $rc = 124 ] && echo ' (TIMED OUT: incomplete)')" | tee -a "$R/steps.txt" "$R/$name.log"
+}
+planted() {  # planted NAME LIMIT pytest-args...
+  local name=$1 limit=$2; shift 2
+  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup \
+    --scenario planted_unwatched --report-dir "$R/$name" "$@"
+}
+if [ "$PART" = planted ] || [ "$PART" = all ]; then
+  planted planted-both 120 --mode both
+  planted planted-memcheck 60 --mode memcheck
+  planted planted-guard 40 --mode guard
+  planted planted-poison 60 --mode poison
+  planted planted-guard_page 40 --mode guard_page
+  planted planted-memcheck-watched 60 --mode memcheck --cover watched
+fi
+if [ "$PART" = matrix ] || [ "$PART" = all ]; then
+  for cover in $COVERS; do
+    step "matrix-$cover" 560 make sanitize REPORTS="$R/matrix-$cover" PYTEST_ARGS="$MATRIX_ARGS --cover $cover"
+  done
+fi
+python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+from pathlib import Path
+for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
+    data = json.loads(report.read_text())
+    cases = data.get("cases", [])
+    print(f"== {report.parent.name}: {len(cases)} cases {dict(Counter(c['outcome'] for c in cases))}")
+    if report.parent.name.startswith("matrix"):
+        continue
+    for case in cases:
+        cover = case.get("details", {}).get("cover")
+        print(f"  {case['id']}: {case['outcome']} {case['message'][:220]!r}" + (f" cover={cover}" if cover else ""))
+        for f in case.get("findings", []):
+            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} {f['bytes']} B x{f['count']} "
+                  f"kernel={f['kernel'][:60]} ranges={[(r['start'], r['end']) for r in f['ranges']][:3]} note={f['note'][:160]!r}")
+PY
+python3 - "$R" > "$R/compare.txt" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+from pathlib import Path
+root = Path(sys.argv[1])
+runs = {}
+for name in ("matrix-all", "matrix-watched"):
+    path = root / name / "report.json"
+    if path.exists():
+        runs[name] = {c["id"]: c for c in json.loads(path.read_text()).get("cases", [])}
+        print(f"{name}: {len(runs[name])} cases {dict(Counter(c['outcome'] for c in runs[name].values()))}")
+    else:
+        print(f"{name}: no report.json (did not run or did not finish)")
+if len(runs) == 2:
+    a, w = runs["matrix-all"], runs["matrix-watched"]
+    ids = sorted(set(a) | set(w))
+    diff = [i for i in ids if (a.get(i) or {}).get("outcome") != (w.get(i) or {}).get("outcome")]
+    print(f"\n{len(diff)} of {len(ids)} cases differ (cover=all vs cover=watched):")
+    for i in diff:
+        ca, cw = a.get(i) or {}, w.get(i) or {}
+        print(f"  {i}: all={ca.get('outcome')} watched={cw.get('outcome')}")
+        print(f"      all: {ca.get('message', '')[:300]!r}")
+        print(f"      watched: {cw.get('message', '')[:300]!r}")
+    new = [i for i in ids if (a.get(i) or {}).get("outcome") in ("finding", "unexpectedly clean")]
+    print(f"\nfailing under cover=all: {len(new)}: {new}")
+    for name, cases in runs.items():
+        covered = Counter(len(c.get("details", {}).get("cover", {}).get("covered", [])) for c in cases.values())
+        print(f"{name}: cases by number of covered buffers {dict(sorted(covered.items()))}")
+PY
+cat "$R/steps.txt"; grep "^==" "$R/summary.txt"; cat "$R/compare.txt"
+cp "$R/summary.txt" "$R/compare.txt" "$R/steps.txt" "$R/env.txt" "$OUT/"
+for cover in $COVERS; do [ -f "$R/matrix-$cover.log" ] && tail -c 200000 "$R/matrix-$cover.log" > "$OUT/matrix-$cover.log"; done
+tar czf "$OUT/reports.tgz" --exclude='*.xml' -C "$R" . 2>/dev/null
+ls -la "$OUT"
