@@ -4,8 +4,8 @@ An adapter is a function `(case, ctx: RunContext) -> RunInfo` (harness.adapter.A
 context for every buffer the kernel touches, by name, instead of calling torch.empty: those buffers get
 guard markers (0xA5) around them and the placement each detector needs.
 
-Every buffer is covered by default: in memcheck modes (memcheck, both) each one ends flush with an exact
-allocation of its own, so memcheck sees the first byte past its end; in guard-page mode each one ends before
+Every buffer is covered by default: in memcheck modes (memcheck, both) each one is an exact allocation of its
+own (placement `exact`), so memcheck sees the first byte past its end and the first before its start; in guard-page mode each one ends before
 an unmapped page; in the other modes every buffer has front and back guards. `watch=True` is a hint: it marks
 a buffer whose bounds the scenario is about (poison mode surveys watched buffers first), and it becomes the
 selection when the scenario narrows cover to watched buffers (`Scenario(cover="watched")`, or a run with

@@ -23,8 +23,8 @@ WORKER_ACTIONS = (ONCE, REPEAT_POISON, REPEAT_STRESS, REPEAT_FILL)
 # memcheck slows kernels 16-30x (measured on the H200) and a sanitized process starts slower.
 SANITIZER_SLOWDOWN = 30.0
 
-# Detectors that see nothing unless some buffer is covered (placed by the mode's watch placement: flush-ended
-# against its allocation's end, or against an unmapped page). Guard markers check every guarded buffer; poison
+# Detectors that see nothing unless some buffer is covered (placed by the mode's watch placement: an exact
+# allocation of its own, or ended against an unmapped page). Guard markers check every guarded buffer; poison
 # poisons every buffer.
 NEEDS_WATCH: frozenset[str] = frozenset({MEMCHECK, GUARD_PAGE})
 

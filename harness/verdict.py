@@ -106,8 +106,8 @@ def _unguarded(expected: ExpectedFinding, placement: str) -> str:
     bytes on that side (layout.unguarded_regions)."""
     side = _SIDE.get(expected.region or "", "outside the tensor")
     guard = _GUARD_WORD.get(expected.region or "", "guard")
-    return (f"{expected.describe()}: it lies {side} where only guard markers see it, and {expected.buffer} sat in a "
-            f"{placement} placement, which has no {guard} there (at most an alignment tail past the end)")
+    return (f"{expected.describe()}: it lies {side} where only guard markers see it, and {expected.buffer}'s "
+            f"placement ({placement}) has no {guard} there (at most an alignment tail past the end)")
 
 
 def _placed(expected: ExpectedFinding, placement: str, pages: Mapping[str, int]) -> bool:

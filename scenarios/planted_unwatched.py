@@ -6,7 +6,7 @@ adapter marks only the output `out` with watch=True, as a user naturally would; 
 - input_overread: the last element reads x[n], 4 bytes past the end of the input x;
 - input_overwrite: each group's count lands one slot late, 4 bytes past the end of scratch;
 - clean: the fixed twin.
-Before issue 20 only watched buffers got memcheck's flush-end placement: memcheck never saw the overread (it
+Before issue 20 only watched buffers got memcheck's placement (an exact allocation): memcheck never saw the overread (it
 stayed in x's back guard, inside x's own allocation). Every buffer is covered by default now, so memcheck sees both
 bugs; a run with `--cover watched` shows the old blind spot (the overread expected but not seen). Two sizes: 4,096
 floats (16,384 B, a whole number of 256 B: the guard page sits right after x) and 4,000 floats (16,000 B: the read

@@ -29,7 +29,7 @@ target = args[i:]
 '''
 
 # Runs the worker, then does what memcheck does with the accesses it is told about, for every case that ran: a
-# record only for an access that lies outside its buffer's allocation (an exact flush-end allocation), none for one
+# record only for an access that lies outside its buffer's allocation (an exact allocation), none for one
 # that lands in the buffer's own back guard. ACCESSES: "expected" (every byte range the case's expectation names,
 # the scenario found through harness.registry) or a list of (buffer, offset from its end, size, direction).
 FAKE_MEMCHECK = '''\

@@ -59,21 +59,22 @@ def test_the_run_option_overrides_the_scenario_unless_it_defers_to_it() -> None:
         resolve_cover("everything", COVER_ALL)
 
 
-def test_every_buffer_is_flush_ended_in_memcheck_placement_by_default() -> None:
+def test_every_buffer_is_its_own_exact_allocation_in_memcheck_placement_by_default() -> None:
     ctx = context(MODES["memcheck"].placement(sanitized=True))
     allocate(ctx)
     placements = L.placements(ctx.arena.buffer_map())
-    assert placements == {"x": L.FLUSH_END, "w": L.FLUSH_END, "scale": L.FLUSH_END, "out": L.FLUSH_END}
-    assert all(b.layout.back == 0 and b.layout.allocation_end == b.layout.nbytes for b in ctx.arena.buffers.values())
+    assert placements == {"x": L.EXACT, "w": L.EXACT, "scale": L.EXACT, "out": L.EXACT}
+    assert all(b.layout.front == 0 and b.layout.back == 0 and b.layout.total == b.layout.nbytes
+               for b in ctx.arena.buffers.values())
     assert ctx.covered == {"x", "w", "scale", "out"} and ctx.watched == {"out"}
     assert sorted(L.covered_buffers(ctx.arena.buffer_map())) == ["out", "scale", "w", "x"]
 
 
-def test_narrowed_to_watched_only_the_watched_buffer_is_flush_ended() -> None:
-    ctx = context(L.FLUSH_END, cover=COVER_WATCHED)
+def test_narrowed_to_watched_only_the_watched_buffer_is_placed_for_memcheck() -> None:
+    ctx = context(MODES["both"].placement(sanitized=True), cover=COVER_WATCHED)
     allocate(ctx)
     placements = L.placements(ctx.arena.buffer_map())
-    assert placements == {"x": L.GUARDED, "w": L.GUARDED, "scale": L.GUARDED, "out": L.FLUSH_END}
+    assert placements == {"x": L.GUARDED, "w": L.GUARDED, "scale": L.GUARDED, "out": L.EXACT}
     # an unwatched buffer keeps its back guard inside its own allocation: memcheck cannot see past its end
     x = ctx.arena.buffers["x"].layout
     assert x.back == L.DEFAULT_GUARD and x.allocation_end > x.nbytes
@@ -132,20 +133,25 @@ def guard_write(buffer: str = "scratch") -> Finding:
 
 
 def test_a_guard_only_past_end_write_on_a_still_guarded_buffer_is_judged_in_a_narrowed_run() -> None:
-    """cover=watched in `both` mode: `out` is flush-ended, `scratch` kept its back guard. The write into
+    """cover=watched in `both` mode: `out` is an exact allocation, `scratch` kept its back guard. The write into
     scratch's back guard is checked (seen: expected finding; not seen: unexpectedly clean), not waved away
     as 'no back guard' as the mode-wide placement used to."""
-    narrowed = {"out": L.FLUSH_END, "scratch": L.GUARDED}
+    narrowed = {"out": L.EXACT, "scratch": L.GUARDED}
     expected = Expectation((SCRATCH_WRITE,))
     assert decide(expected, [guard_write()], BOTH_RAN, placements=narrowed).outcome is Outcome.EXPECTED_FINDING
     assert decide(expected, [], BOTH_RAN, placements=narrowed).outcome is Outcome.UNEXPECTEDLY_CLEAN
 
 
 def test_the_same_write_on_a_covered_buffer_is_not_applicable_naming_the_buffer_and_its_placement() -> None:
-    covered = {"out": L.FLUSH_END, "scratch": L.FLUSH_END}
+    covered = {"out": L.EXACT, "scratch": L.EXACT}
     v = decide(Expectation((SCRATCH_WRITE,)), [], BOTH_RAN, placements=covered)
     assert v.outcome is Outcome.UNSUPPORTED, v.message
-    assert "scratch sat in a flush_end placement, which has no back guard" in v.message, v.message
+    assert "scratch's placement (exact) has no back guard" in v.message, v.message
+    before = ExpectedFinding(OVERWRITE, "scratch", (GUARD,), region="before_start", bytes=4, ranges=((-4, 0),))
+    v = decide(Expectation((before,)), [], BOTH_RAN, placements=covered)
+    assert v.outcome is Outcome.UNSUPPORTED and "scratch's placement (exact) has no front guard" in v.message, v.message
+    assert decide(Expectation((before,)), [], BOTH_RAN, placements={"out": L.EXACT, "scratch": L.GUARDED}
+                  ).outcome is Outcome.UNEXPECTEDLY_CLEAN
 
 
 def test_a_buffer_the_map_does_not_name_takes_the_default_placement() -> None:

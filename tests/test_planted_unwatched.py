@@ -130,7 +130,7 @@ def test_memcheck_sees_the_unwatched_overread_only_when_every_buffer_is_covered(
 
 
 def test_both_mode_narrowed_judges_the_scratch_write_by_its_own_back_guard(tmp_path: Path, interpreter: str) -> None:
-    """Narrowed to watched buffers, scratch keeps its back guard while out is flush-ended: the guard-only part of
+    """Narrowed to watched buffers, scratch keeps its back guard while out is an exact allocation: the guard-only part of
     the expectation is judged on scratch's own placement (seen by the markers), not on the mode's."""
     results = run("both", tmp_path, [cid("input_overwrite")], cover=COVER_WATCHED, gpu_available=True,
                   sanitizer=fake_memcheck(tmp_path, "expected"), python=interpreter, timeout_scale=0.5)
