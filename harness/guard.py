@@ -177,7 +177,9 @@ class Arena:
     marker: int = DEFAULT_MARKER
     placement: str = L.GUARDED
     guard: int = L.DEFAULT_GUARD
-    flush_allocator: Allocator | None = None
+    # where each page placement's allocation comes from (harness.vmm.ALLOCATORS on a GPU); a page placement without
+    # one gets its layout from the torch allocator, with no page (the buffer map's backend says "torch")
+    page_allocators: dict[str, Allocator] = field(default_factory=dict)
     marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
     # poison mode: these marker spans (tensor-relative offsets) of these buffers hold poison_marker instead
     poison_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -225,11 +227,9 @@ class Arena:
     def _allocate(self, name: str, lay: L.GuardLayout) -> GuardedBuffer:
         if name in self.buffers:
             raise ValueError(f"buffer {name!r} allocated twice in one case")
-        allocate = torch_allocator
-        if lay.placement == L.GUARD_PAGE and self.flush_allocator is not None:
-            # Only the guard page needs a VMM reservation; a flush-end tensor is the real allocator's exact
-            # allocation (memcheck knows its size to the byte; see harness/layout.py).
-            allocate = self.flush_allocator
+        # Only a guard page (after or before the tensor) needs a VMM reservation; a flush-end tensor is the real
+        # allocator's exact allocation (memcheck knows its size to the byte; see harness/layout.py).
+        allocate = self.page_allocators.get(lay.placement, torch_allocator)
         storage, base, size, backend, keep = allocate(lay.total, self.device)
         marker = self.marker_for.get(name, self.marker)
         buf = GuardedBuffer(name, lay, storage, storage, marker, backend, base, size, keep)

@@ -17,6 +17,9 @@ record, and it hides the real finding). The flush placements end the tensor diff
   bytes between its end and the next ALIGN boundary (the alignment tail, 0..255 B, its `back`) hold
   markers, so writes there are seen by the guard markers; reads there are not seen by the fault (poison
   mode and memcheck's exact placement see them).
+- GUARD_PAGE_FRONT: the other side: the tensor's first byte is the first mapped byte after an unmapped page
+  (no front guard; a page start is ALIGN-aligned), then its alignment tail in markers up to the next ALIGN
+  boundary. The first byte read or written before the tensor faults: what tells before_start from past_end.
 
 Two vocabularies (one place for each):
 - region_of: the words expectations and findings use, the same for every detector: before_start,
@@ -41,9 +44,12 @@ GUARDED = "guarded"        # front and back guard, markers in both
 FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byte (memcheck sees overreads)
 EXACT = "exact"            # the tensor is its whole allocation (memcheck sees both ends)
 GUARD_PAGE = "guard_page"  # an aligned tail, then an unmapped page of a VMM reservation (hardware faults)
-PLACEMENTS = (GUARDED, FLUSH_END, EXACT, GUARD_PAGE)
+GUARD_PAGE_FRONT = "guard_page_front"  # an unmapped page, then the tensor at once (faults before its start)
+PLACEMENTS = (GUARDED, FLUSH_END, EXACT, GUARD_PAGE, GUARD_PAGE_FRONT)
 # Placements whose tensor ends where its real allocation ends: a sanitizer sees the first byte past the end.
 SANITIZER_PLACEMENTS = (FLUSH_END, EXACT)
+# The page placements and the side of the tensor their unmapped page is on.
+PAGE_SIDES = {GUARD_PAGE: "back", GUARD_PAGE_FRONT: "front"}
 
 # The region vocabulary lives in harness.model (expectations are checked against it there).
 from harness.model import (BEFORE_START, INSIDE, OLD_REGION_NAMES, PAST_END, REGIONS, ROW_PADDING,  # noqa: E402,F401
@@ -104,14 +110,17 @@ class GuardLayout:
             raise LayoutError(f"placement {self.placement} has no back guard, got back={self.back}")
         if self.placement == EXACT and self.front:
             raise LayoutError(f"placement {self.placement} has no front guard, got front={self.front}")
-        if self.placement == GUARD_PAGE and self.back >= ALIGN:
+        if self.placement in PAGE_SIDES and self.back >= ALIGN:
             raise LayoutError(f"placement {self.placement} has no back guard, only an alignment tail below "
                               f"{ALIGN} B, got back={self.back}")
+        if self.placement == GUARD_PAGE_FRONT and self.front:
+            raise LayoutError(f"placement {self.placement} starts the tensor right after an unmapped page: it has no "
+                              f"front guard, got front={self.front}")
 
     @property
     def tail(self) -> int:
         """Bytes between the tensor's end and its allocation's end in a guard-page placement (0..ALIGN-1)."""
-        return self.back if self.placement == GUARD_PAGE else 0
+        return self.back if self.placement in PAGE_SIDES else 0
 
     @property
     def allocation_end(self) -> int:
@@ -199,8 +208,10 @@ class GuardLayout:
 def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, rows: Rows | None = None) -> GuardLayout:
     """Choose guard sizes. The front guard is rounded up to ALIGN so that the tensor starts aligned in an
     aligned allocation. EXACT allocates exactly nbytes (no guard at all: the tensor is the allocation);
-    FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the allocation's); GUARD_PAGE ends the allocation on the next ALIGN boundary after the tensor (the alignment
-    tail, 0..ALIGN-1 bytes, is its `back`), so an allocation that must end on a page starts the tensor aligned."""
+    FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the allocation's); GUARD_PAGE ends the
+    allocation on the next ALIGN boundary after the tensor (the alignment tail, 0..ALIGN-1 bytes, is its `back`),
+    so an allocation that must end on a page starts the tensor aligned; GUARD_PAGE_FRONT has no front guard (the
+    tensor starts on the page boundary) and the same alignment tail."""
     if guard < 0:
         raise LayoutError(f"guard must be >= 0, got {guard}")
     if nbytes <= 0:
@@ -212,14 +223,17 @@ def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, r
         return GuardLayout(nbytes=nbytes, front=0, back=0, placement=placement, rows=rows)
     if placement == FLUSH_END:
         return GuardLayout(nbytes=nbytes, front=front, back=0, placement=placement, rows=rows)
+    if placement == GUARD_PAGE_FRONT:
+        front = 0
     return GuardLayout(nbytes=nbytes, front=front, back=round_up(nbytes, ALIGN) - nbytes, placement=placement, rows=rows)
 
 
 def unguarded_regions(placement: str) -> frozenset[str]:
     """Region classes a placement keeps no marker bytes in, so the guard markers cannot see a write there:
     past_end under every flush placement (a guard page keeps only its alignment tail, 0..255 B: see
-    verdict.decide's `pages`), and before_start too where the tensor is its whole allocation (EXACT)."""
-    if placement == EXACT:
+    verdict.decide's `pages`), and before_start too where the tensor is its whole allocation (EXACT) or starts
+    right after an unmapped page (GUARD_PAGE_FRONT)."""
+    if placement in (EXACT, GUARD_PAGE_FRONT):
         return frozenset({BEFORE_START, PAST_END})
     if placement in (FLUSH_END, GUARD_PAGE):
         return frozenset({PAST_END})
@@ -297,13 +311,28 @@ def covered_buffers(buffers: Iterable[Mapping[str, Any]]) -> list[str]:
     return [name for name, placement in placements(buffers).items() if placement != GUARDED]
 
 
+def page_side(buffer: Mapping[str, Any]) -> str:
+    """"back", "front" or "" for one buffer-map entry: which side of the tensor an unmapped page sat on (backend
+    "vmm" only: without CUDA virtual memory the same layout has no page). An entry without a layout (older maps)
+    counts as the back page, the only one there was."""
+    if buffer.get("backend") != "vmm":
+        return ""
+    placement = (buffer.get("layout") or {}).get("placement", GUARD_PAGE)
+    return PAGE_SIDES.get(placement, "")
+
+
+def paged_buffers(buffers: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Buffer name -> the side its unmapped page sat on, in buffer-map order, for every buffer that had one."""
+    return {str(b["name"]): side for b in buffers if (side := page_side(b))}
+
+
 def guard_page_offsets(buffers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """From a worker's buffer map: for each buffer placed before an unmapped guard page (backend "vmm"), the offset
-    from the tensor's first byte of the page's first byte (its size plus its alignment tail, read from where the
-    mapping really ends). Bytes before that offset never fault: see verdict.decide's `pages`."""
+    """From a worker's buffer map: for each buffer placed before an unmapped guard page (backend "vmm", back side),
+    the offset from the tensor's first byte of the page's first byte (its size plus its alignment tail, read from
+    where the mapping really ends). Bytes before that offset never fault: see verdict.decide's `pages`."""
     out: dict[str, int] = {}
     for b in buffers:
-        if b.get("backend") != "vmm":
+        if page_side(b) != "back":
             continue
         try:
             out[str(b["name"])] = int(b["alloc_base"]) + int(b["alloc_size"]) - int(b["tensor_addr"])

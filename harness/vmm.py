@@ -1,7 +1,9 @@
 """Guard-page allocations through the CUDA virtual-memory API (cuda-bindings).
 
 A reservation of virtual addresses is mapped only up to the end of the buffer; the page after it stays
-reserved and unmapped, so no other allocation can ever land there. The first byte read or written past
+reserved and unmapped, so no other allocation can ever land there (allocate_flush_end). The front page
+(allocate_front_page) is the mirror: the granule before the mapping stays unmapped and the tensor starts on
+the first mapped byte, so the first byte read or written before it faults. The first byte read or written past
 the tensor's end faults in hardware, at full speed, with no sanitizer; under memcheck the same access is
 outside every allocation, so memcheck reports it on every run, whatever the allocator does elsewhere.
 """
@@ -12,6 +14,7 @@ from typing import Any
 
 import torch
 
+from harness import layout as L
 from harness.layout import round_up
 
 # Pages left unmapped after the buffer. One granule (2 MiB on Hopper) is far past any tile overrun.
@@ -51,13 +54,14 @@ class VmmBlock:
     reserve_size: int
     mapped_size: int
     handle: Any
+    mapped_base: int = 0           # where the mapping starts: reserve_base, or one granule later (front page)
     closed: bool = False
 
     def close(self) -> None:
         if self.closed:
             return
         d = _driver()
-        _check(d.cuMemUnmap(self.reserve_base, self.mapped_size), "cuMemUnmap")
+        _check(d.cuMemUnmap(self.mapped_base or self.reserve_base, self.mapped_size), "cuMemUnmap")
         _check(d.cuMemRelease(self.handle), "cuMemRelease")
         _check(d.cuMemAddressFree(self.reserve_base, self.reserve_size), "cuMemAddressFree")
         self.closed = True
@@ -81,8 +85,10 @@ def _prop(device_index: int) -> Any:
     return prop
 
 
-def allocate_flush_end(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, VmmBlock]:
-    """`total` bytes whose last byte is the last mapped byte before an unmapped guard granule."""
+def _map(total: int, device: torch.device, *, page_before: bool) -> tuple[int, int, int, VmmBlock]:
+    """Reserve `total` bytes rounded up to whole granules plus one unmapped granule, after the mapping
+    (page_before False) or before it (True); map and open the rest. Returns (mapped start, mapped size,
+    granule, owner)."""
     if device.type != "cuda":
         raise VmmUnavailable(f"guard pages need a CUDA device, got {device}")
     torch.cuda.init()
@@ -95,16 +101,34 @@ def allocate_flush_end(total: int, device: torch.device) -> tuple[torch.Tensor, 
         mapped = round_up(total, gran)
         reserve = mapped + GUARD_GRANULES_AFTER * gran
         base = int(_check(d.cuMemAddressReserve(reserve, gran, 0, 0), "cuMemAddressReserve"))
+        start = base + GUARD_GRANULES_AFTER * gran if page_before else base
         handle = _check(d.cuMemCreate(mapped, prop, 0), "cuMemCreate")
-        _check(d.cuMemMap(base, mapped, 0, handle, 0), "cuMemMap")
+        _check(d.cuMemMap(start, mapped, 0, handle, 0), "cuMemMap")
         access = d.CUmemAccessDesc()
         access.location = prop.location
         access.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-        _check(d.cuMemSetAccess(base, mapped, [access], 1), "cuMemSetAccess")
-    block = VmmBlock(base, reserve, mapped, handle)
-    start = base + mapped - total
+        _check(d.cuMemSetAccess(start, mapped, [access], 1), "cuMemSetAccess")
+    return start, mapped, gran, VmmBlock(base, reserve, mapped, handle, mapped_base=start)
+
+
+def allocate_flush_end(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, VmmBlock]:
+    """`total` bytes whose last byte is the last mapped byte before an unmapped guard granule."""
+    start, mapped, _, block = _map(total, device, page_before=False)
+    first = start + mapped - total
+    storage = torch.as_tensor(_CudaArray(first, total), device=device)
+    return storage, start, mapped, "vmm", block
+
+
+def allocate_front_page(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, VmmBlock]:
+    """`total` bytes whose first byte is the first mapped byte after an unmapped guard granule (layout
+    GUARD_PAGE_FRONT: the tensor starts there, so the first byte read or written before it faults)."""
+    start, mapped, _, block = _map(total, device, page_before=True)
     storage = torch.as_tensor(_CudaArray(start, total), device=device)
-    return storage, base, mapped, "vmm", block
+    return storage, start, mapped, "vmm", block
+
+
+# Which allocator each page placement uses (harness.guard.Arena picks from it).
+ALLOCATORS = {L.GUARD_PAGE: allocate_flush_end, L.GUARD_PAGE_FRONT: allocate_front_page}
 
 
 def available(device: torch.device) -> tuple[bool, str]:

@@ -84,13 +84,13 @@ class Worker:
         self._index = 0
         self._entry: J.JobCase | None = None
         self._cover = COVER_ALL            # which buffers the case in progress covers (resolve_cover)
-        self.flush_allocator = self._flush_allocator(job.flush_backend)
+        self.page_allocators = self._page_allocators(job.flush_backend)
 
-    def _flush_allocator(self, backend: str) -> Any:
+    def _page_allocators(self, backend: str) -> dict[str, Any]:
         if self.device.type != "cuda" or backend == "torch":
-            return None
+            return {}
         from harness import vmm
-        return vmm.allocate_flush_end
+        return dict(vmm.ALLOCATORS)
 
     def run(self) -> int:
         for index, entry in enumerate(self.job.cases):
@@ -174,7 +174,7 @@ class Worker:
         from harness.context import RunContext
         from harness.guard import Arena
         arena = Arena(self.device, marker=marker, guard=self.job.guard,
-                      flush_allocator=self.flush_allocator, marker_for=dict(marker_for or {}), fill=fill,
+                      page_allocators=self.page_allocators, marker_for=dict(marker_for or {}), fill=fill,
                       fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker)
         self.keep.append(arena)
         ctx = RunContext(self.device, arena, seed=self.job.seed, watch_placement=watch_placement or self.L.GUARDED,

@@ -280,21 +280,31 @@ def test_placement_can_be_chosen_per_tensor() -> None:
     assert a.buffers["other"].layout.placement == L.GUARDED
 
 
-def test_flush_allocator_is_used_only_for_flush_placements() -> None:
+def test_page_allocators_are_used_only_for_their_page_placements() -> None:
     calls: list[int] = []
+    fronts: list[int] = []
 
     def fake_vmm(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, object]:
         calls.append(total)
         storage = torch.empty(total, dtype=torch.uint8, device=device)
         return storage, storage.data_ptr(), total, "vmm", "keep"
 
-    a = arena(flush_allocator=fake_vmm)
+    def fake_front(total: int, device: torch.device) -> tuple[torch.Tensor, int, int, str, object]:
+        fronts.append(total)
+        return fake_vmm(total, device)
+
+    a = arena(page_allocators={L.GUARD_PAGE: fake_vmm, L.GUARD_PAGE_FRONT: fake_front})
     a.tensor("plain", (10,), torch.uint8)
     a.tensor("flush", (10,), torch.uint8, placement=L.FLUSH_END)
     a.tensor("page", (10,), torch.uint8, placement=L.GUARD_PAGE)
-    assert calls == [L.DEFAULT_GUARD + L.ALIGN]   # only the guard page asked; 10 B + 246 B of alignment tail
-    assert [a.buffers[n].backend for n in ("plain", "flush", "page")] == ["torch", "torch", "vmm"]
+    a.tensor("front", (10,), torch.uint8, placement=L.GUARD_PAGE_FRONT)
+    assert calls == [L.DEFAULT_GUARD + L.ALIGN, L.ALIGN]   # only the pages asked; 10 B + 246 B of alignment tail
+    assert fronts == [L.ALIGN]                            # the front page: no front guard, the same tail
+    assert [a.buffers[n].backend for n in ("plain", "flush", "page", "front")] == ["torch", "torch", "vmm", "vmm"]
     assert a.buffers["page"].keepalive == "keep"
+    assert a.buffers["front"].tensor_addr == a.buffers["front"].storage.data_ptr()   # first byte = first mapped byte
+    assert [L.page_side(r) for r in a.buffer_map()] == ["", "", "back", "front"]
+    assert L.paged_buffers(a.buffer_map()) == {"page": "back", "front": "front"}
 
 
 # ------------------------------------------------------------------------------------------------ buffer map

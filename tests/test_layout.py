@@ -363,3 +363,41 @@ def test_guard_page_offsets_come_from_where_the_mapping_really_ends() -> None:
     assert L.guard_page_offsets(buffers) == {"src": 4096}
     with pytest.raises(L.LayoutError, match="alloc_base"):
         L.guard_page_offsets([{"name": "x", "backend": "vmm"}])
+
+
+# ------------------------------------------------------------------------------------------- the front page
+
+def test_front_page_plan_starts_the_tensor_on_the_page_with_markers_to_the_next_align_boundary() -> None:
+    """Issue 20 item 4: the tensor's first byte is the first mapped byte after an unmapped page (no front guard:
+    a page boundary is aligned), its alignment tail in markers after its end; the first byte before it faults."""
+    lay = L.plan(4008, placement=L.GUARD_PAGE_FRONT, guard=1024)
+    assert (lay.front, lay.back, lay.tail, lay.total, lay.allocation_end) == (0, 88, 88, 4096, 4096)
+    assert lay.marker_spans() == [(4008, 4096, "alignment_tail")]
+    assert (lay.region_of(-1), lay.zone_of(-1)) == ("before_start", "before_allocation")
+    assert (lay.region_of(4008), lay.zone_of(4008)) == ("past_end", "alignment_tail")
+    for nbytes in range(1, 4097):
+        lay = L.plan(nbytes, placement=L.GUARD_PAGE_FRONT, guard=1024)
+        assert lay.front == 0 and lay.total % L.ALIGN == 0 and lay.total - nbytes == lay.back < L.ALIGN, nbytes
+    rows = L.plan(SCALE_ROWS.nbytes, placement=L.GUARD_PAGE_FRONT, rows=SCALE_ROWS)
+    assert rows.front == 0 and rows.region_of(72) == "row_padding[row 0]"
+
+
+def test_a_front_page_layout_with_a_front_guard_or_a_back_guard_is_refused() -> None:
+    with pytest.raises(LayoutError, match=r"guard_page_front starts the tensor right after an unmapped page: it has no front guard, got front=256"):
+        GuardLayout(nbytes=16, front=256, back=240, placement=L.GUARD_PAGE_FRONT)
+    with pytest.raises(LayoutError, match=r"guard_page_front has no back guard, only an alignment tail below 256 B"):
+        GuardLayout(nbytes=16, front=0, back=256, placement=L.GUARD_PAGE_FRONT)
+
+
+def test_page_side_reads_the_placement_from_the_buffer_map_and_only_a_vmm_buffer_has_a_page() -> None:
+    back, front = L.plan(4000, placement=L.GUARD_PAGE), L.plan(4000, placement=L.GUARD_PAGE_FRONT)
+    base = 1 << 40
+    buffers = [{"name": "a", "backend": "vmm", "layout": back.to_json(), "alloc_base": base, "alloc_size": 2 << 20,
+                "tensor_addr": base + (2 << 20) - 96 - 4000},
+               {"name": "b", "backend": "vmm", "layout": front.to_json(), "alloc_base": base, "alloc_size": 2 << 20,
+                "tensor_addr": base},
+               {"name": "c", "backend": "torch", "layout": front.to_json()},
+               {"name": "d", "backend": "vmm"}]          # an older map without a layout: the back page, the only one
+    assert L.paged_buffers(buffers) == {"a": "back", "b": "front", "d": "back"}
+    # only a back page has an offset past which bytes fault (verdict.decide's `pages`)
+    assert L.guard_page_offsets(buffers[:3]) == {"a": 4096}
