@@ -66,6 +66,9 @@ class RunContext:
     production: bool = False
     watched: set[str] = field(default_factory=set)
     cover: str = COVER_ALL
+    # A guard-page rerun (harness/pageprobe.py): exactly these buffers get these placements, every other one is
+    # guarded, whatever the cover and the adapter's watch= say. None: the usual placement.
+    placements: dict[str, str] | None = None
 
     @property
     def covered(self) -> set[str]:
@@ -92,10 +95,12 @@ class RunContext:
                                used_rows=used_rows, dtype=dtype, placement=self.placement(name, watch))
 
     def placement(self, name: str, watch: bool) -> str:
-        """Where buffer `name` goes: the mode's watch placement when it is covered (harness.modes.covers decides,
-        from `cover` and the watch hint), else front and back guards."""
+        """Where buffer `name` goes: a guard-page rerun's own placement; else the mode's watch placement when it is
+        covered (harness.modes.covers decides, from `cover` and the watch hint), else front and back guards."""
         if watch:
             self.watched.add(name)
+        if self.placements is not None:
+            return self.placements.get(name, L.GUARDED)
         if self.watch_placement == L.GUARDED or not covers(self.cover, watch):
             return L.GUARDED
         return self.watch_placement

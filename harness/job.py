@@ -47,15 +47,26 @@ class JobCase:
 
     case: Case
     source: Mapping[str, Any] | None = None
+    # A guard-page rerun (harness/pageprobe.py): exactly these buffers get these placements, every other buffer
+    # is guarded, one pass. None: the mode's own placement of the buffers it covers.
+    placements: Mapping[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.case.to_json(), "source": dict(self.source) if self.source is not None else None}
+        data = {**self.case.to_json(), "source": dict(self.source) if self.source is not None else None}
+        if self.placements is not None:
+            data["placements"] = dict(self.placements)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "JobCase":
         fields_ = dict(data)
         source = fields_.pop("source", None)
-        return cls(Case.from_json(fields_), source)
+        placements = fields_.pop("placements", None)
+        if placements is not None:
+            bad = {k: v for k, v in dict(placements).items() if v not in L.PLACEMENTS}
+            if bad:
+                raise RecordError(f"job case {fields_.get('scenario', '?')}: placements {bad} are not among {L.PLACEMENTS}")
+        return cls(Case.from_json(fields_), source, dict(placements) if placements is not None else None)
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,7 @@ class WorkerResult:
     watched: list[str] = field(default_factory=list)
     cover: str = ""                                               # "all" / "watched": what this case covered
     guard: dict[str, list[dict[str, Any]]] | None = None          # changed marker runs per buffer; None: not checked
+    passes: list[dict[str, Any]] = field(default_factory=list)    # guard_page: each placement pass that ran (placement, seconds)
     markers_checked: bool = False
     poison: dict[str, Any] | None = None
     uninit: dict[str, Any] | None = None                          # fillcheck's report (uninit mode)

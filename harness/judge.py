@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any, Mapping, Protocol, Sequence
 
-from harness import attribute, hazards, layout, parse
+from harness import attribute, hazards, layout, pageprobe, parse
 from harness.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT,
                            CaseResult,
@@ -128,6 +128,9 @@ class Judged:
     rest: list[int]                   # indexes of the cases to run again (never started, or rerun alone)
     alone: list[str] = field(default_factory=list)   # case ids that must run one per process from now on
     note: str = ""                    # why they rerun (kept beside the batch's files)
+    # guard-page faults to rerun with one buffer on a page at a time (index -> its result, and the reruns to start
+    # from): the runner runs them and asks judge_probed for the outcome
+    probe: dict[int, tuple[WorkerResult, pageprobe.Probing]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class Evidence:
     mode: Mode
     sanitizer: SanitizerRun | None = None
     sanitizer_findings: tuple[Finding, ...] = ()   # this case's share of the batch's placed records
+    pages: pageprobe.Probing | None = None          # the guard-page reruns after a fault (GuardPageDetector)
 
     def describe(self, name: str, start: int, end: int) -> str:
         return self.scenario.describe(self.case, name, start, end) if self.scenario.describe else ""
@@ -186,6 +190,10 @@ class MemcheckDetector:
 
 
 class GuardPageDetector:
+    """A lost context with buffers on guard pages. The fault names neither the buffer nor the side: the runner
+    reruns the case with one buffer on a page at a time (harness/pageprobe.py) and hands the reruns over in
+    `Evidence.pages`; without them a finding names every candidate and matches no expectation."""
+
     name, explains_fault, needs_sanitizer = GUARD_PAGE, True, False
 
     def ran(self, ev: Evidence) -> DetectorRun:
@@ -199,20 +207,31 @@ class GuardPageDetector:
         res = ev.result
         if res.status != FAULT:
             return []
-        # Only a buffer that really sat before an unmapped page can have faulted on it (the buffer map says which);
-        # with one such buffer the finding names it. Its kind is a guess the matching ignores (model.ACCESS_BLIND).
-        paged = list(layout.guard_page_offsets(res.buffers))
-        candidates = paged or res.watched or [b["name"] for b in res.buffers]
-        if not candidates:
-            return []
-        which = (f"on {candidates[0]}'s guard page" if len(candidates) == 1 else
-                 f"on the guard page of one of {', '.join(candidates)} (the fault does not say which)")
-        note = (f"hardware fault {which}: an access past the end, a read or a write (the fault does not say which), "
-                f"no sanitizer: {res.message}")
-        return [Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="|".join(candidates), region="past_end", bytes=0,
-                        kernel=res.kernel, arch=res.arch, note=note, exact=False,
-                        details={"access": "read or write", "direction": "past the end (the only side with a guard page)",
-                                 "candidates": "|".join(candidates)})]
+        # Only a buffer that really sat on an unmapped page can have faulted on it (the buffer map says which).
+        probing = ev.pages or pageprobe.start(res.buffers, res.watched, cap=0)
+        if probing is None:
+            candidates = res.watched or [b["name"] for b in res.buffers]
+            if not candidates:
+                return []
+            probing = pageprobe.Probing(pageprobe.BACK, tuple(candidates), cap=0)
+        reruns = probing.to_json()
+        ran = "; ".join(f"{r['pages']}: {r['status']} in {r['seconds']:.1f} s" for r in reruns["runs"]) or "none"
+        out = []
+        for named in probing.conclude():
+            # a write only where the guard markers saw one (a rerun that ran through); the fault cannot say
+            kind, access = (OVERWRITE, "write (the guard markers saw it)") if named.written else (OVERREAD, "read or write")
+            which = (f"on {named.buffer}'s guard page" if named.named
+                     else f"on the guard page of one of {named.buffer.replace('|', ', ')} (not told apart)")
+            note = f"hardware fault {which}: {named.how}; no sanitizer: {res.message}"
+            if probing.stopped:
+                note += f" ({probing.stopped}; not run: {', '.join(probing.not_run) or '-'})"
+            out.append(Finding(detector=GUARD_PAGE, kind=kind, buffer=named.buffer, region=named.region, bytes=0,
+                               kernel=res.kernel, arch=res.arch, note=note, exact=False,
+                               details={"access": access, "direction": named.how,
+                                        "candidates": "|".join(probing.candidates),
+                                        "named": "yes" if named.named else "no", "reruns": ran,
+                                        **({"reruns_stopped": probing.stopped} if probing.stopped else {})}))
+        return out
 
 
 class PoisonDetector:
@@ -512,11 +531,15 @@ class Judge:
         alone = placed.alone if len(items) > 1 else []
         done: list[CaseResult] = []
         rest: list[int] = []
+        probe: dict[int, tuple[WorkerResult, pageprobe.Probing]] = {}
         rerun = [i for i, (_, case) in enumerate(items) if case.id in alone]
         for index, (scenario, case) in enumerate(items):
             if index in rerun:
                 continue
-            if index in batch.results:
+            probing = self.page_probing(scenario, batch.results[index]) if index in batch.results else None
+            if probing is not None:
+                probe[index] = (batch.results[index], probing)
+            elif index in batch.results:
                 ev = Evidence(scenario, case, batch.results[index], self.mode, batch.sanitizer,
                               tuple(placed.findings.get(case.id, ())))
                 result = self.judge_case(ev)
@@ -530,7 +553,7 @@ class Judge:
                 done.append(self.lost(scenario, case, Outcome.CRASHED, f"{batch.crashed[index]}\n{_tail(batch.log)}"))
             else:
                 rest.append(index)
-        if rest and not done and not rerun:
+        if rest and not done and not rerun and not probe:
             # The process died before any case started: report them all rather than start it again forever.
             why = f"worker process exited with code {batch.returncode} before running any case\n{_tail(batch.log)}"
             done = [self.lost(*items[i], Outcome.UNRESOLVED, why) for i in rest]
@@ -538,8 +561,23 @@ class Judge:
         if rerun:
             note = (f"{self.mode.sanitizer} records name a kernel that {len(rerun)} cases of the batch launched (or "
                     f"none): rerunning {', '.join(items[i][1].id for i in rerun)} one per process")
-            return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note)
-        return Judged(done, rest)
+            return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note, probe)
+        return Judged(done, rest, probe=probe)
+
+    def page_probing(self, scenario: Scenario, result: WorkerResult) -> pageprobe.Probing | None:
+        """The reruns a guard-page fault needs before it can be judged (None: none): a case of a scenario that uses
+        the guard page, in a mode that runs it, that lost its context with buffers on pages."""
+        if result.status != FAULT or GUARD_PAGE not in self.mode.detectors or GUARD_PAGE not in scenario.detectors:
+            return None
+        return pageprobe.start(result.buffers, result.watched)
+
+    def judge_probed(self, scenario: Scenario, case: Case, result: WorkerResult, probing: pageprobe.Probing) -> CaseResult:
+        """A guard-page fault judged with its reruns (the runner ran `probing`'s probes); the reruns, their times
+        and what was not run stay in the details."""
+        judged = self.judge_case(Evidence(scenario, case, result, self.mode, pages=probing))
+        judged.details["guard_page_reruns"] = probing.to_json()
+        judged.duration_s += sum(r.seconds for r in probing.runs)
+        return judged
 
     def judge_case(self, ev: Evidence) -> CaseResult:
         res, scenario, case = ev.result, ev.scenario, ev.case

@@ -199,8 +199,8 @@ class ExpectedFinding:
             return False
         if finding.kind != self.kind and not (finding.detector in ACCESS_BLIND and {finding.kind, self.kind} <= {OVERREAD, OVERWRITE}):
             return False
-        if finding.buffer != self.buffer and (finding.exact or self.buffer not in finding.buffer.split("|")):
-            return False  # an inexact finding (a hardware fault) names every buffer it may have been
+        if finding.buffer != self.buffer:
+            return False  # a fault that names several candidates ("a|b": not told apart) matches none of them
         # an inexact finding is held to its region when it has one (poison); not when it cannot tell (a fault)
         if self.region is not None and (finding.exact or finding.region in REGIONS) and finding.region != self.region:
             return False

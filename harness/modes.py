@@ -67,6 +67,9 @@ class Mode:
     needs_gpu: bool = False        # the mode itself (not only the kernel) needs a CUDA GPU
     deadline_factor: float = 1.0   # x the scenario's deadline (poison: one launch per buffer and region, at least two)
     per_iteration: bool = False    # the deadline is per iteration (stress)
+    # a second pass with the covered buffers in this placement when the first ran through (guard_page: front pages,
+    # so that a read or write before a tensor's start faults too); None: one pass
+    then_placement: str | None = None
 
     def placement(self, sanitized: bool) -> str:
         """Where the worker puts covered buffers (modes.covers): a sanitizer mode that runs without its sanitizer keeps guards
@@ -100,9 +103,12 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
          "guard markers only, no sanitizer (near-native speed; overwrites only)"),
     Mode("memcheck", "memcheck", L.EXACT, False, ONCE, (MEMCHECK,), "compute-sanitizer memcheck only"),
     Mode("both", "memcheck", L.EXACT, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
+    # Two passes (back pages, then front pages) when the case runs through; after a fault, reruns with one buffer
+    # on a page at a time name it and its side (harness/pageprobe.py; the runner runs them, in the case's budget).
     Mode("guard_page", None, L.GUARD_PAGE, True, ONCE, (GUARD, GUARD_PAGE),
-         "covered tensors flush against an unmapped page: overreads fault in hardware, no sanitizer",
-         needs_gpu=True),
+         "covered tensors flush against an unmapped page, then start right after one: accesses past the end and "
+         "before the start fault in hardware, no sanitizer",
+         needs_gpu=True, deadline_factor=2.0, then_placement=L.GUARD_PAGE_FRONT),
     Mode("poison", None, L.GUARDED, True, REPEAT_POISON, (GUARD, POISON),
          "guards in two poison patterns; an output that changes is an overread", deadline_factor=2.0),
     Mode("stress", None, L.GUARDED, False, REPEAT_STRESS, (),

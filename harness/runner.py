@@ -14,12 +14,12 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness import layout as L
-from harness import registry
+from harness import pageprobe, registry
 from harness.job import FAULT, Job, JobCase, WorkerResult
 from harness.judge import Batch, Judge, Machine, read_sanitizer
 from harness.model import CaseResult, Outcome
@@ -139,10 +139,68 @@ class Runner:
         if judged.alone:
             self._alone.update(judged.alone)
             (out / "rerun-alone.txt").write_text(judged.note + "\n")
-        return judged.done, [items[i] for i in judged.rest]
+        done = list(judged.done)
+        for index, (result, probing) in sorted(judged.probe.items()):
+            scenario, case = items[index]
+            self._probe_pages(scenario, case, probing)
+            done.append(self.judge.judge_probed(scenario, case, result, probing))
+        return done, [items[i] for i in judged.rest]
 
-    def _job(self, items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Job:
-        return Job(cases=tuple(JobCase.from_json(registry.case_job(s, c)) for s, c in items), out_dir=str(out), mode=self.o.mode.name,
+    def _probe_pages(self, scenario: Scenario, case: Case, probing: pageprobe.Probing) -> None:
+        """Run a guard-page fault's reruns (harness/pageprobe.py plans them, round by round): each round's probes
+        as entries of one worker process, a fresh process after each fault (the context is lost), until the plan
+        has nothing left or the case's rerun budget (RERUN_BUDGET_FACTOR x its deadline) is spent."""
+        budget = self._deadline(scenario, False) * pageprobe.RERUN_BUDGET_FACTOR
+        began = time.monotonic()
+        while probes := probing.next_round():
+            pending = list(probes)
+            while pending:
+                if time.monotonic() - began > budget:
+                    probing.stop(f"rerun budget of {budget:.0f} s for this case spent", pending)
+                    return
+                runs, pending = self._run_probes(scenario, case, pending)
+                probing.record(runs)
+
+    def _run_probes(self, scenario: Scenario, case: Case,
+                    probes: list[pageprobe.Probe]) -> tuple[list[pageprobe.ProbeRun], list[pageprobe.Probe]]:
+        """One worker process for `probes` of one case (the same case once per probe, each with its placements):
+        what ran, and the probes the process never started (it ended in an earlier one's fault)."""
+        self._batch += 1
+        out = self.o.workdir / f"batch-{self._batch:03d}-pages"
+        out.mkdir(parents=True, exist_ok=True)
+        items = [(scenario, case)] * len(probes)
+        job = self._job(items, out, False, placements=[p.placements() for p in probes])
+        job_path = out / "job.json"
+        job_path.write_text(json.dumps(job.to_json(), indent=1))
+        argv = [self.o.python, "-m", "harness.worker", str(job_path)]
+        spawned = time.time()
+        batch = self._supervise(argv, items, out, False)
+        self.processes.append({**_process_times(out, len(items), False, spawned, time.time(), batch.returncode),
+                               "guard_page_reruns": [p.label for p in probes]})
+        (out / "argv.json").write_text(json.dumps(argv))
+        runs: list[pageprobe.ProbeRun] = []
+        for index, probe in enumerate(probes):
+            res = batch.results.get(index)
+            if res is not None:
+                written = tuple(sorted(name for name, changed in (res.guard or {}).items() if changed))
+                runs.append(pageprobe.ProbeRun(probe, res.status, res.seconds, res.message, written))
+            elif index in batch.timed_out:
+                runs.append(pageprobe.ProbeRun(probe, "timeout", batch.timed_out[index], "no result; worker killed"))
+            elif index in batch.crashed:
+                runs.append(pageprobe.ProbeRun(probe, "crashed", 0.0, batch.crashed[index]))
+        rest = probes[len(runs):]       # entries run in order: those after a fault never started
+        if not runs and rest:
+            # the process ended before any rerun started: say so for each rather than start it again forever
+            why = f"worker exited with code {batch.returncode} before this rerun started"
+            return [pageprobe.ProbeRun(p, "crashed", 0.0, why) for p in rest], []
+        return runs, rest
+
+    def _job(self, items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
+             placements: Sequence[dict[str, str] | None] | None = None) -> Job:
+        entries = [JobCase.from_json(registry.case_job(s, c)) for s, c in items]
+        if placements is not None:
+            entries = [replace(e, placements=p) for e, p in zip(entries, placements)]
+        return Job(cases=tuple(entries), out_dir=str(out), mode=self.o.mode.name,
                    watch_placement=self.o.mode.placement(sanitized), cover=self.o.cover, seed=self.o.seed, guard=self.o.guard,
                    flush_backend=self.o.flush_backend, iterations=self.o.iterations, debug=self.o.debug)
 

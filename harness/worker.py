@@ -152,7 +152,15 @@ class Worker:
         if self.mode.worker_mode == REPEAT_FILL:
             from harness import fillcheck
             return fillcheck.run(self, adapter, case)
-        return self._once(adapter, case, watch_placement=self.job.watch_placement)
+        entry = self._entry
+        if entry is not None and entry.placements is not None:     # a guard-page rerun: its placements, one pass
+            return self._once(adapter, case, watch_placement=self.job.watch_placement, placements=dict(entry.placements))
+        first = self._once(adapter, case, watch_placement=self.job.watch_placement)
+        then = self.mode.then_placement
+        if then is None or self.job.watch_placement != self.mode.watch_placement:
+            return first
+        # guard_page: the same buffers again, on front pages (a fault here ends the process like the first pass's)
+        return _merge_passes(first, self._once(adapter, case, watch_placement=then))
 
     def _release(self, kept: int) -> dict[str, int]:
         del self.keep[kept:]
@@ -168,7 +176,7 @@ class Worker:
     def context(self, case: Any = None, *, marker: int = 0xA5, watch_placement: str | None = None,
                  production: bool = False, marker_for: dict[str, int] | None = None, fill: int | None = None,
                  fill_for: dict[str, int] | None = None, poison_spans: dict[str, list[tuple[int, int]]] | None = None,
-                 poison_marker: int = 0xFF) -> Any:
+                 poison_marker: int = 0xFF, placements: dict[str, str] | None = None) -> Any:
         """A RunContext on a fresh guarded arena for the case in progress (see begin); the arena is kept for
         the life of the process, and its buffer map goes to disk before any launch."""
         from harness.context import RunContext
@@ -178,7 +186,7 @@ class Worker:
                       fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker)
         self.keep.append(arena)
         ctx = RunContext(self.device, arena, seed=self.job.seed, watch_placement=watch_placement or self.L.GUARDED,
-                         production=production, cover=self._cover or COVER_ALL)
+                         production=production, cover=self._cover or COVER_ALL, placements=placements)
         # The buffer map goes to disk before any kernel runs: if the process dies in the launch (a sanitizer
         # ending the kernel, a guard-page fault, an abort in a destructor), the parent can still attribute.
         arena.on_change = lambda: self._save_buffers(ctx)
@@ -195,8 +203,9 @@ class Worker:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
 
-    def _once(self, adapter: Any, case: Any, *, watch_placement: str) -> dict[str, Any]:
-        ctx = self.context(case, watch_placement=watch_placement)
+    def _once(self, adapter: Any, case: Any, *, watch_placement: str,
+              placements: dict[str, str] | None = None) -> dict[str, Any]:
+        ctx = self.context(case, watch_placement=watch_placement, placements=placements)
         t0 = time.perf_counter()
         info = adapter(case, ctx)
         self._sync()
@@ -205,7 +214,11 @@ class Worker:
         guard = {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.verify().items()} if checked else None
         return {"kernel": info.kernel, "launches": info.launches, "arch": ctx.arch(), "notes": _jsonable(info.notes),
                 "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "guard": guard,
-                "markers_checked": checked, "kernel_seconds": kernel_s}
+                "markers_checked": checked, "kernel_seconds": kernel_s,
+                "passes": [{"placement": watch_placement if placements is None else "rerun",
+                            "pages": {b["name"]: b["layout"]["placement"] for b in ctx.arena.buffer_map()
+                                      if b["backend"] == "vmm"},
+                            "kernel_seconds": round(kernel_s, 6)}]}
 
     def _poison(self, adapter: Any, case: Any) -> dict[str, Any]:
         """A baseline run with every marker byte in one pattern, then one run per buffer and region of its
@@ -263,6 +276,30 @@ class Worker:
             return "cpu"
         major, minor = self.torch.cuda.get_device_capability()
         return f"sm_{major}{minor}"
+
+
+def _merge_passes(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two placement passes of one case as one result: the first pass's buffer map (its pages are what the verdict
+    reads), launches and kernel time added, the guard markers changed in either pass (offsets are relative to each
+    tensor's start, the same in both), both passes listed."""
+    merged = dict(first)
+    merged["launches"] = first["launches"] + second["launches"]
+    merged["kernel_seconds"] = first["kernel_seconds"] + second["kernel_seconds"]
+    merged["watched"] = sorted(set(first["watched"]) | set(second["watched"]))
+    merged["markers_checked"] = first["markers_checked"] and second["markers_checked"]
+    merged["passes"] = first["passes"] + second["passes"]
+    if first["guard"] is not None and second["guard"] is not None:
+        from harness.layout import merge_runs
+        guard: dict[str, list[dict[str, Any]]] = {}
+        for name in {**first["guard"], **second["guard"]}:
+            by_region: dict[str, list[tuple[int, int]]] = {}
+            for r in first["guard"].get(name, []) + second["guard"].get(name, []):
+                by_region.setdefault(r["region"], []).append((r["start"], r["end"]))
+            guard[name] = sorted(({"region": region, "start": lo, "end": hi, "logical": ""}
+                                  for region, spans in by_region.items() for lo, hi in merge_runs(spans)),
+                                 key=lambda r: (r["start"], r["end"]))
+        merged["guard"] = guard
+    return merged
 
 
 def _host_outputs(outputs: dict[str, Any]) -> dict[str, Any]:

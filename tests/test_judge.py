@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from harness import job as J
 from harness import layout as L
+from harness import pageprobe
 from harness.judge import (Batch, Evidence, Judge, Machine, SanitizerRun, api_error_class, apply_baseline,
                            place_sanitizer_records, read_sanitizer)
 from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, CaseResult, DetectorRun, Expectation,
@@ -85,7 +86,8 @@ def memcheck_run(*records: SanitizerRecord, summary: int | None = None, exit_cod
 
 def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine = GPU,
               sc: Scenario | None = None, run: SanitizerRun | None = None, sanitized: bool = True,
-              sanitizer_missing: str = "") -> CaseResult:
+              sanitizer_missing: str = "", reruns: Callable[[pageprobe.Probe], str] | None = None) -> CaseResult:
+    """`reruns`: a fake worker for guard-page reruns, the status of each probe (none given: no rerun runs)."""
     sc = sc or scenario()
     mode_ = MODES[mode]
     if mode_.sanitizer and sanitized and run is None:
@@ -93,6 +95,12 @@ def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine =
     judge = Judge(mode_, machine, sanitizer_missing=sanitizer_missing)
     judged = judge.judge_batch([(sc, CASE)], Batch(results={0: res}, sanitizer=run if sanitized else None))
     assert judged.rest == [] and judged.alone == []
+    if judged.probe:
+        [(first, probing)] = judged.probe.values()
+        assert not judged.done and first is res
+        while reruns is not None and (probes := probing.next_round()):
+            probing.record(pageprobe.ProbeRun(p, reruns(p), 1.5) for p in probes)
+        return judge.judge_probed(sc, CASE, res, probing)
     [result] = judged.done
     return result
 
@@ -535,4 +543,6 @@ def test_a_guard_page_fault_names_the_one_buffer_that_sat_on_a_guard_page() -> N
     assert f.buffer == "src" and f.detail("candidates") == "src" and f.detail("access") == "read or write"
     both = judge_one(worker(J.FAULT, message="illegal address", buffers=TWO_PAGED, watched=["src", "dst"]),
                      mode="guard_page", sc=sc, sanitized=False)
-    assert both.findings[0].buffer == "src|dst" and "does not say which" in both.findings[0].note
+    # without reruns two candidates are not told apart: named in the finding, matching neither (a non-pass)
+    assert both.findings[0].buffer == "src|dst" and "not told apart" in both.findings[0].note
+    assert both.outcome is Outcome.FINDING and both.findings[0].detail("named") == "no", both.message
