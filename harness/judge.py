@@ -680,8 +680,9 @@ class Judge:
         if res is not None:
             details = {k: v for k, v in (("notes", res.notes), ("kernel_seconds", res.kernel_seconds),
                                          ("seconds", res.seconds), ("stress_iterations", res.stress_iterations),
-                                         ("poison", res.poison), ("device", res.device), ("memory", res.memory))
-                       if v not in (None, {}, "")}
+                                         ("poison", res.poison), ("device", res.device), ("memory", res.memory),
+                                         ("passes", res.passes))
+                       if v not in (None, {}, "", [])}
             if res.cover and self.mode.watch_placement != layout.GUARDED:
                 # which buffers got this mode's placement: the worker's buffer map says (each layout's placement)
                 details["cover"] = {"cover": res.cover, "covered": res.covered, "watched": list(res.watched)}

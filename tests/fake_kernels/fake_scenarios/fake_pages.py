@@ -1,0 +1,38 @@
+"""`fake_pages`: a scenario whose adapter (tests/fake_kernels/fake_page_adapters.py) "faults" as a guard page would,
+for tests/test_pageprobe.py's runner test on the CPU (no kernel, no GPU: the adapter looks at where each buffer was
+placed and raises the CUDA error a fault leaves).
+
+Buffers a (watched), b and c. Variants: past_end_b (b is read past its end), before_start_a (a is read before its
+start), needs_two (faults only with a and b on back pages together), clean.
+"""
+from __future__ import annotations
+
+from harness.model import BEFORE_START, GUARD_PAGE, OVERREAD, PAST_END, Expectation, ExpectedFinding
+from harness.scenario import Case, Param, Scenario
+
+NAME = "fake_pages"
+N = 4000
+VARIANTS = ("past_end_b", "before_start_a", "needs_two", "clean")
+
+
+def _expect(case: Case) -> Expectation:
+    if case.variant == "past_end_b":
+        return Expectation((ExpectedFinding(OVERREAD, "b", (GUARD_PAGE,), region=PAST_END),), "b read past its end")
+    if case.variant in ("before_start_a", "needs_two"):
+        return Expectation((ExpectedFinding(OVERREAD, "a", (GUARD_PAGE,), region=BEFORE_START),), "a read before its start")
+    return Expectation()
+
+
+SCENARIO = Scenario(
+    name=NAME,
+    summary="adapters that fault like a guard page by where their buffers sit (tests only)",
+    adapter="fake_page_adapters:run_case",
+    params=(Param("n", int, low=1, high=1 << 20),),
+    variants=VARIANTS,
+    cases=lambda: [Case(NAME, variant, {"n": N}, f"n{N}") for variant in VARIANTS],
+    expect=_expect,
+    kernel=lambda case: "fake_pages",
+    needs_gpu=lambda case: False,
+    timeout_s=10.0,
+    cost_s=0.01,
+)
