@@ -210,3 +210,11 @@ def test_runner_runs_a_clean_case_twice_back_then_front_pages_without_reruns(pag
     assert [p["placement"] for p in r.details["passes"]] == [L.GUARD_PAGE, L.GUARD_PAGE_FRONT]
     # past_end_b: 3 processes (b's fault ends the first; then c; then b's front page), before_start_a: 3, needs_two: 1
     assert len(reruns) == 7, reruns
+
+
+def test_pageprobe_the_judge_and_the_planted_scenario_import_no_torch() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, harness.pageprobe, harness.judge, scenarios.planted_pages; "
+            "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], cwd=registry.ROOT, check=True, timeout=120)

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 20 items 1 and 4, guard-page part, on the device machine (H200), one call under 10 minutes, everything
+# under $OUT (summary.txt, steps.txt, reports.tgz, pages-runs.tgz: 4 files):
+#   1. planted_pages in guard_page mode (Triton and CUDA; only `out` is watched, every buffer covered): every buffer
+#      sits on a page, the fault has three candidates (a|b|out) and the reruns name the one buffer and its side:
+#      read_past_end -> guard_page overread of b/past_end, details named=yes, reruns "a back page: ok", "b back page:
+#      fault", "out back page: ok", "b front page: ok"; read_before_start -> guard_page overread of a/before_start
+#      (the front-page pass faulted; "a front page: fault", "a back page: ok"); both fixed twins clean with passes
+#      guard_page then guard_page_front; and tests/gpu/test_pages.py (the real VMM pages where the layout says);
+#   2. planted_oob in guard_page mode: overread n=4096 names src past_end, overwrite extra=200 names dst (no more
+#      "src|dst");
+#   3. the whole default matrix in guard_page mode, every buffer covered (--cover all) and only watched ones
+#      (--cover watched), 4 workers on the GPU, each timed: the same expected findings, no new failure, and what
+#      covering every buffer (and the reruns) costs in wall time (summary.txt: "matrix-all wall_s" vs
+#      "matrix-watched wall_s", outcome counts, cases whose outcome differs, every rerun with its time).
+# The image's python3 runs everything (see tools/device/detect_check.sh).
+set -u
+export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
+OUT=${OUT:-/tmp/out}; R=/tmp/guardpage-r; mkdir -p "$OUT" "$R"
+BUDGET_S=570; T_START=$(date +%s)
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the budget is spent" | tee -a "$R/steps.txt"; return; fi
+  timeout "$limit" "$@" > "$R/$name.log" 2>&1
+  local rc=$?
+  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/$name.log" "$R/steps.txt"
+  tail -3 "$R/$name.log"
+}
+{ nvidia-smi -L; python3 -m harness env; } > "$R/env.txt" 2>&1
+step build 120 python3 -c "import torch; from kernels.planted import pages, cuda; cc = torch.cuda.get_device_capability(); pages._cuda_module(cc); print(cuda.build(cc))"
+step pages 120 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_pages \
+  --report-dir "$R/pages"
+step gpu-test 90 python3 -m pytest tests/gpu/test_pages.py -p no:cacheprovider -q -rA
+step oob-reach 40 python3 -m harness repro planted_oob --variant overread --set impl=triton --set n=4096 --set extra=1 \
+  --mode guard_page --json "$R/oob-reach.json"
+step oob-cross 40 python3 -m harness repro planted_oob --variant overwrite --set impl=triton --set n=4000 --set extra=200 \
+  --mode guard_page --json "$R/oob-cross.json"
+step matrix-all 200 python3 -m pytest scenarios -p no:cacheprovider -q -n 4 --mode guard_page --cover all \
+  --report-dir "$R/matrix-all"
+step matrix-watched 160 python3 -m pytest scenarios -p no:cacheprovider -q -n 4 --mode guard_page --cover watched \
+  --report-dir "$R/matrix-watched"
+python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
+import collections, json, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+print((root / "steps.txt").read_text() if (root / "steps.txt").exists() else "no steps.txt")
+reports = {p.parent.name: json.loads(p.read_text()) for p in sorted(root.glob("*/report.json"))}
+for name, data in reports.items():
+    cases = data.get("cases", [])
+    print(f"== {name}: {len(cases)} cases", dict(collections.Counter(c["outcome"] for c in cases)))
+    for case in cases:
+        pages = case.get("details", {}).get("guard_page_reruns")
+        gp = [f for f in case.get("findings", []) if f["detector"] == "guard_page"]
+        if not (name == "pages" or pages or gp or case["failed"]):
+            continue
+        print(f"  {case['id']}: {case['outcome']} ({case.get('duration_s', 0)} s) {case['message'][:160]!r}")
+        for f in case.get("findings", []):
+            d = f.get("details", {})
+            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} named={d.get('named', '-')} "
+                  f"access={d.get('access', '-')!r} candidates={d.get('candidates', '-')}")
+            print(f"      {f['note'][:300]}")
+        if pages:
+            print(f"    reruns ({pages['seconds']} s, stopped={pages['stopped']!r}, not run={pages['not_run']}):")
+            for r in pages["runs"]:
+                print(f"      {r['pages']}: {r['status']} {r['seconds']} s {r['message'][:80]!r}")
+        passes = case.get("details", {}).get("passes")
+        if passes and name == "pages":
+            print(f"    passes: {[p['placement'] for p in passes]}")
+for name in ("oob-reach", "oob-cross"):
+    p = root / f"{name}.json"
+    print(f"== {name}: {p.read_text()[:1500] if p.exists() else 'missing'}")
+a, w = reports.get("matrix-all"), reports.get("matrix-watched")
+if a and w:
+    oa, ow = ({c["id"]: c["outcome"] for c in r["cases"]} for r in (a, w))
+    diff = sorted(k for k in oa.keys() | ow.keys() if oa.get(k) != ow.get(k))
+    print(f"== cover all vs watched: {len(diff)} cases differ")
+    for k in diff:
+        print(f"  {k}: all={oa.get(k)} watched={ow.get(k)}")
+PY
+cat "$R/summary.txt"
+tar czf "$OUT/pages-runs.tgz" $(find .cache/runs -type d -name 'batch-*-pages' 2>/dev/null | head -400) 2>/dev/null
+tar czhf "$OUT/reports.tgz" -C /tmp guardpage-r
+cp "$R/summary.txt" "$R/steps.txt" "$OUT/" 2>/dev/null
