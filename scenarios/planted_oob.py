@@ -65,7 +65,8 @@ def _expect(case: Case) -> Expectation:
     return Expectation()
 
 
-def _describe(case: Case, buffer: str, start: int, end: int) -> str:
+def describe_bytes(case: Case, buffer: str, start: int, end: int) -> str:
+    """A buffer's bytes in the words of a 1-D byte tensor of case.params["n"] bytes (other planted scenarios use it too)."""
     n = case.params["n"]
     if start >= n:
         return f"{buffer}[{start}..{end - 1}]: {start - n + 1}..{end - n} bytes past the end"
@@ -91,7 +92,7 @@ SCENARIO = Scenario(
     expect=_expect,
     kernel=lambda case: _kernel_name(case),
     needs_gpu=lambda case: case.params["impl"] == "cuda" or case.variant == "far_write",
-    describe=_describe,
+    describe=describe_bytes,
     timeout_s=120.0,
     cost_s=0.3,            # seconds per case in a warm worker, measured on the H200 (run 7): 0.01-1.5
 )

@@ -14,6 +14,7 @@ from harness.model import (BEFORE_START, GUARD_PAGE, MEMCHECK, OVERREAD, PAST_EN
                            ExpectedFinding)
 from harness.scenario import Case, Param, Scenario
 from kernels.planted.pages import SHIFT, VARIANTS, kernel_name
+from scenarios.planted_oob import describe_bytes
 
 N = 4096
 
@@ -35,15 +36,6 @@ def _expect(case: Case) -> Expectation:
     return Expectation()
 
 
-def _describe(case: Case, buffer: str, start: int, end: int) -> str:
-    n = case.params["n"]
-    if start >= n:
-        return f"{buffer}[{start}..{end - 1}]: {start - n + 1}..{end - n} bytes past the end"
-    if end <= 0:
-        return f"{-start}..{-end + 1} bytes before {buffer}[0]"
-    return f"{buffer}[{start}..{end - 1}]"
-
-
 SCENARIO = Scenario(
     name="planted_pages",
     summary="planted reads past the end / before the start of unwatched inputs (guard-page naming and direction)",
@@ -54,7 +46,7 @@ SCENARIO = Scenario(
     expect=_expect,
     kernel=lambda case: kernel_name(case.params["impl"]),
     needs_gpu=lambda case: case.params["impl"] == "cuda",
-    describe=_describe,
+    describe=describe_bytes,
     timeout_s=120.0,
     cost_s=0.3,
 )

@@ -12,7 +12,7 @@ import pytest
 
 from harness.model import BEFORE_START, OVERREAD, PAST_END, POISON, Outcome
 from harness.runner import MODES, RunOptions, Runner
-from kernels.planted.pages import SHIFT, shifts
+from kernels.planted.pages import BY_NAME, SHIFT
 from scenarios.planted_pages import SCENARIO
 
 
@@ -27,8 +27,10 @@ def poison_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_variants_plant_exactly_one_read_outside_and_their_twins_mask_it() -> None:
-    assert shifts("read_past_end") == (0, SHIFT, False) and shifts("read_past_end_fixed") == (0, SHIFT, True)
-    assert shifts("read_before_start") == (SHIFT, 0, False) and shifts("read_before_start_fixed") == (SHIFT, 0, True)
+    got = {name: (v.a_shift, v.b_extra, v.fixed) for name, v in BY_NAME.items()}
+    assert got == {"read_past_end": (0, SHIFT, False), "read_past_end_fixed": (0, SHIFT, True),
+                   "read_before_start": (SHIFT, 0, False), "read_before_start_fixed": (SHIFT, 0, True)}
+    assert SCENARIO.variants == tuple(BY_NAME)
 
 
 def test_poison_finds_b_past_its_end_and_a_before_its_start(poison_run: dict[str, Any]) -> None:

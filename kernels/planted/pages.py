@@ -12,11 +12,13 @@ reruns must name b past_end and a before_start (harness/pageprobe.py). Triton ru
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import Unsupported
+from harness.scenario import Variant
+from kernels.planted import checked_case
 
 BLOCK = 1024
 SHIFT = 64            # bytes read outside: before a's start, or past b's end
@@ -27,14 +29,22 @@ BINDING = """
 void planted_pages_launch(uintptr_t, uintptr_t, uintptr_t, long long, int, int, int, uintptr_t);
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("launch", &planted_pages_launch); }
 """
-VARIANTS = ("read_past_end", "read_past_end_fixed", "read_before_start", "read_before_start_fixed")
 
 
-def shifts(variant: str) -> tuple[int, int, bool]:
-    """(bytes a is read before its start, bytes b is read past its end, masked to the bounds) of a variant."""
-    a_shift = SHIFT if variant.startswith("read_before_start") else 0
-    b_extra = SHIFT if variant.startswith("read_past_end") else 0
-    return a_shift, b_extra, variant.endswith("_fixed")
+@dataclass(frozen=True)
+class PageRead(Variant):
+    """What a variant reads outside: bytes of a before its start, bytes of b past its end; `fixed` masks both reads
+    to the tensors' bounds (the same shifts, inside)."""
+
+    a_shift: int = 0
+    b_extra: int = 0
+    fixed: bool = False
+
+
+VARIANTS = (PageRead("read_past_end", b_extra=SHIFT), PageRead("read_past_end_fixed", b_extra=SHIFT, fixed=True),
+            PageRead("read_before_start", a_shift=SHIFT),
+            PageRead("read_before_start_fixed", a_shift=SHIFT, fixed=True))
+BY_NAME = {v.name: v for v in VARIANTS}
 
 
 @functools.cache
@@ -71,17 +81,14 @@ def run_case(case: Any, ctx: Any) -> Any:
 
     from harness.context import RunInfo
 
-    impl, n, variant = case.params["impl"], case.params["n"], case.variant
-    if variant not in VARIANTS:
-        raise Unsupported(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    if impl == "cuda" and ctx.device.type != "cuda":
-        raise Unsupported("needs a CUDA GPU; torch.cuda.is_available() is False")
+    impl, n, name = checked_case(case, ctx, tuple(BY_NAME))
+    variant = BY_NAME[name]
     a = ctx.tensor("a", (n,), torch.uint8)
     b = ctx.tensor("b", (n,), torch.uint8)
     out = ctx.tensor("out", (n,), torch.uint8, watch=True)
     a.copy_((torch.arange(n, dtype=torch.int64) % 7 + 1).to(torch.uint8).to(ctx.device))
     b.copy_((torch.arange(n, dtype=torch.int64) % 5 + 1).to(torch.uint8).to(ctx.device))
-    a_shift, b_extra, fixed = shifts(variant)
+    a_shift, b_extra, fixed = variant.a_shift, variant.b_extra, variant.fixed
     if impl == "triton":
         kernel = _triton_kernel()
         grid = ((n + BLOCK - 1) // BLOCK,)

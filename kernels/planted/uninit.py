@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import Unsupported
+from kernels.planted import checked_case
 
 BLOCK = 1024          # Triton: elements per program
 CUDA_THREADS = 256    # CUDA: threads per block (uninit.cu)
@@ -60,11 +60,7 @@ def run_case(case: Any, ctx: Any) -> Any:
 
     from harness.context import RunInfo
 
-    impl, n, variant = case.params["impl"], case.params["n"], case.variant
-    if variant not in VARIANTS:
-        raise Unsupported(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    if impl == "cuda" and ctx.device.type != "cuda":
-        raise Unsupported("needs a CUDA GPU; torch.cuda.is_available() is False")
+    impl, n, variant = checked_case(case, ctx, VARIANTS)
     x = ctx.tensor("x", (n,), torch.float32)
     out = ctx.tensor("out", (n,), torch.float32, watch=True)
     x.copy_((torch.arange(n, dtype=torch.float32) % 13 + 1).to(ctx.device))
