@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Issue 20 items 1 and 4, guard-page part, on the device machine (H200), one call under 10 minutes, everything
-# under $OUT (summary.txt, steps.txt, reports.tgz, pages-runs.tgz: 4 files):
-#   1. planted_pages in guard_page mode (Triton and CUDA; only `out` is watched, every buffer covered): every buffer
-#      sits on a page, the fault has three candidates (a|b|out) and the reruns name the one buffer and its side:
-#      read_past_end -> guard_page overread of b/past_end, details named=yes, reruns "a back page: ok", "b back page:
-#      fault", "out back page: ok", "b front page: ok"; read_before_start -> guard_page overread of a/before_start
-#      (the front-page pass faulted; "a front page: fault", "a back page: ok"); both fixed twins clean with passes
-#      guard_page then guard_page_front; and tests/gpu/test_pages.py (the real VMM pages where the layout says);
-#   2. planted_oob in guard_page mode: overread n=4096 names src past_end, overwrite extra=200 names dst (no more
-#      "src|dst");
-#   3. the whole default matrix in guard_page mode, every buffer covered (--cover all) and only watched ones
-#      (--cover watched), 4 workers on the GPU, each timed: the same expected findings, no new failure, and what
-#      covering every buffer (and the reruns) costs in wall time (summary.txt: "matrix-all wall_s" vs
-#      "matrix-watched wall_s", outcome counts, cases whose outcome differs, every rerun with its time).
-# The image's python3 runs everything (see tools/device/detect_check.sh).
+# Issue 20 items 1 and 4, guard-page part, on the device machine (H200). Everything under $OUT, 4 files
+# (summary.txt, steps.txt, reports.tgz, pages-runs.tgz). Carried like tools/device/cover_check.sh: .vendor/ (make
+# upstream's output) and .devwhl/ (apache-tvm-ffi 0.1.11), for the matrix's upstream cases.
+#   PART=planted  (about 3-4 minutes)
+#     1. planted_pages in guard_page mode (Triton and CUDA; only `out` is watched, every buffer covered): every buffer
+#        sits on a page, the fault has three candidates (a|b|out) and the reruns name the one buffer and its side:
+#        read_past_end -> guard_page overread of b/past_end, named=yes, reruns "a back page: ok", "b back page: fault",
+#        "out back page: ok", "b front page: ok"; read_before_start -> guard_page overread of a/before_start (the
+#        front-page pass faulted: side front; "a front page: fault", "b front page: ok", "out front page: ok", "a back
+#        page: ok"); both fixed twins clean, passes guard_page then guard_page_front; tests/gpu/test_pages.py passes
+#        (the real VMM pages where the layout says, and the same naming through the runner);
+#     2. planted_oob in guard_page mode: overread n=4096 -> src/past_end named (no more "src|dst"); overwrite n=4000
+#        extra=200 -> dst/past_end named; planted_unwatched in guard_page mode (cover's calibration) for comparison.
+#   PART=matrix   (two runs of the default matrix; one call fits with warm caches)
+#     3. the whole default matrix in guard_page mode with every buffer covered (--cover all) and only watched ones
+#        (--cover watched), `make sanitize MODE=guard_page PYTEST_ARGS="-n 4 --cover ..."`, each timed: the same
+#        expected findings, no new failure, and the wall-time cost of covering every buffer plus the second pass and
+#        the reruns (summary.txt: each step's wall_s, outcome counts, every case that reran with its reruns and times,
+#        the cases whose outcome differs between the two).
+#   PART=all      planted, then matrix (BUDGET caps it: the matrix steps that do not fit say "not run").
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/guardpage-r; mkdir -p "$OUT" "$R"
-BUDGET_S=570; T_START=$(date +%s)
+T_START=$(date +%s)
 step() {
   local name=$1 limit=$2; shift 2
   local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
@@ -28,19 +33,27 @@ step() {
   echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/$name.log" "$R/steps.txt"
   tail -3 "$R/$name.log"
 }
-{ nvidia-smi -L; python3 -m harness env; } > "$R/env.txt" 2>&1
-step build 120 python3 -c "import torch; from kernels.planted import pages, cuda; cc = torch.cuda.get_device_capability(); pages._cuda_module(cc); print(cuda.build(cc))"
-step pages 120 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_pages \
-  --report-dir "$R/pages"
-step gpu-test 90 python3 -m pytest tests/gpu/test_pages.py -p no:cacheprovider -q -rA
-step oob-reach 40 python3 -m harness repro planted_oob --variant overread --set impl=triton --set n=4096 --set extra=1 \
-  --mode guard_page --json "$R/oob-reach.json"
-step oob-cross 40 python3 -m harness repro planted_oob --variant overwrite --set impl=triton --set n=4000 --set extra=200 \
-  --mode guard_page --json "$R/oob-cross.json"
-step matrix-all 200 python3 -m pytest scenarios -p no:cacheprovider -q -n 4 --mode guard_page --cover all \
-  --report-dir "$R/matrix-all"
-step matrix-watched 160 python3 -m pytest scenarios -p no:cacheprovider -q -n 4 --mode guard_page --cover watched \
-  --report-dir "$R/matrix-watched"
+PART=${PART:-all}; BUDGET_S=${BUDGET:-570}
+{ date -u; nvidia-smi -L; python3 -m harness env; git log -1 --format='%H %s' 2>/dev/null
+  if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
+} > "$R/env.txt" 2>&1
+if [ "$PART" = planted ] || [ "$PART" = all ]; then
+  step build 120 python3 -c "import torch; from kernels.planted import pages, cuda; cc = torch.cuda.get_device_capability(); pages._cuda_module(cc); print(cuda.build(cc))"
+  step pages 120 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_pages \
+    --report-dir "$R/pages"
+  step gpu-test 90 python3 -m pytest tests/gpu/test_pages.py -p no:cacheprovider -q -rA
+  step oob-reach 40 python3 -m harness repro planted_oob --variant overread --set impl=triton --set n=4096 --set extra=1 \
+    --mode guard_page --json "$R/oob-reach.json"
+  step oob-cross 40 python3 -m harness repro planted_oob --variant overwrite --set impl=triton --set n=4000 --set extra=200 \
+    --mode guard_page --json "$R/oob-cross.json"
+  step unwatched 90 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_unwatched \
+    --report-dir "$R/unwatched"
+fi
+if [ "$PART" = matrix ] || [ "$PART" = all ]; then
+  for cover in all watched; do
+    step "matrix-$cover" 280 make sanitize MODE=guard_page REPORTS="$R/matrix-$cover" PYTEST_ARGS="-n 4 --cover $cover"
+  done
+fi
 python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
 import collections, json, sys
 from pathlib import Path
