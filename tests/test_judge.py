@@ -546,3 +546,44 @@ def test_a_guard_page_fault_names_the_one_buffer_that_sat_on_a_guard_page() -> N
     # without reruns two candidates are not told apart: named in the finding, matching neither (a non-pass)
     assert both.findings[0].buffer == "src|dst" and "not told apart" in both.findings[0].note
     assert both.outcome is Outcome.FINDING and both.findings[0].detail("named") == "no", both.message
+
+
+# ------------------------------------------------------------- guard page: naming the buffer and the side by reruns
+
+def test_a_guard_page_fault_with_two_candidates_is_probed_and_names_the_buffer_past_its_end() -> None:
+    """The judge hands the fault to the runner with its reruns to plan (judged.probe), then names the buffer whose
+    solo rerun faults and tells its side from the other page; every rerun and its time stays in the details."""
+    def kernel(probe: pageprobe.Probe) -> str:      # faults only when src's back page is there
+        return J.FAULT if ("src", pageprobe.BACK) in probe.pages else J.OK
+    res = worker(J.FAULT, message="illegal address", buffers=TWO_PAGED, watched=["dst"])
+    past = scenario(Expectation((ExpectedFinding(OVERREAD, "src", (GUARD_PAGE,), region="past_end"),)))
+    result = judge_one(res, mode="guard_page", sc=past, sanitized=False, reruns=kernel)
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    [f] = result.findings
+    assert (f.buffer, f.region, f.detail("named"), f.detail("candidates")) == ("src", "past_end", "yes", "dst|src")
+    reruns = result.details["guard_page_reruns"]
+    assert [(r["pages"], r["status"]) for r in reruns["runs"]] == [
+        ("dst back page", "ok"), ("src back page", "fault"), ("src front page", "ok")]
+    assert result.duration_s >= 3 * 1.5 and reruns["seconds"] == 4.5
+    # the same fault against an expectation on the other side is a failure, not a match
+    before = scenario(Expectation((ExpectedFinding(OVERREAD, "src", (GUARD_PAGE,), region="before_start"),)))
+    wrong = judge_one(res, mode="guard_page", sc=before, sanitized=False, reruns=kernel)
+    assert wrong.outcome is Outcome.FINDING and wrong.failed, wrong.message
+
+
+def test_a_fault_only_with_the_front_page_is_before_start() -> None:
+    front = [dict(b, layout=L.plan(N, placement=L.GUARD_PAGE_FRONT).to_json()) for b in TWO_PAGED]
+    res = worker(J.FAULT, message="illegal address", buffers=front, watched=[])
+    sc = scenario(Expectation((ExpectedFinding(OVERREAD, "dst", (GUARD_PAGE,), region="before_start"),)))
+    result = judge_one(res, mode="guard_page", sc=sc, sanitized=False,
+                       reruns=lambda p: J.FAULT if ("dst", pageprobe.FRONT) in p.pages else J.OK)
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    assert [(f.buffer, f.region) for f in result.findings] == [("dst", "before_start")]
+
+
+def test_a_guard_page_fault_in_a_mode_or_scenario_without_the_guard_page_is_not_probed() -> None:
+    res = worker(J.FAULT, message="illegal address", buffers=TWO_PAGED, watched=["src", "dst"])
+    judge = Judge(MODES["guard"], GPU)
+    assert judge.page_probing(scenario(), res) is None
+    assert Judge(MODES["guard_page"], GPU).page_probing(scenario(detectors=(GUARD,)), res) is None
+    assert Judge(MODES["guard_page"], GPU).page_probing(scenario(), worker(buffers=TWO_PAGED)) is None   # no fault
