@@ -218,3 +218,17 @@ def test_pageprobe_the_judge_and_the_planted_scenario_import_no_torch() -> None:
     code = ("import sys, harness.pageprobe, harness.judge, scenarios.planted_pages; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], cwd=registry.ROOT, check=True, timeout=120)
+
+
+def test_two_passes_merge_into_one_result_with_markers_changed_in_either() -> None:
+    from harness.worker import _merge_passes
+    run = lambda lo, hi: {"region": "past_end", "start": lo, "end": hi, "logical": ""}   # noqa: E731
+    first = {"launches": 1, "kernel_seconds": 0.5, "watched": ["a"], "markers_checked": True, "buffers": ["first map"],
+             "passes": [{"placement": L.GUARD_PAGE}], "guard": {"a": [run(4000, 4002)], "b": []}}
+    second = {"launches": 2, "kernel_seconds": 0.25, "watched": ["a"], "markers_checked": True, "buffers": ["second"],
+              "passes": [{"placement": L.GUARD_PAGE_FRONT}], "guard": {"a": [run(4001, 4004)], "b": [run(10, 11)]}}
+    merged = _merge_passes(first, second)
+    assert (merged["launches"], merged["kernel_seconds"], merged["buffers"]) == (3, 0.75, ["first map"])
+    assert [p["placement"] for p in merged["passes"]] == [L.GUARD_PAGE, L.GUARD_PAGE_FRONT]
+    assert merged["guard"] == {"a": [run(4000, 4004)], "b": [run(10, 11)]}     # bytes counted once
+    assert _merge_passes(first, dict(second, markers_checked=False))["markers_checked"] is False

@@ -9,8 +9,9 @@
 #      n4000-x1 overread cases are "not applicable" ("... lie in src's alignment tail, before its guard page at
 #      byte 4096, so not visible to guard_page in this placement"), the overwrite cases an expected finding seen
 #      by the guard markers (dst/past_end 1 B, 4000..4001), never "unexpectedly clean"; gp_reach_overread (n=4096) and
-#      gp_cross_overwrite (n=4000, extra=200) fault on the page: expected finding, guard_page finding of src|dst (both
-#      sit on guard pages; the fault does not say which), details access "read or write";
+#      gp_cross_overwrite (n=4000, extra=200) fault on the page: expected finding, guard_page finding of src (reach) and
+#      dst (cross), named by reruns with one buffer on a page (harness/pageprobe.py; before issue 20 item 4: src|dst),
+#      past_end, details access "read or write";
 #   3. the reports, the raw worker logs and sanitizer XML (the first recorded atomic/misaligned records, if
 #      any, for tests/data/sanitizer).
 set -u
