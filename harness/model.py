@@ -69,6 +69,9 @@ KINDS = (OVERREAD, OVERWRITE, MISALIGNED, UNINIT_READ, UNWRITTEN, RACE, BARRIER)
 # Detectors that see that an access happened but not whether it read or wrote (a guard-page fault): their
 # finding matches an expected overread or overwrite alike.
 ACCESS_BLIND = frozenset({GUARD_PAGE})
+# Detectors whose inexact byte ranges bound the bytes really read (an output changed when they changed): every
+# range they name must lie inside an expected range, when the expectation names ranges.
+BOUNDING = frozenset({POISON})
 # Where a shared-memory hazard or a barrier error is: not a byte range of any watched buffer.
 SHARED = "__shared__"
 
@@ -209,6 +212,10 @@ class ExpectedFinding:
         if self.ranges is not None and finding.exact:
             got = tuple(sorted((r.start, r.end) for r in finding.ranges))
             if got != tuple(sorted(self.ranges)):
+                return False
+        if self.ranges is not None and finding.detector in BOUNDING and finding.ranges:
+            # a bound on the bytes read (poison): it may miss bytes that changed nothing, never name a byte not read
+            if not all(any(lo <= r.start and r.end <= hi for lo, hi in self.ranges) for r in finding.ranges):
                 return False
         return True
 

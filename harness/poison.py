@@ -3,52 +3,88 @@
 A baseline run has every marker byte in one pattern. Then, for every buffer (watched ones first: `watch=` is
 an order, not a precondition) and every region of its marker bytes (before_start: the front guard;
 past_end: the back guard; row_padding; unused_row), one run poisons only that region in the other pattern.
-An output that changes is an overread of that buffer's region: reads inside the allocation (padding, unused
-rows) are named as such, and before and after the tensor are told apart. For before_start and past_end the
-bytes are then bounded by bisection (poison a prefix, then a suffix, of the guard): the first and the last
-byte whose poison changes the output, in 2 x log2(guard) more runs, only when something was found, widened
-to whole elements of the buffer's dtype (a kernel reads elements: poisoning the low mantissa byte of a float
-may change nothing). A bound is not an exact count (a byte read without changing the output is invisible),
-so the finding is inexact.
+An output that changes is an overread of that buffer's region: reads inside the allocation (row padding, unused
+rows) are named as such, and before and after the tensor are told apart. The bytes that matter are then bounded
+(`bound`), only when something was found: the region's spans that matter, by halving the set of spans (a
+padded buffer has one padding span per row, one span per unused row), then in each the first and the last byte
+whose poison changes the output, by bisection (2 x log2(span) runs), widened to whole elements of the buffer's
+dtype (a kernel reads elements: poisoning the low mantissa byte of a float may change nothing). A bound is not
+an exact count (a byte read without changing the output is invisible, and bytes between the first and the last
+of one span are kept), so the finding is inexact.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
 from harness import layout as L
-from harness.model import BEFORE_START, OVERREAD, PAST_END, POISON, ByteRange, Finding
+from harness.model import OVERREAD, POISON, ByteRange, Finding
 
 Span = tuple[int, int]
 # run(buffer, spans) -> {output: {"elements": ..., "of": ...}} for the outputs that changed ({} if none)
 Run = Callable[[str, list[Span]], Mapping[str, Any]]
-BISECTED = (BEFORE_START, PAST_END)
+# Kernel runs one region may spend on bounding its bytes beyond the first: past it, what is left stays whole.
+REFINE_BUDGET = 256
 
 
 def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
-           itemsizes: Mapping[str, int] | None = None) -> tuple[list[dict[str, Any]], int]:
-    """Every (buffer, region) whose poison changes an output, with bounds where they can be had; and how
-    many kernel runs that took (the baseline not counted)."""
+           itemsizes: Mapping[str, int] | None = None, budget: int = REFINE_BUDGET) -> tuple[list[dict[str, Any]], int]:
+    """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded; and how many
+    kernel runs that took (the baseline not counted)."""
     found: list[dict[str, Any]] = []
     runs = 0
     for name in order:
-        for region, spans in layouts[name].region_spans().items():
+        layout = layouts[name]
+        for region, spans in layout.region_spans().items():
             diff = dict(run(name, spans))
             runs += 1
             if not diff:
                 continue
-            entry: dict[str, Any] = {"buffer": name, "region": region, "outputs": diff, "bounds": None}
-            if region in BISECTED and len(spans) == 1:
-                (lo, hi), calls = spans[0], [0]
+            calls = [0]
 
-                def changes(a: int, b: int) -> bool:
-                    calls[0] += 1
-                    return bool(run(name, [(a, b)]))
-                size = max(1, (itemsizes or {}).get(name, 1))
-                first, last = first_changing(changes, lo, hi), last_changing(changes, lo, hi)
-                entry["bounds"] = [max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)]
-                runs += calls[0]
-            found.append(entry)
+            def changes(part: list[Span]) -> bool:
+                calls[0] += 1
+                return bool(run(name, part))
+            size = max(1, (itemsizes or {}).get(name, 1))
+            pieces = bound(changes, spans, size, budget)
+            runs += calls[0]
+            ranges = [[lo, hi, layout.region_of(lo)] for lo, hi in pieces]
+            found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges,
+                          "bounds": [pieces[0][0], pieces[-1][1]] if pieces else None})
     return found, runs
+
+
+def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: int = 1,
+          budget: int = REFINE_BUDGET) -> list[Span]:
+    """The pieces of `spans` whose poison matters (poisoning all of `spans` is known to change the output).
+
+    First the spans that matter, by halving the set (a half whose poison changes nothing is dropped; when
+    neither half does alone, the set is kept whole); then, in each span that matters, the first and the last
+    byte that matter, by bisection, widened to whole elements of `size` bytes. Past `budget` runs, what is
+    left unrefined is kept whole: a bound, never a byte dropped that may matter."""
+    spent = [0]
+
+    def test(part: list[Span]) -> bool:
+        spent[0] += 1
+        return changes(part)
+
+    def matters(part: list[Span]) -> list[tuple[Span, bool]]:
+        """(span, confirmed): confirmed when poisoning that span alone changed the output."""
+        if len(part) == 1 or spent[0] >= budget:
+            return [(s, len(part) == 1) for s in part]
+        half = len(part) // 2
+        keep = [p for p in (part[:half], part[half:]) if test(p)]
+        if not keep:               # only both halves together change the output: keep the set whole
+            return [(s, False) for s in part]
+        return [m for p in keep for m in matters(p)]
+
+    out: list[Span] = []
+    for (lo, hi), confirmed in matters(sorted(spans)):
+        if confirmed and hi - lo > size and spent[0] < budget:
+            first = first_changing(lambda a, b: test([(a, b)]), lo, hi)
+            last = last_changing(lambda a, b: test([(a, b)]), lo, hi)
+            lo, hi = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
+        out.append((lo, hi))
+    return out
 
 
 def first_changing(changes: Callable[[int, int], bool], lo: int, hi: int) -> int:
@@ -76,18 +112,26 @@ def last_changing(changes: Callable[[int, int], bool], lo: int, hi: int) -> int:
 
 
 def findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: str) -> list[Finding]:
-    """One overread finding per (buffer, region) whose poison changed an output."""
+    """One overread finding per (buffer, region) whose poison changed an output, its bytes the bounded ranges
+    (a report written before ranges were recorded has only `bounds`, or nothing for rows: 0 bytes)."""
     out = []
     for entry in (poison or {}).get("regions") or ():
-        name, region, bounds = entry["buffer"], entry["region"], entry.get("bounds")
+        name, region = entry["buffer"], entry["region"]
         changed = "; ".join(f"{k}: {v['elements']} of {v['of']} elements changed" for k, v in entry["outputs"].items())
-        ranges: tuple[ByteRange, ...] = ()
+        ranges = _ranges(entry)
         where = f"only {name}'s {region} bytes changed pattern"
-        if bounds:
-            ranges = (ByteRange(region, int(bounds[0]), int(bounds[1])),)
-            where += f"; bisection bounds the bytes that matter to {bounds[0]}..{bounds[1] - 1}"
+        if ranges:
+            spans = ", ".join(f"{r.start}..{r.end - 1}" for r in ranges[:4]) + (", ..." if len(ranges) > 4 else "")
+            where += f"; the bytes that matter are bounded to {spans} ({sum(r.nbytes for r in ranges)} B)"
         out.append(Finding(detector=POISON, kind=OVERREAD, buffer=name, region=region,
-                           bytes=(int(bounds[1]) - int(bounds[0])) if bounds else 0, kernel=kernel, arch=arch,
+                           bytes=sum(r.nbytes for r in ranges), count=max(1, len(ranges)), kernel=kernel, arch=arch,
                            ranges=ranges, exact=False, note=f"output changed when {where} ({changed})",
                            details=(("access", "read"), ("zone", region))))
     return out
+
+
+def _ranges(entry: Mapping[str, Any]) -> tuple[ByteRange, ...]:
+    if entry.get("ranges"):
+        return tuple(ByteRange(str(r[2]), int(r[0]), int(r[1])) for r in entry["ranges"])
+    bounds = entry.get("bounds")
+    return (ByteRange(entry["region"], int(bounds[0]), int(bounds[1])),) if bounds else ()

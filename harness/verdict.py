@@ -68,7 +68,8 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
             unplaced = [e for e in seeable if ran.intersection(e.detectors)]
             return Verdict(Outcome.UNSUPPORTED, "; ".join(_unguarded(e, where(e.buffer)) for e in unplaced)
                            + f" (ran: {', '.join(sorted(ran))})")
-        return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))})")
+        why = f": {expectation.reason}" if expectation.reason else ""
+        return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))}){why}")
     if checkable:
         return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
     return Verdict(Outcome.CLEAN, f"clean under {', '.join(sorted(ran))}")

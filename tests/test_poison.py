@@ -49,11 +49,60 @@ def test_bounds_widen_to_whole_elements() -> None:
     assert entry["bounds"] == [4008, 4016]
 
 
-def test_reads_of_row_padding_and_unused_rows_are_named_by_region() -> None:
+def test_reads_of_row_padding_and_unused_rows_are_named_by_region_with_their_bytes() -> None:
     layouts = {"scale": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
     run, _ = simulated({"scale": {75, 410}})      # row 0's padding, unused row 5
     found, _ = poison.survey(layouts, ["scale"], run)
-    assert sorted((e["region"], e["bounds"]) for e in found) == [("row_padding", None), ("unused_row", None)]
+    assert sorted((e["region"], e["ranges"]) for e in found) == [("row_padding", [[75, 76, "row_padding[row 0]"]]),
+                                                                 ("unused_row", [[410, 411, "unused_row[5]"]])]
+
+
+def test_a_packed_stride_read_of_padded_rows_is_bounded_to_the_padding_it_read() -> None:
+    """A consumer walking 5 rows of 72 B with the packed stride reads bytes 0..359: the padding of rows 0..3
+    (8 B each), not row 4's (at 392..399) nor any unused row."""
+    layouts = {"scale": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
+    run, _ = simulated({"scale": set(range(5 * 72))})
+    [entry], runs = poison.survey(layouts, ["scale"], run)
+    assert entry["region"] == "row_padding"
+    assert entry["ranges"] == [[r * 80 + 72, r * 80 + 80, f"row_padding[row {r}]"] for r in range(4)]
+    [f] = poison.findings({"regions": [entry]}, kernel="k", arch="cpu")
+    assert (f.kind, f.buffer, f.region, f.bytes, f.count) == ("overread", "scale", "row_padding", 32, 4)
+    assert [r.region for r in f.ranges] == [f"row_padding[row {r}]" for r in range(4)]
+    assert runs < 4 + 40                    # 4 regions, then halving 5 spans and bisecting 4 of 8 B
+
+
+def test_a_reduction_over_unused_rows_names_each_row_and_the_bytes_read_in_it() -> None:
+    """Reading the 72 logical-width bytes of every physical row, unused ones included: rows 5..7, 72 B each;
+    the 8 B at the end of each unused row are not read and not reported."""
+    layouts = {"scale": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
+    run, _ = simulated({"scale": {r * 80 + c for r in range(8) for c in range(72)}})
+    [entry], _ = poison.survey(layouts, ["scale"], run, {"scale": 4})
+    assert entry["region"] == "unused_row"
+    assert entry["ranges"] == [[r * 80, r * 80 + 72, f"unused_row[{r}]"] for r in (5, 6, 7)]
+
+
+def test_spans_that_matter_only_together_are_kept_whole() -> None:
+    """An output that changes only when two rows' padding are both poisoned (a max, a comparison): no single
+    span is confirmed, so the set is kept whole rather than dropped."""
+    spans = [(72, 80), (152, 160)]
+
+    def changes(part: list[tuple[int, int]]) -> bool:
+        return sum(hi - lo for lo, hi in part) >= 16
+    assert poison.bound(changes, spans) == spans
+
+
+def test_past_the_budget_what_is_left_stays_whole() -> None:
+    spans = [(r * 80 + 72, r * 80 + 80) for r in range(64)]
+    calls = []
+
+    def changes(part: list[tuple[int, int]]) -> bool:
+        calls.append(part)
+        return any(lo <= 75 < hi or lo <= 5035 < hi for lo, hi in part)
+    assert poison.bound(changes, spans, budget=4000) == [(75, 76), (5035, 5036)]
+    calls.clear()
+    kept = poison.bound(changes, spans, budget=3)
+    assert len(calls) <= 4 and (72, 80) in kept and (5032, 5040) in kept     # unrefined spans whole: a bound
+    assert set(kept) <= set(spans) and len(kept) > 2
 
 
 def test_nothing_read_nothing_found_one_run_per_buffer_region() -> None:
@@ -76,7 +125,7 @@ def test_findings_carry_region_bounds_and_are_inexact() -> None:
     src, scale = poison.findings(data, kernel="k", arch="cpu")
     assert (src.detector, src.kind, src.buffer, src.region, src.bytes, src.exact) == (POISON, "overread", "src", "past_end", 8, False)
     assert [(r.start, r.end) for r in src.ranges] == [(4008, 4016)] and "4008..4015" in src.note
-    assert (scale.region, scale.bytes, scale.ranges) == ("row_padding", 0, ())
+    assert (scale.region, scale.bytes, scale.ranges) == ("row_padding", 0, ())   # a report from before ranges
     assert poison.findings(None, kernel="k", arch="") == []
 
 
@@ -96,3 +145,14 @@ def test_arena_poisons_only_the_given_spans() -> None:
     assert int((st == 0xFF).sum()) == 4
     with pytest.raises(L.LayoutError, match=r"poison span 0..4 is not inside its marker bytes"):
         Arena(torch.device("cpu"), poison_spans={"y": [(0, 4)]}).tensor("y", (100,), torch.uint8)
+
+
+def test_a_bound_must_lie_inside_the_expected_bytes() -> None:
+    """Poison's ranges are bytes whose poison changed the output, so bytes the kernel read: held to the expected
+    ranges (inside them), while its byte count, a bound, is not held to the expected count."""
+    entry = {"buffer": "scale", "region": "row_padding", "outputs": {"o": {"elements": 1, "of": 9}},
+             "ranges": [[72, 80, "row_padding[row 0]"], [152, 160, "row_padding[row 1]"]]}
+    [f] = poison.findings({"regions": [entry]}, kernel="k", arch="")
+    padding = ((72, 80), (152, 160), (232, 240))
+    assert ExpectedFinding("overread", "scale", (POISON,), region="row_padding", bytes=24, ranges=padding).matches(f)
+    assert not ExpectedFinding("overread", "scale", (POISON,), region="row_padding", ranges=((72, 80),)).matches(f)
