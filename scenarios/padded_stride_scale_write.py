@@ -6,6 +6,10 @@ The packed writes stay inside the allocation, so no sanitizer sees them: only th
 row's padding do (H=2304, 5 tokens in 8 rows: the 8 padding bytes of rows 0..3). The reverse mismatch (a
 padded stride on a packed allocation) writes past the end, which memcheck sees. Hidden sizes with
 H % 512 in {128, 256, 384} have padding; 2560, 4096 and 7168 have none and are clean in both modes.
+Uninit mode sees the other side of the same bug: the packed writes fall short of the last tokens' scale bytes
+(H=2304, 5 tokens: token 4's bytes 40..71 are never written), and the reverse mismatch skips a slice of every
+row; `unwritten` derives those bytes from the same addressing model (`written`). The sglang adapter declares
+no scale output (it compares the scale bytes with the model itself), so only our kernels expect them.
 Every case runs the CUDA kernel (GPU) and its Triton twin (GPU, or CPU under TRITON_INTERPRET=1): our model of
 the kernel. The REAL sglang kernel runs too (impl `sglang-<version>`, built from the published wheel by
 kernels/pre_dispatch/sglang.py, `make upstream` fetches it), fed as its callers fed it: 0.5.18 a contiguous
@@ -17,7 +21,7 @@ changes fails the case.
 from __future__ import annotations
 
 from harness import layout as L
-from harness.model import GUARD, MEMCHECK, OVERWRITE, Expectation, ExpectedFinding
+from harness.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
 from harness.modes import MODES
 from harness.scenario import Case, Param, Scenario, grid
 from kernels.pre_dispatch import layout as PL
@@ -76,6 +80,28 @@ def _outside(case: Case, placement: str) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+def unwritten(case: Case) -> list[tuple[int, int]]:
+    """The logical scale bytes of the used rows (token t's G bytes at t * allocated stride) that the kernel's
+    addressing never reaches: packed writes into padded rows fall short of the last tokens' bytes, padded
+    writes into packed rows skip a slice of every row. What uninit mode finds still holding its fill (nothing
+    when the host refuses the layout: nothing is launched, nothing is an output)."""
+    if _mode(case) == "refused":
+        return []
+    g, stride, nt = PL.scale_row_bytes(case.params["hidden"]), _allocated_stride(case), case.params["num_tokens"]
+    done = written(case)
+    left: list[tuple[int, int]] = []
+    for lo, hi in ((t * stride, t * stride + g) for t in range(nt)):
+        for w_lo, w_hi in done:
+            if w_hi <= lo or w_lo >= hi:
+                continue
+            if w_lo > lo:
+                left.append((lo, w_lo))
+            lo = max(lo, w_hi)
+        if lo < hi:
+            left.append((lo, hi))
+    return L.merge_runs(left)
+
+
 def _expect(case: Case) -> Expectation:
     guarded = _outside(case, L.GUARDED)
     flush = _outside(case, MEMCHECK_PLACEMENT)
@@ -89,6 +115,12 @@ def _expect(case: Case) -> Expectation:
         # ends the kernel at its first bad store, so it reports some of these bytes, not all.
         found.append(ExpectedFinding(OVERWRITE, "scale", (MEMCHECK,), region="past_end"))
     version = PL.sglang_version(case.params["impl"])
+    never = unwritten(case) if version is None else []
+    if never:
+        # Our kernels' adapter declares the scale rows an output, so uninit mode sees the bytes the addressing
+        # skips (the sglang adapter compares them with the model itself and declares no scale output).
+        found.append(ExpectedFinding(UNWRITTEN, "scale", (UNINIT,), region="inside", bytes=sum(e - s for s, e in never),
+                                     ranges=tuple(never), upstream=upstream))
     if _mode(case) == "refused":
         return Expectation((), f"sglang {version}'s host wrapper refuses the other version's scale layout: "
                                f"{PL.SGLANG_REFUSALS[version]!r} (contract; nothing is launched)")
@@ -108,6 +140,8 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
     token, tbyte = divmod(start, step)
     if start >= case.params["padded_max"] * stride:
         return f"{start - case.params['padded_max'] * stride}..{end - 1 - case.params['padded_max'] * stride} B past the end (token {token}'s scale bytes {tbyte}..{tbyte + end - start - 1})"
+    if col < g and row < case.params["num_tokens"] and not any(lo < end and start < hi for lo, hi in written(case)):
+        return f"row {row}: token {row}'s scale bytes {col}..{col + end - start - 1} ({end - start} B) never written"
     place = f"row {row}: padding bytes {col}..{col + end - start - 1}" if col >= g else f"row {row}: bytes {col}..{col + end - start - 1}"
     shift = row * stride - token * step if step else 0
     return f"{place} ({end - start} B); token {token}'s scale bytes {tbyte}..{tbyte + end - start - 1} land {abs(shift) if shift else 0} B {'early' if shift > 0 else 'late' if shift < 0 else 'in place'}"
@@ -163,7 +197,7 @@ SCENARIO = Scenario(
     kernel=_kernel,
     needs_gpu=lambda case: case.params["impl"] != "triton",
     describe=_describe,
-    detectors=(GUARD, MEMCHECK, "guard_page", "poison"),
+    detectors=(GUARD, MEMCHECK, "guard_page", "poison", UNINIT),
     timeout_s=300.0,
     upstream=PL.SGLANG_FIX,
     cost_s=0.25,           # seconds per case in a warm worker, measured on the H200 (run 7): mean 0.23

@@ -16,7 +16,7 @@ import torch
 from harness import layout as L
 from harness import registry
 from harness.guard import Arena
-from harness.model import GUARD, MEMCHECK, OVERWRITE, Expectation, ExpectedFinding
+from harness.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
 from harness.scenario import Case, Param, Scenario, ScenarioError, grid
 
 # ---------------------------------------------------------------------------------------- real scenarios
@@ -220,7 +220,9 @@ def test_packed_h2304_5_of_8_overwrites_32_padding_bytes_of_rows_0_to_3(impl: st
     # written is 359; row r's padding is r*80+72 .. r*80+80, hit for rows 0..3 (row 4's starts at 392).
     assert expect(f"packed-{impl}-H2304-T5of8").findings == (
         ExpectedFinding(OVERWRITE, "scale", (GUARD,), region="row_padding", bytes=32,
-                        ranges=((72, 80), (152, 160), (232, 240), (312, 320))),)
+                        ranges=((72, 80), (152, 160), (232, 240), (312, 320))),
+        # token 4's row is 320..392: the packed writes stop at 360, so its bytes 40..71 are never written
+        ExpectedFinding(UNWRITTEN, "scale", (UNINIT,), region="inside", bytes=32, ranges=((360, 392),)))
 
 
 @pytest.mark.parametrize("impl", ["triton", "cuda"])
@@ -240,13 +242,18 @@ def test_strided_on_packed_8_of_8_writes_56_bytes_past_the_end() -> None:
     assert expect("strided_on_packed-triton-H2304-T8of8").findings == (
         ExpectedFinding(OVERWRITE, "scale", (GUARD,), region="past_end", bytes=56, ranges=((576, 632),)),
         ExpectedFinding(OVERWRITE, "scale", (MEMCHECK,), region="past_end"),
+        # rows 72 B apart, token t written at t*80: the 8 B at 72t + 8(t-1) of rows 1..7 are skipped
+        ExpectedFinding(UNWRITTEN, "scale", (UNINIT,), region="inside", bytes=56,
+                        ranges=((72, 80), (152, 160), (232, 240), (312, 320), (392, 400), (472, 480), (552, 560))),
     )
 
 
 def test_strided_on_packed_5_of_8_lands_in_unused_rows_only() -> None:
     # Token 4 writes 320..392; rows 5..7 (360..576) are unused: 360..392 is 32 bytes of unused_row[5].
     assert expect("strided_on_packed-triton-H2304-T5of8").findings == (
-        ExpectedFinding(OVERWRITE, "scale", (GUARD,), region="unused_row", bytes=32, ranges=((360, 392),)),)
+        ExpectedFinding(OVERWRITE, "scale", (GUARD,), region="unused_row", bytes=32, ranges=((360, 392),)),
+        ExpectedFinding(UNWRITTEN, "scale", (UNINIT,), region="inside", bytes=32,
+                        ranges=((72, 80), (152, 160), (232, 240), (312, 320))))
 
 
 def test_padded_hidden_sizes_all_expect_a_finding_when_packed() -> None:
