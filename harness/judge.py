@@ -17,11 +17,15 @@ The rules, in order (each has a test in tests/test_judge.py):
  2. a fault (lost context, or a death in the launch) that no detector turned into a finding: CRASHED.
  3. nothing guarded (no buffer through the context, or none covered for a detector that needs one: every buffer
     is covered unless the scenario or the run narrows cover to watched ones): UNRESOLVED.
- 4. a sanitizer that did not run to the end, a record count or exit code that disagrees with its records,
-    or a kernel that was never launched: UNRESOLVED.
+ 4. a sanitizer that did not run to the end (crashed, killed, truncated XML), a record count or exit code that
+    disagrees with its records, or a kernel that was never launched: UNRESOLVED. A sanitizer that never attached
+    did not start its detector: rule 6.
  5. verdict.decide on the findings of the detectors that ran; sanitizer records that cannot be placed are
     findings of their own (buffer "(unplaced)"), so they fail the case, showing the raw record.
- 6. a detector that should have run and could not turns a pass (clean, expected) into "could not run".
+ 6. a detector that should have run and could not (no usable compute-sanitizer, one that never attached, no VMM
+    guard page) turns a pass (clean, expected) into "could not run", naming what was needed and what was found;
+    a kernel whose build needs a tool the machine lacks (kernels.errors.ToolchainMissing, an Unsupported) is
+    rule 1's could not run; a compile error in its source (KernelBuildError) stays UNRESOLVED, a failure.
  7. a mode whose detectors this scenario does not use, or that cannot see its bug: NOT_APPLICABLE.
  8. a baseline (apply_baseline) turns FINDING into EXPECTED_FINDING only when every finding is accepted on
     detector, kind, buffer and region; it never touches UNEXPECTEDLY_CLEAN.
@@ -86,10 +90,25 @@ class SanitizerRun:
     summary_errors: int | None = None  # the "ERROR SUMMARY: N errors" count
     exit_code: int | None = None
     describe: str = ""                # "compute-sanitizer 2025.3.1 (/path)"
+    never_attached: str = ""          # why it never instrumented the worker (the tool could not start there)
 
     @property
     def ran(self) -> bool:
         return not self.problem
+
+    @property
+    def attached(self) -> bool:
+        return not self.never_attached
+
+    def not_started(self, detector: str) -> DetectorRun | None:
+        """A sanitizer that never attached could not start its detector: 'could not run' (rule 6: a failure on a GPU
+        machine unless --allow-unsupported; what the other detectors saw is kept), naming what was needed and
+        what was found. Its missing XML and ERROR SUMMARY follow from that. None when it attached."""
+        if self.attached:
+            return None
+        return DetectorRun(detector, False, f"needed {self.tool} attached to the worker process to instrument its "
+                                            f"CUDA calls; found {self.describe or 'compute-sanitizer'}, which never "
+                                            f"attached: {self.never_attached}", missing=True)
 
     def disagreement(self) -> str:
         """Why the sanitizer's own count or exit code disagrees with its records; "" when they agree."""
@@ -181,6 +200,8 @@ class MemcheckDetector:
         run = ev.sanitizer
         if run is None:
             return DetectorRun(MEMCHECK, False, "not sanitized", missing=True)
+        if not run.attached:
+            return run.not_started(MEMCHECK)  # type: ignore[return-value]
         if not run.ran:
             return DetectorRun(MEMCHECK, False, run.problem)
         return DetectorRun(MEMCHECK, True, run.describe or "compute-sanitizer ran")
@@ -278,6 +299,8 @@ class HazardDetector:
             return DetectorRun(self.name, False, "not sanitized", missing=True)
         if run.tool != self.name:
             return DetectorRun(self.name, False, f"the process ran under {run.tool}, not {self.name}")
+        if not run.attached:
+            return run.not_started(self.name)  # type: ignore[return-value]
         if not run.ran:
             return DetectorRun(self.name, False, run.problem)
         return DetectorRun(self.name, True, run.describe or f"compute-sanitizer {self.name} ran")
@@ -309,8 +332,10 @@ def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | N
     from harness import parse
     text = parse.parse_text(log)
     problems = []
+    never = ""
     if text.attached is False:
-        problems.append("compute-sanitizer never attached to the worker (" + (text.problem or "target terminated before first instrumented API call") + ")")
+        never = text.problem or "target terminated before first instrumented API call"
+        problems.append(f"compute-sanitizer never attached to the worker ({never})")
     internal = [r for r in text.records if r.category == "internal_error"]
     if text.attached and text.summary_errors is not None:
         # After a full sanitized run, "process didn't terminate successfully" only says the target died
@@ -339,7 +364,7 @@ def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | N
                 problems.append(f"sanitizer XML incomplete: {parsed.problem}")
     if text.summary_errors is None and not timed_out:
         problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
-    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe)
+    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe, never_attached=never)
 
 
 def _target_died(text: str) -> bool:
@@ -634,7 +659,7 @@ class Judge:
             return (f"nothing was guarded for {', '.join(blind)}: no buffer was covered ({narrowed}), and "
                     f"{'it sees' if len(blind) == 1 else 'they see'} only covered buffers")
         run = ev.sanitizer
-        if self.mode.sanitizer and run is not None:
+        if self.mode.sanitizer and run is not None and run.attached:   # never attached: its detectors say so (rule 6)
             if not run.ran:
                 return f"{run.tool} did not run properly: {run.problem}"
             disagreement = run.disagreement()

@@ -10,18 +10,22 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from kernels.errors import KernelBuildError
+from kernels.errors import KernelBuildError, ToolchainMissing
 
 CACHE_ENV = "GPU_MEMSAFETY_CACHE"
 # -lineinfo puts file:line into the SASS so memcheck names the source line of a bad access.
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo"]
 OUTPUT_TAIL = 4000
+# nvcc's words for an architecture it does not know ("nvcc fatal   : Unsupported gpu architecture 'compute_120'"):
+# the toolkit is too old for this GPU, not a fault of the source.
+UNSUPPORTED_ARCH = re.compile(r"Unsupported gpu architecture '([^']+)'")
 
 
 def cache_root() -> Path:
@@ -54,13 +58,40 @@ def build_extension(name: str, cu_path: Path, binding: str, capability: tuple[in
         return _load(f"gpu_memsafety_{name}_{key}", sources, flags, build_dir, cu_path)
 
 
+def toolchain_problem() -> str:
+    """What building a CUDA extension needs and this machine lacks ("" when nvcc and ninja are there)."""
+    import shutil
+
+    import torch
+    from torch.utils import cpp_extension
+    missing = []
+    home = cpp_extension.CUDA_HOME
+    if not home or not (Path(home) / "bin" / "nvcc").is_file():
+        found = (f"CUDA_HOME={home} has no bin/nvcc" if home else
+                 f"torch found no CUDA toolkit (CUDA_HOME, CUDA_PATH, nvcc on PATH: {shutil.which('nvcc') or 'none'}, "
+                 f"/usr/local/cuda), torch {torch.__version__} built for CUDA "
+                 f"{torch.version.cuda or 'none'}")
+        missing.append(f"nvcc from a CUDA toolkit; found: {found}")
+    if not cpp_extension.is_ninja_available():
+        missing.append("ninja (torch builds extensions with it); found: none on PATH")
+    return "; ".join(missing)
+
+
 def _load(module_name: str, sources: list[Path], flags: list[str], build_dir: Path, origin: Path) -> ModuleType:
     from torch.utils import cpp_extension
+    problem = toolchain_problem()
+    if problem:
+        raise ToolchainMissing(f"building {origin.name} needs {problem}")
     try:
         return cpp_extension.load(name=module_name, sources=[str(s) for s in sources], extra_cflags=["-O2"],
                                   extra_cuda_cflags=flags, build_directory=str(build_dir), verbose=False)
     except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError) as exc:
         output = str(exc)
+        unknown = UNSUPPORTED_ARCH.search(output)
+        if unknown:
+            raise ToolchainMissing(f"building {origin.name} needs an nvcc that supports {unknown.group(1)} (the GPU's "
+                                   f"architecture); found one that does not: {unknown.group(0).strip()} "
+                                   f"(nvcc_flags = {' '.join(flags)})") from exc
         raise KernelBuildError(f"building {origin.name} failed\nsource = {origin}\nbuild_dir = {build_dir}\n"
                                f"nvcc_flags = {' '.join(flags)}\n--- compiler output (tail) ---\n{output[-OUTPUT_TAIL:]}") from exc
 

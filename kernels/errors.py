@@ -1,8 +1,10 @@
 """Exceptions shared by the kernel adapters.
 
 `Unsupported` means "this machine cannot run that": the harness turns it into an 'unsupported'
-outcome, never a failure. `KernelBuildError` means the kernel source did not compile: a real failure,
-carrying the tail of the compiler's output.
+outcome, never a failure. `ToolchainMissing` (an Unsupported) means building a kernel needs a tool this machine
+lacks (nvcc, ninja, an nvcc that knows the GPU's architecture): the case could not run here, which fails a run on
+a GPU machine unless --allow-unsupported accepts it. `KernelBuildError` means the kernel source did not compile
+with the tools that are there: a real failure that nothing accepts, carrying the tail of the compiler's output.
 """
 from __future__ import annotations
 
@@ -15,3 +17,7 @@ class NotApplicable(Unsupported):
 
 class KernelBuildError(Exception):
     """Compiling a kernel failed; the message ends with the tail of the compiler's output."""
+
+
+class ToolchainMissing(Unsupported):
+    """Building a kernel needs a tool this machine lacks; the message names what was needed and what was found."""

@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
+from harness.job import ERROR, UNSUPPORTED
+from harness.worker import classify
 from kernels import cuda_build
+from kernels.errors import KernelBuildError, ToolchainMissing
 
 
 def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -78,3 +81,59 @@ def test_second_process_waits_for_the_first_ones_build(tmp_path: Path) -> None:
         p.join(60)
     events = [line.split()[0] for line in Path(marks).read_text().splitlines()]
     assert events == ["enter", "leave", "enter", "leave"]     # never two builds at once
+
+
+# ------------------------------------------------------------------ a build that cannot happen here vs a broken source
+
+def _toolkit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, nvcc: bool = True, ninja: bool = True) -> None:
+    from torch.utils import cpp_extension
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    if nvcc:
+        (home / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(home))
+    monkeypatch.setattr(cpp_extension, "is_ninja_available", lambda: ninja)
+
+
+def _load(tmp_path: Path) -> Any:
+    return cuda_build._load("m", [tmp_path / "k.cu"], ["-O3"], tmp_path, tmp_path / "k.cu")
+
+
+def test_no_nvcc_is_a_missing_toolchain_naming_what_was_needed_and_found(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """No toolkit: the case could not run here (worker status unsupported -> `could not run`, a failure on a GPU
+    machine unless --allow-unsupported), never `unresolved` as if the source were broken."""
+    from torch.utils import cpp_extension
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    with pytest.raises(ToolchainMissing, match=r"building k.cu needs nvcc from a CUDA toolkit; found: torch found no "
+                                               r"CUDA toolkit") as info:
+        _load(tmp_path)
+    assert classify(info.value) == UNSUPPORTED
+    _toolkit(monkeypatch, tmp_path, nvcc=False, ninja=False)
+    with pytest.raises(ToolchainMissing, match=r"has no bin/nvcc; ninja \(torch builds extensions with it\); found: none"):
+        _load(tmp_path)
+
+
+def test_an_nvcc_too_old_for_the_gpu_is_a_missing_toolchain(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from torch.utils import cpp_extension
+    _toolkit(monkeypatch, tmp_path)
+
+    def too_old(**_: Any) -> None:
+        raise RuntimeError("Error building extension 'm': nvcc fatal   : Unsupported gpu architecture 'compute_120'")
+    monkeypatch.setattr(cpp_extension, "load", too_old)
+    with pytest.raises(ToolchainMissing, match=r"needs an nvcc that supports compute_120 .*found one that does not"):
+        _load(tmp_path)
+
+
+def test_a_compile_error_in_the_source_stays_a_build_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A broken source is the kernel's fault, not the machine's: KernelBuildError, an error (unresolved, a failure
+    that --allow-unsupported does not accept), with the compiler's words."""
+    from torch.utils import cpp_extension
+    _toolkit(monkeypatch, tmp_path)
+
+    def broken(**_: Any) -> None:
+        raise RuntimeError("k.cu(3): error: expected a \";\"")
+    monkeypatch.setattr(cpp_extension, "load", broken)
+    with pytest.raises(KernelBuildError, match=r"expected a") as info:
+        _load(tmp_path)
+    assert not isinstance(info.value, ToolchainMissing) and classify(info.value) == ERROR

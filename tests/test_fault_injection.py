@@ -355,7 +355,6 @@ def test_a_host_side_refusal_is_judged_without_a_launch_and_a_silent_no_launch_i
 
 @pytest.mark.parametrize("behavior, mode, reason", [
     ("crash", "memcheck", "Internal Sanitizer Error: the fake sanitizer crashed on purpose"),
-    ("never_attached", "memcheck", "never attached"),
     ("truncated", "both", "sanitizer XML incomplete"),
     ("hostile", "memcheck", "DOCTYPE"),
     ("nothing", "both", "wrote no XML"),
@@ -366,6 +365,32 @@ def test_broken_sanitizer_run_is_unresolved_with_the_reason(worker_env: Path, tm
     result = run_sanitized(tmp_path, behavior, mode=mode)
     assert result.outcome is Outcome.UNRESOLVED, f"{result.outcome.label}: {result.message}"
     assert reason in result.message
+
+
+def test_a_sanitizer_that_never_attaches_could_not_run_naming_what_was_needed(worker_env: Path, tmp_path: Path) -> None:
+    """compute-sanitizer that never instruments the worker ("terminated before first instrumented API call") did not
+    start its detector: `could not run` (a failure on a GPU machine), naming the tool that was needed and the one
+    found; --allow-unsupported accepts it as a skip. Not `unresolved`: nothing it ran is in doubt, it never ran."""
+    result = run_sanitized(tmp_path, "never_attached", mode="memcheck")
+    assert result.outcome is Outcome.COULD_NOT_RUN, f"{result.outcome.label}: {result.message}"
+    assert "needed memcheck attached to the worker process" in result.message
+    assert "fake-compute-sanitizer), which never attached: " in result.message and "first instrumented" in result.message
+    memcheck = next(d for d in result.detectors if d.detector == MEMCHECK)
+    assert not memcheck.ran and memcheck.missing
+    runner = make_runner(tmp_path / "allowed", "memcheck", gpu_available=True, allow_unsupported=True,
+                         sanitizer=fake_sanitizer(tmp_path, "never_attached"))
+    [allowed] = runner.run([item("clean")])
+    assert allowed.outcome is Outcome.UNSUPPORTED and "never attached" in allowed.message
+
+
+def test_in_mode_both_a_sanitizer_that_never_attaches_keeps_what_the_markers_saw(worker_env: Path, tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    clean = run_sanitized(tmp_path / "a", "never_attached", "clean", mode="both")
+    assert clean.outcome is Outcome.COULD_NOT_RUN and "(what ran: clean under guard)" in clean.message, clean.message
+    found = run_sanitized(tmp_path / "b", "never_attached", "overwrite", mode="both")
+    assert found.outcome is not Outcome.CLEAN and found.outcome is not Outcome.UNSUPPORTED, found.message
+    assert any(f.detector == "guard" for f in found.findings)
 
 
 def test_truncated_xml_with_only_non_access_records_is_not_clean(worker_env: Path, tmp_path: Path) -> None:
