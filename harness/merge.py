@@ -32,6 +32,7 @@ from harness.report import (
     cases_from_report,
     environment_pairs,
     gpus_text,
+    join_reasons,
     load_report,
     matrix,
     md_details,
@@ -59,6 +60,7 @@ class Cell(TypedDict):
     kernel: str
     arch: str
     verdict: str
+    reason: str          # why nothing of the cell ran on any runner ("" when something did)
     cases: int
     failed: int
     overreads: KindTotals
@@ -234,7 +236,8 @@ def merge_cells(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Cell]:
 
 
 def _cell(row: Mapping[str, Any], label: str) -> Cell:
-    return {"kernel": row["kernel"], "arch": row["arch"], "verdict": row["verdict"], "cases": row["cases"],
+    return {"kernel": row["kernel"], "arch": row["arch"], "verdict": row["verdict"], "reason": row["reason"],
+            "cases": row["cases"],
             "failed": row["failed"], "overreads": dict(row["overreads"]),  # type: ignore[typeddict-item]
             "overwrites": dict(row["overwrites"]),  # type: ignore[typeddict-item]
             "kinds": {k: dict(v) for k, v in row["kinds"].items()}, "runners": [label]}  # type: ignore[misc]
@@ -245,6 +248,7 @@ def _fold(cell: Cell, other: Cell) -> Cell:
     return {
         "kernel": cell["kernel"], "arch": cell["arch"],
         "verdict": worst_verdict([cell["verdict"], other["verdict"]]),
+        "reason": join_reasons([cell["reason"], other["reason"]]) if cell["reason"] and other["reason"] else "",
         "cases": cell["cases"] + other["cases"], "failed": cell["failed"] + other["failed"],
         "overreads": _add(cell["overreads"], other["overreads"]),
         "overwrites": _add(cell["overwrites"], other["overwrites"]),
@@ -331,6 +335,8 @@ def _cell_text(cell: Mapping[str, Any] | None, kinds: Sequence[str]) -> str:
         return "not run"
     text = f"{verdict_badge(cell['verdict'])} ({plural(cell['cases'], 'case')}"
     text += f", {cell['failed']} failed)" if cell["failed"] else ")"
+    if cell.get("reason"):
+        text += f": {md_text(cell['reason'])}"
     totals = {"overread": cell["overreads"], "overwrite": cell["overwrites"], **cell.get("kinds", {})}
     for kind in kinds:
         if kind in totals and totals[kind]["findings"]:

@@ -108,7 +108,7 @@ def test_merged_markdown_pivots_kernels_by_arch(two_runners: list[Path]) -> None
     assert text.startswith("## ❌ GPU memory safety across 2 runners — FAILED: 5 ran, 1 failed, 1 not run\n")
     assert "| kernel | sm_100 | sm_90 |" in text
     assert ("| \\_matmul_ogs | ✅ ok (1 case) | ⚠️ known bug (2 cases)<br>1 overread, 1,024 B |") in text
-    assert "| add_kernel | ➖ unsupported (1 case) | not run |" in text
+    assert "| add_kernel | ➖ unsupported (1 case): Missing required feature(s): cuda-bindings | not run |" in text
     assert "❌ failure (1 case, 1 failed)<br>1 overwrite, 32 B" in text
     assert "| b200-1 | NVIDIA B200 | sm_100 | 580.159.04 |" in text
     assert "**padded_stride_scale_write\\[packed-H2304-T5\\]** on h100-3 (sm_90): finding" in text
@@ -368,8 +368,8 @@ def test_cases_without_an_architecture_do_not_make_a_column(tmp_path: Path) -> N
     assert merged["archs"] == ["cpu", "sm_90"]
     text = render_merge_markdown(merged)
     assert "| kernel | cpu | sm_90 |" in text
-    assert "| planted\\_cuda | ➖ unsupported (1 case) | not run |" in text or \
-           "| planted_cuda | ➖ unsupported (1 case) | not run |" in text
+    assert "| planted\\_cuda | ➖ unsupported (1 case): needs a CUDA GPU; found none | not run |" in text or \
+           "| planted_cuda | ➖ unsupported (1 case): needs a CUDA GPU; found none | not run |" in text
 
 
 def test_error_text_from_a_file_cannot_drive_the_terminal(two_runners: list[Path], tmp_path: Path,

@@ -380,7 +380,8 @@ def test_markdown_has_headline_matrix_failures_known_bugs_and_unsupported() -> N
     assert text.startswith("## ❌ GPU memory safety — FAILED: 5 ran, 3 failed, 1 not run (Missing required")
     assert "| kernel | arch | cases | failed | overreads | overwrites | bytes | verdict |" in text
     assert "| \\_matmul_ogs | sm_90 | 4 | 2 | 1 | 0 | 1,024 | ❌ failure |" in text
-    assert "| add_kernel | sm_90 | 1 | 0 | 0 | 0 | 0 | ➖ unsupported |" in text
+    assert ("| add_kernel | sm_90 | 1 | 0 | 0 | 0 | 0 | ➖ unsupported: Missing required feature(s): cuda-bindings "
+            "virtual memory (cuMemAddressReserve) |") in text
     assert "### Failing cases (3)" in text
     assert "  ```text\n  no result after 600 s under compute-sanitizer memcheck\n" in text
     assert "[triton-lang/triton#10772](https://github.com/triton-lang/triton/issues/10772)" in text

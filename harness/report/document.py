@@ -18,10 +18,16 @@ from harness.model import KINDS, ByteRange, CaseResult, DetectorRun, Finding, Ou
 
 REPORT_SCHEMA = "gpu-memsafety-report/1"
 
-# Row verdicts, best first; a merged cell takes the worst of its rows, except that "unsupported" only
-# stands when nothing ran at all (an architecture where some cases ran is judged by those).
+# Row verdicts, best first; a merged cell takes the worst of its rows, except that "not applicable" and
+# "unsupported" only stand when nothing ran at all (an architecture where some cases ran is judged by those).
+# "not applicable": every case of the row does not apply here (another architecture, a mode that cannot see its
+# bug, a copy that needs a newer triton); "unsupported": some could not run and that was accepted. Either row
+# carries the reason, its cases' own words.
 OK, KNOWN_BUG, FAILURE, UNSUPPORTED = "ok", "known bug", "failure", "unsupported"
-VERDICTS = (UNSUPPORTED, OK, KNOWN_BUG, FAILURE)
+NOT_APPLICABLE = "not applicable"
+VERDICTS = (NOT_APPLICABLE, UNSUPPORTED, OK, KNOWN_BUG, FAILURE)
+# Reasons a not-run row names before "and N more".
+REASONS_SHOWN = 2
 
 # The report's own status: "empty" when no case was checked (none ran, or none could), because a run that
 # checked nothing must never read as a pass; "interrupted" when the run stopped before every case had a
@@ -45,6 +51,7 @@ class MatrixRow(TypedDict):
     overwrites: KindTotals
     kinds: dict[str, KindTotals]   # every finding kind present in the row (overreads/overwrites included)
     verdict: str
+    reason: str                    # why nothing of the row ran ("" when something did)
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -169,6 +176,7 @@ def _matrix_row(kernel: str, arch: str, cases: Sequence[CaseResult]) -> MatrixRo
         "overwrites": kind_totals(findings, "overwrite"),
         "kinds": {kind: kind_totals(findings, kind) for kind in finding_kinds(findings)},
         "verdict": row_verdict([c.outcome for c in cases]),
+        "reason": row_reason(cases),
     }
 
 
@@ -191,14 +199,27 @@ def row_verdict(outcomes: Sequence[Outcome]) -> str:
     if any(o.is_failure for o in outcomes):
         return FAILURE
     if all(not outcome_ran(o) for o in outcomes):
-        return UNSUPPORTED
+        return NOT_APPLICABLE if all(o is Outcome.NOT_APPLICABLE for o in outcomes) else UNSUPPORTED
     if any(o is Outcome.EXPECTED_FINDING for o in outcomes):
         return KNOWN_BUG
     return OK
 
 
+def row_reason(cases: Sequence[CaseResult]) -> str:
+    """Why none of a row's cases ran: their reasons (each message's first line), each once; "" if one ran."""
+    if any(outcome_ran(c.outcome) or c.outcome.is_failure for c in cases):
+        return ""
+    return join_reasons(c.message.strip().splitlines()[0] if c.message.strip() else c.outcome.label for c in cases)
+
+
+def join_reasons(reasons: Iterable[str]) -> str:
+    distinct = [r for r in dict.fromkeys(reasons) if r]
+    more = f"; and {len(distinct) - REASONS_SHOWN} more" if len(distinct) > REASONS_SHOWN else ""
+    return "; ".join(distinct[:REASONS_SHOWN]) + more
+
+
 def worst_verdict(verdicts: Iterable[str]) -> str:
-    """The verdict of several rows of one (kernel, arch): 'unsupported' only if every row is."""
+    """The verdict of several rows of one (kernel, arch): 'not applicable' or 'unsupported' only if every row is."""
     return max(verdicts, key=VERDICTS.index, default=UNSUPPORTED)
 
 

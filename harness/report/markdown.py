@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.report.document import EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, OK, PASSED, UNSUPPORTED, upstream_of
+from harness.report.document import (EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, NOT_APPLICABLE, OK, PASSED,
+                                     UNSUPPORTED, upstream_of)
 from harness.report.findings import case_findings, describe_finding
 from harness.report.render import (
     Renderer,
@@ -37,7 +38,7 @@ MARKDOWN_MESSAGE_LINES = 40
 # Ids listed per group of cases not run before "and N more".
 IDS_SHOWN = 5
 
-_VERDICT_ICONS = {OK: "✅", KNOWN_BUG: "⚠️", FAILURE: "❌", UNSUPPORTED: "➖"}
+_VERDICT_ICONS = {OK: "✅", KNOWN_BUG: "⚠️", FAILURE: "❌", UNSUPPORTED: "➖", NOT_APPLICABLE: "➖"}
 _STATUS_ICONS = {PASSED: "✅", FAILED: "❌", EMPTY: "⚠️", INTERRUPTED: "❌"}
 
 # Characters Markdown gives a meaning to inline: emphasis, code, links and images, tables, strikethrough;
@@ -127,7 +128,8 @@ class MarkdownRenderer(Renderer):
         body = []
         for row in rows:
             *cells, verdict = matrix_cells(row, kinds)
-            body.append((md_text(cells[0]), md_text(cells[1]), *cells[2:], verdict_badge(verdict)))
+            reason = f": {md_text(row['reason'])}" if row.get("reason") else ""
+            body.append((md_text(cells[0]), md_text(cells[1]), *cells[2:], verdict_badge(verdict) + reason))
         return "### Kernel × architecture\n\n" + md_table(matrix_head(kinds), body)
 
     def never_started(self, ids: Sequence[str]) -> str:

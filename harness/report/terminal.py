@@ -51,6 +51,9 @@ class TerminalRenderer(Renderer):
         widths = [max(len(line[i]) for line in table) for i in range(len(head))]
         lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in
                            enumerate(zip(line, widths))).rstrip() for line in table]
+        # a row that ran nothing says why after its verdict, outside the columns (a long reason widens none)
+        lines = [line + (f"  ({self.text(row['reason'])})" if row.get("reason") else "")
+                 for line, row in zip(lines, [{}, *rows])]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
 
