@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -123,19 +124,25 @@ def test_nested_rich_bars_share_one_display(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_repro_stress_counts_runs_on_stderr_while_they_run() -> None:
+    """The worker's own count is read while it runs: lines between the start and the end. The case sleeps 0.1 s
+    per run (fake_faults[slow]), so 40 runs take 4 s of wall time however a loaded machine schedules them (a
+    real kernel's 40 runs could all land between two reads, 0.5 s apart, in one burst of CPU time)."""
     import os
     import subprocess
     import sys
 
     from harness.registry import ROOT
+    fake = Path(ROOT, "tests", "fake_kernels")
     env = {k: v for k, v in os.environ.items() if k != P.ENV}
-    proc = subprocess.run([sys.executable, "-m", "harness", "repro", "planted_oob", "--variant", "clean", "--mode", "stress",
-                           "--loop", "40"], cwd=str(ROOT), env=dict(env, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1"),
+    proc = subprocess.run([sys.executable, "-m", "harness", "--scenario-path", str(fake / "fake_scenarios"), "repro",
+                           "fake_faults[slow-n4000]", "--mode", "stress", "--loop", "40"], cwd=str(ROOT),
+                          env=dict(env, CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join([str(ROOT), str(fake)])),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    err = [line for line in proc.stderr.splitlines() if line.startswith("stress planted_oob[")]
+    err = [line for line in proc.stderr.splitlines() if line.startswith("stress fake_faults[")]
     assert err[0].endswith("started (40 runs)"), err
     assert err[-1].split(": ", 1)[1].startswith("40 of 40 runs (100%)") and err[-1].endswith(", 0 crashed done"), err
     assert "crashed in 0 of 40 runs" in proc.stdout
-    assert len(err) > 2, err        # the worker's own count, read while it ran, not only the end
+    middle = [line.split(": ", 1)[1].split(" of ")[0] for line in err[1:-1]]
+    assert middle and all(0 < int(n) < 40 for n in middle), err   # read while it ran, not only the end
     assert "started (40 runs)" not in proc.stdout

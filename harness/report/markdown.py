@@ -17,20 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from harness.report.document import (EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, NOT_APPLICABLE, OK, PASSED,
                                      UNSUPPORTED, upstream_of)
 from harness.report.findings import case_findings, describe_finding
-from harness.report.render import (
-    Renderer,
-    environment_pairs,
-    failing_cases,
-    headline,
-    known_bug_groups,
-    matrix_cells,
-    matrix_head,
-    matrix_kinds,
-    not_run_groups,
-    plural,
-    sanitizer_searched,
-    visible,
-)
+from harness.report.render import Renderer, environment_pairs, plural, sanitizer_searched, visible
 
 # GitHub caps a job summary at 1 MiB; past these the Markdown points at report.json instead.
 MARKDOWN_CASES_SHOWN = 50
@@ -109,7 +96,7 @@ class MarkdownRenderer(Renderer):
         return "\n\n".join(s for s in sections if s) + "\n"
 
     def headline(self, report: Mapping[str, Any]) -> str:
-        head = headline(report)
+        head = self.head(report)
         summary, run = report["summary"], report["run"]
         counts = ", ".join(f"{n:,} {label}" for label, n in summary["counts"].items() if n) or "no cases"
         lines = [f"## {_STATUS_ICONS.get(head.status, '')} GPU memory safety — {md_text(head.text)}", ""]
@@ -124,13 +111,10 @@ class MarkdownRenderer(Renderer):
     def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
         if not rows:
             return ""
-        kinds = matrix_kinds(rows)
-        body = []
-        for row in rows:
-            *cells, verdict = matrix_cells(row, kinds)
-            reason = f": {md_text(row['reason'])}" if row.get("reason") else ""
-            body.append((md_text(cells[0]), md_text(cells[1]), *cells[2:], verdict_badge(verdict) + reason))
-        return "### Kernel × architecture\n\n" + md_table(matrix_head(kinds), body)
+        head, lines = self.matrix_table(rows)
+        body = [(md_text(m.cells[0]), md_text(m.cells[1]), *m.cells[2:],
+                 verdict_badge(m.verdict) + (f": {md_text(m.reason)}" if m.reason else "")) for m in lines]
+        return "### Kernel × architecture\n\n" + md_table(head, body)
 
     def never_started(self, ids: Sequence[str]) -> str:
         if not ids:
@@ -140,7 +124,7 @@ class MarkdownRenderer(Renderer):
         return f"### {title}\n\n" + (items if len(ids) <= IDS_SHOWN else md_details("the case ids", items))
 
     def failures(self, cases: Sequence[Mapping[str, Any]]) -> str:
-        failing = failing_cases(cases)
+        failing = self.failing(cases)
         if not failing:
             return ""
         blocks = [f"### Failing cases ({len(failing):,})"]
@@ -158,7 +142,7 @@ class MarkdownRenderer(Renderer):
 
     def known_bugs(self, cases: Sequence[Mapping[str, Any]]) -> str:
         """One row per kernel; every case's findings in a collapsed table below."""
-        groups = known_bug_groups(cases)
+        groups = self.bug_groups(cases)
         if not groups:
             return ""
         total = sum(len(g.cases) for g in groups)
@@ -176,7 +160,7 @@ class MarkdownRenderer(Renderer):
                                        details + (f"\n\n{more}" if more else ""))])
 
     def not_run(self, cases: Sequence[Mapping[str, Any]]) -> str:
-        groups = not_run_groups(cases)
+        groups = self.skip_groups(cases)
         if not groups:
             return ""
         total = sum(len(g.ids) for g in groups)

@@ -322,3 +322,26 @@ class Renderer(abc.ABC):
     @abc.abstractmethod
     def text(self, value: str) -> str:
         """Foreign text made safe for this format."""
+
+    # What every format shows, decided here once; a renderer only lays it out in its own format.
+    head = staticmethod(headline)
+    failing = staticmethod(failing_cases)
+    bug_groups = staticmethod(known_bug_groups)
+    skip_groups = staticmethod(not_run_groups)
+
+    @staticmethod
+    def matrix_table(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[MatrixLine]]:
+        """The matrix's head and, per row, its text cells, its verdict and why it ran nothing ("" if it ran)."""
+        kinds = matrix_kinds(rows)
+        lines = []
+        for row in rows:
+            *cells, verdict = matrix_cells(row, kinds)
+            lines.append(MatrixLine(tuple(cells), verdict, str(row.get("reason") or "")))
+        return matrix_head(kinds), lines
+
+
+@dataclass(frozen=True)
+class MatrixLine:
+    cells: tuple[str, ...]      # kernel, arch (unescaped), counts
+    verdict: str
+    reason: str

@@ -11,19 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.report.document import FAILURE
 from harness.report.findings import case_findings, describe_finding
-from harness.report.render import (
-    Renderer,
-    failing_cases,
-    headline,
-    known_bug_groups,
-    matrix_cells,
-    matrix_head,
-    matrix_kinds,
-    not_run_groups,
-    plural,
-    pytest_counts,
-    visible,
-)
+from harness.report.render import Renderer, plural, pytest_counts, visible
 
 # Case ids shown per group of cases not run (or never started) before "and N more".
 IDS_SHOWN = 3
@@ -45,25 +33,19 @@ class TerminalRenderer(Renderer):
     def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
         if not rows:
             return "no cases ran"
-        kinds = matrix_kinds(rows)
-        head = matrix_head(kinds)
-        table = [head, *(self._cells(row, kinds) for row in rows)]
+        head, lines = self.matrix_table(rows)
+        table = [head, *((self.text(m.cells[0]), self.text(m.cells[1]), *m.cells[2:],
+                          m.verdict.upper() if m.verdict == FAILURE else m.verdict) for m in lines)]
         widths = [max(len(line[i]) for line in table) for i in range(len(head))]
-        lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in
-                           enumerate(zip(line, widths))).rstrip() for line in table]
+        text = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in
+                          enumerate(zip(line, widths))).rstrip() for line in table]
         # a row that ran nothing says why after its verdict, outside the columns (a long reason widens none)
-        lines = [line + (f"  ({self.text(row['reason'])})" if row.get("reason") else "")
-                 for line, row in zip(lines, [{}, *rows])]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
-
-    def _cells(self, row: Mapping[str, Any], kinds: Sequence[str]) -> tuple[str, ...]:
-        *cells, verdict = matrix_cells(row, kinds)
-        return (self.text(cells[0]), self.text(cells[1]), *cells[2:],
-                verdict.upper() if verdict == FAILURE else verdict)
+        text = [t + (f"  ({self.text(m.reason)})" if m and m.reason else "") for t, m in zip(text, [None, *lines])]
+        text.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(text)
 
     def failures(self, cases: Sequence[Mapping[str, Any]]) -> str:
-        failing = failing_cases(cases)
+        failing = self.failing(cases)
         if not failing:
             return ""
         blocks = [f"FAILED {plural(len(failing), 'case')}:"]
@@ -75,7 +57,7 @@ class TerminalRenderer(Renderer):
 
     def known_bugs(self, cases: Sequence[Mapping[str, Any]]) -> str:
         """One line per kernel: how many cases, what was found, the upstream issues."""
-        groups = known_bug_groups(cases)
+        groups = self.bug_groups(cases)
         if not groups:
             return ""
         lines = [f"Known bugs (expected findings), {plural(sum(len(g.cases) for g in groups), 'case')}:"]
@@ -88,7 +70,7 @@ class TerminalRenderer(Renderer):
 
     def not_run(self, cases: Sequence[Mapping[str, Any]]) -> str:
         """One line per reason, a few ids each."""
-        groups = not_run_groups(cases)
+        groups = self.skip_groups(cases)
         if not groups:
             return ""
         total = sum(len(g.ids) for g in groups)
@@ -119,7 +101,7 @@ class TerminalRenderer(Renderer):
         return self.text(f"run {run.get('id') or '(no id)'}{where}, mode {run['mode'] or '-'}")
 
     def headline(self, report: Mapping[str, Any]) -> str:
-        head = headline(report)
+        head = self.head(report)
         counts = ", ".join(f"{n:,} {label}" for label, n in report["summary"]["counts"].items() if n)
         text = head.word.upper() + head.text[len(head.word):]
         said = ", ".join(f"{n:,} {word}" for word, n in pytest_counts(report["cases"]).items())

@@ -65,3 +65,30 @@ def run_case(case: Any, ctx: Any) -> Any:
 
     once()
     return RunInfo(kernel=kernel, outputs={"out": out}, relaunch=once)
+
+
+N = 4096   # 16 blocks of 256 threads
+
+
+def scenario(name: str, bug: str, fixed: str, finding: Any, why: str, summary: str) -> Any:
+    """The calibration scenario of one planted hazard (planted_race, planted_barrier): its buggy variant expects
+    `finding` (an ExpectedFinding of the one detector that sees it) with reason `why`, its fixed twin is clean.
+    CUDA only (needs a GPU and nvcc); each scenario uses only its own detector, so each mode judges only the bug it
+    can see."""
+    from harness.model import Expectation
+    from harness.scenario import Case, Param, Scenario
+
+    own = (bug, fixed)
+    return Scenario(
+        name=name,
+        summary=summary,
+        adapter="kernels.planted.race:run_case",
+        params=(Param("n", int, low=1, high=1 << 28),),
+        variants=own,
+        cases=lambda: [Case(name, v, {"n": N}, f"cuda-n{N}") for v in own],
+        expect=lambda case: Expectation((finding,), why) if case.variant == bug else Expectation(),
+        kernel=lambda case: VARIANTS[case.variant][2],
+        needs_gpu=lambda case: True,
+        detectors=finding.detectors,
+        timeout_s=120.0,
+    )

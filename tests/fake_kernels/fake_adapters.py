@@ -2,7 +2,7 @@
 
 Each variant of the `fake_faults` scenario picks one way for a case to go wrong inside the worker process:
 hang forever, kill its own process or the pytest worker above it, raise, run out of memory, declare
-itself unsupported; the others allocate guarded buffers
+itself unsupported, or take a known time (`slow`); the others allocate guarded buffers
 like a real adapter and optionally plant a 1-byte overwrite past the end of `dst`.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from harness.errors import Unsupported
 
 # Where the hanging adapter writes the pid of the child it starts (set by the test; inherited by the worker).
 SLEEPER_PID_DIR = "FAKE_FAULTS_DIR"
+SLOW_S = 0.1          # variant `slow`: seconds each run sleeps before its clean copy
 
 
 def _hang() -> None:
@@ -70,6 +71,8 @@ def run_case(case: Any, ctx: Any) -> Any:
         dst = ctx.tensor("dst", (n,), torch.uint8, watch=True)
         dst.fill_(3)
         return RunInfo(kernel="far_k", outputs={"dst": dst})
+    if variant == "slow":
+        time.sleep(SLOW_S)    # a clean case that takes a known wall time whatever the load (progress tests)
     src = ctx.tensor("src", (n,), torch.uint8, watch=True)
     dst = ctx.tensor("dst", (n,), torch.uint8)
     src.fill_(3)

@@ -16,16 +16,8 @@ set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/detect-r; mkdir -p "$OUT" "$R"
 BUDGET_S=280; T_START=$(date +%s)   # the whole call stays under 5 minutes: no step runs past the budget
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the 5-minute budget is spent" | tee -a "$R/steps.txt"; return; fi
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1
-  local rc=$?
-  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/$name.log" "$R/steps.txt"
-  tail -3 "$R/$name.log"
-}
+LOGS="$R"
+source "$(dirname "$0")/steps.sh"
 scen() {  # scen NAME LIMIT MODE SCENARIO...
   local name=$1 limit=$2 mode=$3; shift 3
   local sel=(); for s in "$@"; do sel+=(--scenario "$s"); done
@@ -41,19 +33,7 @@ scen synccheck 60 synccheck planted_barrier
 scen default-cost 60 both planted_uninit planted_race planted_barrier
 step gpu-test 120 python3 -m pytest tests/gpu/test_detect.py -p no:cacheprovider -q -rA
 # What each case came to: outcome, and every finding's kind, buffer, region, bytes, source and note.
-python3 - "$R" > "$R/summary.txt" 2>&1 <<'EOF'
-import json, sys
-from pathlib import Path
-for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
-    data = json.loads(report.read_text())
-    print(f"== {report.parent.name}")
-    for case in data.get("cases", []):
-        print(f"  {case['id']}: {case['outcome']} ({case.get('duration_s', 0)} s) {case['message'][:160]!r}")
-        for f in case.get("findings", []):
-            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} {f['bytes']} B x{f['count']} "
-                  f"kernel={f['kernel']} source={f['source']!r} ranges={[(r['start'], r['end']) for r in f['ranges']][:4]}")
-            print(f"      {f['note'][:300]}")
-EOF
+python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 cat "$R/summary.txt"
 python3 -c "from kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$R/summary.txt"
 tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null

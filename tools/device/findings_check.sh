@@ -18,16 +18,8 @@ set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
 BUDGET_S=280; T_START=$(date +%s)
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the 5-minute budget is spent" | tee -a "$OUT/r/steps.txt"; return; fi
-  timeout "$limit" "$@" > "$OUT/r/$name.log" 2>&1
-  local rc=$?
-  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log" "$OUT/r/steps.txt"
-  tail -3 "$OUT/r/$name.log"
-}
+LOGS="$OUT/r"
+source "$(dirname "$0")/steps.sh"
 scen() {  # scen NAME LIMIT MODE
   local name=$1 limit=$2 mode=$3
   step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" \

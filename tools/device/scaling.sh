@@ -13,16 +13,8 @@ set -uf   # -f: the case ids below hold brackets, never globs
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
 BUDGET_S=530; T_START=$(date +%s)
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the budget is spent" | tee -a "$OUT/r/steps.txt"; return; fi
-  timeout "$limit" "$@" > "$OUT/r/$name.log" 2>&1
-  local rc=$?
-  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log" "$OUT/r/steps.txt"
-  tail -4 "$OUT/r/$name.log"
-}
+LOGS="$OUT/r"; STEP_TAIL=4
+source "$(dirname "$0")/steps.sh"
 { nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
 step bootstrap 60 make .venv/.bootstrap-gpu
 # The matrix measured: run 7's default matrix (152 cases: planted_oob, padded_stride_scale_write on our CUDA and
