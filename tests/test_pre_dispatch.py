@@ -494,6 +494,7 @@ def test_build_failure_raises_kernel_build_error(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cpp_extension, "load", failing_load)
+    monkeypatch.setattr(cuda_build, "toolchain_problem", lambda: "")    # nvcc and ninja are there: the source fails
     pre_dispatch_cuda.build.cache_clear()
     with pytest.raises(KernelBuildError) as info:
         pre_dispatch_cuda.build((9, 0))
