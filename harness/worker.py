@@ -157,8 +157,8 @@ class Worker:
             return self._once(adapter, case, watch_placement=self.job.watch_placement, placements=dict(entry.placements))
         first = self._once(adapter, case, watch_placement=self.job.watch_placement)
         then = self.mode.then_placement
-        if then is None or self.job.watch_placement != self.mode.watch_placement:
-            return first
+        if then is None or self.job.watch_placement != self.mode.watch_placement or not first["passes"][0]["pages"]:
+            return first      # one pass: none asked for, or no buffer sat on a page (nothing covered, no VMM here)
         # guard_page: the same buffers again, on front pages (a fault here ends the process like the first pass's)
         return _merge_passes(first, self._once(adapter, case, watch_placement=then))
 

@@ -208,6 +208,10 @@ def test_runner_runs_a_clean_case_twice_back_then_front_pages_without_reruns(pag
     assert "guard_page_reruns" not in r.details
     reruns = [p for p in page_results["runner"].processes if "guard_page_reruns" in p]
     assert [p["placement"] for p in r.details["passes"]] == [L.GUARD_PAGE, L.GUARD_PAGE_FRONT]
+    # without a page (no VMM) there is no second pass, and the guard page could not run: never clean
+    no_vmm = page_results["results"]["no_vmm"]
+    assert [p["placement"] for p in no_vmm.details["passes"]] == [L.GUARD_PAGE]
+    assert no_vmm.outcome is Outcome.COULD_NOT_RUN and no_vmm.failed, no_vmm.message
     # past_end_b: 3 processes (b's fault ends the first; then c; then b's front page), before_start_a: 3, needs_two: 1
     assert len(reruns) == 7, reruns
 

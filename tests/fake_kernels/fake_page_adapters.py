@@ -23,7 +23,7 @@ def run_case(case: Any, ctx: Any) -> Any:
         ctx.tensor(name, (n,), torch.uint8, watch=name == "a")   # every buffer covered (the default), a watched
     where = {name: buf.layout.placement for name, buf in ctx.arena.buffers.items()}
     for name, buf in ctx.arena.buffers.items():
-        if where[name] in (L.GUARD_PAGE, L.GUARD_PAGE_FRONT):
+        if where[name] in (L.GUARD_PAGE, L.GUARD_PAGE_FRONT) and case.variant != "no_vmm":
             buf.backend = "vmm"
     ctx.arena.on_change()                  # the buffer map on disk says so before the "launch"
     variant = case.variant

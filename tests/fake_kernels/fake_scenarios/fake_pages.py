@@ -3,7 +3,8 @@ for tests/test_pageprobe.py's runner test on the CPU (no kernel, no GPU: the ada
 placed and raises the CUDA error a fault leaves).
 
 Buffers a (watched), b and c. Variants: past_end_b (b is read past its end), before_start_a (a is read before its
-start), needs_two (faults only with a and b on back pages together), clean.
+start), needs_two (faults only with a and b on back pages together), clean, no_vmm (its buffers stay torch
+allocations, as without CUDA virtual memory: no page at all).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from harness.scenario import Case, Param, Scenario
 
 NAME = "fake_pages"
 N = 4000
-VARIANTS = ("past_end_b", "before_start_a", "needs_two", "clean")
+VARIANTS = ("past_end_b", "before_start_a", "needs_two", "clean", "no_vmm")
 
 
 def _expect(case: Case) -> Expectation:
