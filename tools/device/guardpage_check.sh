@@ -23,16 +23,7 @@ set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/guardpage-r; mkdir -p "$OUT" "$R"
 T_START=$(date +%s)
-step() {
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the budget is spent" | tee -a "$R/steps.txt"; return; fi
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1
-  local rc=$?
-  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/$name.log" "$R/steps.txt"
-  tail -3 "$R/$name.log"
-}
+LOGS=$R; source "$(dirname "$0")/steps.sh"
 PART=${PART:-all}; BUDGET_S=${BUDGET:-570}
 { date -u; nvidia-smi -L; python3 -m harness env; git log -1 --format='%H %s' 2>/dev/null
   if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
