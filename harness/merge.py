@@ -40,6 +40,7 @@ from harness.report import (
     md_text,
     plural,
     report_json_text,
+    runner_arch,
     sanitizer_searched,
     sanitizer_text,
     summarize,
@@ -208,14 +209,6 @@ def _recomputed_summary(report: Mapping[str, Any]) -> dict[str, Any]:
                      interrupted=str(report["run"].get("interrupted") or ""))
 
 
-def runner_arch(report: Mapping[str, Any]) -> str:
-    """The one architecture of a runner (its environment's `archs`), or '' when it has several or none."""
-    archs = report["environment"].get("archs")
-    if isinstance(archs, list) and len(archs) == 1 and isinstance(archs[0], str):
-        return archs[0]
-    return ""
-
-
 def merge_cells(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Cell]:
     """Matrix rows recomputed from every report's cases, folded into one cell per (kernel, arch), sorted.
 
@@ -224,11 +217,7 @@ def merge_cells(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Cell]:
     cells: dict[tuple[str, str], Cell] = {}
     for label, report in reports:
         results = cases_from_report(report)
-        fallback = runner_arch(report)
-        for result in results:
-            if not result.arch:
-                result.arch = fallback
-        for row in matrix(results):
+        for row in matrix(results, runner_arch(report["environment"])):
             key = (row["kernel"], row["arch"])
             cell = _cell(row, label)
             cells[key] = _fold(cells[key], cell) if key in cells else cell

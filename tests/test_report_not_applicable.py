@@ -1,16 +1,19 @@
 """Matrix rows whose cases all did not run (issue 20 leftover): a row whose every case does not apply here reads
 `not applicable`, not `unsupported`, and every row that ran nothing carries its cases' reasons, shown by the
 terminal, the Markdown summary and the merged matrix; a report written before (such a row saying `unsupported`)
-is still read."""
+is still read; a case judged before any process ran (no arch of its own) counts on the runner's arch, so no
+row reads arch "-" where the runner has one."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.merge import merge_cells
 from harness.model import CaseResult, Outcome
-from harness.report import (NOT_APPLICABLE, OK, UNSUPPORTED, build_report, load_report, matrix, render_markdown,
-                            render_terminal, worst_verdict, write_reports)
+from harness.report import (NOT_APPLICABLE, OK, UNSUPPORTED, ReportError, build_report, load_report, matrix,
+                            render_markdown, render_terminal, worst_verdict, write_reports)
 
 ENV = {"hostname": "h200", "gpus": ["NVIDIA H200"], "archs": ["sm_90"], "driver": "580", "torch": "2.11",
        "triton": "3.6.0"}
@@ -74,14 +77,31 @@ def test_merged_cells_keep_the_reason_only_where_no_runner_ran_anything(tmp_path
     assert (alone["_matmul [copy D]"]["verdict"], alone["_matmul [copy D]"]["reason"]) == (NOT_APPLICABLE, COPY_D)
 
 
+def test_cases_decided_before_any_process_count_on_the_runners_arch() -> None:
+    """No "-" rows: a case judged before a process ran has no arch of its own and counts on the runner's; a kernel
+    with a case that ran and one that did not is one row."""
+    report = build_report(results(), ENV, started="s", finished="f", argv=["make", "sanitize"])
+    assert {(r["kernel"], r["arch"], r["cases"]) for r in report["matrix"]} == {
+        ("_matmul [copy D]", "sm_90", 2), ("planted_reduce_race", "sm_90", 2), ("planted_copy_sum", "sm_90", 2)}
+    several = build_report(results(), {**ENV, "archs": ["sm_90", "sm_100"]}, started="s", finished="f", argv=[])
+    assert ("_matmul [copy D]", "") in {(r["kernel"], r["arch"]) for r in several["matrix"]}   # whose? not known
+
+
 def test_a_report_written_before_not_applicable_rows_is_still_read(tmp_path: Path) -> None:
+    """An older writer: no reason, 'unsupported' for rows nothing of which applies, and cases without an arch in
+    rows of their own. Read as it is; a matrix edited beyond that is still refused."""
     report = build_report(results(), ENV, started="s", finished="f", argv=["make", "sanitize"])
     path = write_reports(report, tmp_path / "new")["json"]
     old = json.loads(path.read_text())
+    old["matrix"] = [{k: v for k, v in row.items() if k != "reason"} for row in matrix(results())]
     for row in old["matrix"]:
-        row.pop("reason")
         if row["verdict"] == NOT_APPLICABLE:
             row["verdict"] = UNSUPPORTED
     (tmp_path / "old.json").write_text(json.dumps(old))
-    assert load_report(tmp_path / "old.json")["matrix"][0]["verdict"] == UNSUPPORTED
+    assert {(r["kernel"], r["arch"], r["verdict"]) for r in load_report(tmp_path / "old.json")["matrix"]} == {
+        ("_matmul [copy D]", "", UNSUPPORTED), ("planted_reduce_race", "", UNSUPPORTED), ("planted_copy_sum", "sm_90", OK)}
     assert load_report(path) == report
+    old["matrix"][0]["cases"] = 3
+    (tmp_path / "edited.json").write_text(json.dumps(old))
+    with pytest.raises(ReportError, match=r"matrix\[0\]\.cases: says 3 but the cases give 2"):
+        load_report(tmp_path / "edited.json")

@@ -41,6 +41,7 @@ from harness.report.document import (
     row_reason,
     row_verdict,
     run_mode,
+    runner_arch,
     shard_record,
     summarize,
     upstream_of,

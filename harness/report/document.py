@@ -112,7 +112,7 @@ def build_report(
         "summary": summarize(results, not_run=not_run, interrupted=interrupted),
         "cases": [result.to_json() for result in results],
         "not_run": list(not_run),
-        "matrix": matrix(results),
+        "matrix": matrix(results, runner_arch(environment)),
     }
 
 
@@ -157,12 +157,22 @@ def outcome_ran(outcome: Outcome | str) -> bool:
     return label not in NOT_RUN_LABELS
 
 
-def matrix(results: Sequence[CaseResult]) -> list[MatrixRow]:
-    """One row per (case kernel, case arch); findings count in the row of the case that produced them."""
+def matrix(results: Sequence[CaseResult], fallback_arch: str = "") -> list[MatrixRow]:
+    """One row per (case kernel, case arch); findings count in the row of the case that produced them. A case
+    without an architecture (decided before any process ran: not applicable, could not run) counts on
+    `fallback_arch`, the runner's (runner_arch), so cases that did not run make no row of their own."""
     groups: dict[tuple[str, str], list[CaseResult]] = {}
     for result in results:
-        groups.setdefault((result.kernel, result.arch), []).append(result)
+        groups.setdefault((result.kernel, result.arch or fallback_arch), []).append(result)
     return [_matrix_row(kernel, arch, cases) for (kernel, arch), cases in sorted(groups.items())]
+
+
+def runner_arch(environment: Mapping[str, Any]) -> str:
+    """The one architecture of a runner (its environment's `archs`), or '' when it has several or none."""
+    archs = environment.get("archs")
+    if isinstance(archs, list) and len(archs) == 1 and isinstance(archs[0], str):
+        return archs[0]
+    return ""
 
 
 def _matrix_row(kernel: str, arch: str, cases: Sequence[CaseResult]) -> MatrixRow:
