@@ -87,6 +87,12 @@ class Mode:
         """Environment the worker runs under (None removes a variable)."""
         return {"PYTORCH_NO_CUDA_MEMORY_CACHING": None if self.caching_allocator else "1"}
 
+    def case_placement(self, watch_placement: str, detectors: tuple[str, ...]) -> str:
+        """Where a case's covered buffers go: the run's watch placement (Job.watch_placement) when a detector of
+        this mode that the scenario uses needs a covered buffer; front and back guards otherwise (the memcheck
+        placement strips the markers' guards, and no detector of the case would look past the end)."""
+        return watch_placement if self.needs_watch(detectors) else L.GUARDED
+
     def needs_watch(self, detectors: tuple[str, ...] | None = None) -> tuple[str, ...]:
         """This mode's detectors (among `detectors`, the scenario's) that see nothing without a covered buffer."""
         used = self.detectors if detectors is None else tuple(d for d in self.detectors if d in detectors)

@@ -84,6 +84,7 @@ class Worker:
         self._index = 0
         self._entry: J.JobCase | None = None
         self._cover = COVER_ALL            # which buffers the case in progress covers (resolve_cover)
+        self._placement = job.watch_placement   # where they go (Mode.case_placement)
         self.page_allocators = self._page_allocators(job.flush_backend)
 
     def _page_allocators(self, backend: str) -> dict[str, Any]:
@@ -118,6 +119,7 @@ class Worker:
             from harness.adapter import checked
             scenario = _scenario_of(self._entry)
             self._cover = resolve_cover(self.job.cover, scenario.cover)
+            self._placement = self.mode.case_placement(self.job.watch_placement, tuple(scenario.detectors))
             adapter = checked(scenario.resolve_adapter(), scenario.name)
             body = self._dispatch(adapter, case)
             status = {"status": J.OK}
@@ -154,10 +156,10 @@ class Worker:
             return fillcheck.run(self, adapter, case)
         entry = self._entry
         if entry is not None and entry.placements is not None:     # a guard-page rerun: its placements, one pass
-            return self._once(adapter, case, watch_placement=self.job.watch_placement, placements=dict(entry.placements))
-        first = self._once(adapter, case, watch_placement=self.job.watch_placement)
+            return self._once(adapter, case, watch_placement=self._placement, placements=dict(entry.placements))
+        first = self._once(adapter, case, watch_placement=self._placement)
         then = self.mode.then_placement
-        if then is None or self.job.watch_placement != self.mode.watch_placement or not first["passes"][0]["pages"]:
+        if then is None or self._placement != self.mode.watch_placement or not first["passes"][0]["pages"]:
             return first      # one pass: none asked for, or no buffer sat on a page (nothing covered, no VMM here)
         # guard_page: the same buffers again, on front pages (a fault here ends the process like the first pass's)
         return _merge_passes(first, self._once(adapter, case, watch_placement=then))

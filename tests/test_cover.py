@@ -94,6 +94,14 @@ def test_modes_that_need_no_watched_buffer_cover_nothing(mode: str) -> None:
     assert set(L.placements(ctx.arena.buffer_map()).values()) == {L.GUARDED} and not ctx.covered
 
 
+def test_a_case_whose_scenario_uses_no_detector_that_needs_cover_keeps_its_guards() -> None:
+    both, page = MODES["both"], MODES["guard_page"]
+    assert both.case_placement(L.EXACT, (GUARD, MEMCHECK)) == L.EXACT
+    assert both.case_placement(L.EXACT, (GUARD, "uninit")) == L.GUARDED
+    assert page.case_placement(L.GUARD_PAGE, (GUARD, "guard_page")) == L.GUARD_PAGE
+    assert page.case_placement(L.GUARD_PAGE, (GUARD, MEMCHECK)) == L.GUARDED
+
+
 def test_a_sanitizer_mode_without_its_sanitizer_covers_nothing() -> None:
     ctx = context(MODES["both"].placement(sanitized=False))
     allocate(ctx)

@@ -137,3 +137,14 @@ def test_both_mode_narrowed_judges_the_scratch_write_by_its_own_back_guard(tmp_p
     result = results[cid("input_overwrite")]
     assert result.outcome is Outcome.EXPECTED_FINDING, result.message
     assert triples(result) == [(GUARD, OVERWRITE, "scratch", "past_end", 4, [(64, 68)])]
+
+
+def test_a_scenario_whose_detectors_need_no_covered_buffer_keeps_every_guard_in_both_mode(tmp_path: Path,
+                                                                                      interpreter: str) -> None:
+    """planted_uninit uses the guard markers and uninit, not memcheck: in `both` mode nothing of it is placed for
+    memcheck (the exact placement would only strip the markers' guards), and that is no 'nothing was guarded'."""
+    results = run("both", tmp_path, ["planted_uninit[accumulate_zeroed-triton-n4000]"], gpu_available=True,
+                  sanitizer=fake_memcheck(tmp_path, "expected"), python=interpreter, timeout_scale=0.5)
+    [result] = results.values()
+    assert result.outcome is Outcome.CLEAN, result.message
+    assert result.details["cover"] == {"cover": "all", "covered": [], "watched": ["out"]}

@@ -2,28 +2,32 @@
 # Issue 20 item 1, "every buffer covered by default", on the device machine (H200). Everything under $OUT, at most
 # 8 files (summary.txt, compare.txt, steps.txt, env.txt, reports.tgz, and the tail of each matrix log).
 #
-#   PART=matrix   the whole default matrix as `make sanitize` runs it (mode both, PYTEST_ARGS "-n 4", as
+#   PART=matrix   (default) the whole default matrix as `make sanitize` runs it (mode both, PYTEST_ARGS "-n 4", as
 #                 evidence/h200/run12-make-sanitize-final), once per cover in COVERS (default "all watched":
 #                 every buffer covered, then only watch=True buffers, the behaviour before issue 20), each timed;
 #                 compare.txt lists every case whose outcome differs between the two, and each run's counts.
 #   PART=planted  scenarios/planted_unwatched.py (Triton and CUDA; only the output is watched) in modes both,
 #                 memcheck, guard, poison and guard_page with every buffer covered, then memcheck with
 #                 --cover watched (the old blind spot: the overread must be missed there).
-#   PART=all      planted, then matrix (the default; one call fits only with warm caches: BUDGET caps it).
+#   PART=all      planted, then matrix (one device call holds at most 600 s: with cold caches run PART=matrix and
+#                 PART=planted as two calls; BUDGET caps every step so that the summary is always written).
 # Carried like tools/device/lead_check.sh: .vendor/ (make upstream's output) and .devwhl/ (apache-tvm-ffi 0.1.11).
 #
-# What it should show (see the session's report): matrix: cover=all and cover=watched differ only in
-# planted_unwatched (all: expected findings; watched: its overread and overwrite cases unexpectedly clean), no new
-# finding under cover=all; the wall times of both (the first run pays the cold caches: its time is an upper
-# bound). planted: both/memcheck: input_overread -> memcheck overread of x past_end 4 B (16384..16388 for n4096,
-# 16000..16004 for n4000); input_overwrite -> memcheck overwrite of scratch past_end 4 B (64..68); clean -> clean;
-# guard: overwrite seen by the markers (scratch past_end 64..68, zone back_guard), overread not applicable;
-# poison: overread found by poison (x past_end, 4 B), overwrite by the markers; memcheck --cover watched: both bugs
-# unexpectedly clean ("x was not covered ..."), clean stays clean.
+# What it should show: matrix: cover=all and cover=watched differ only in planted_unwatched's input_overread cases
+# (all: expected finding, memcheck overread of x; watched: unexpectedly clean, "x was not covered"; its
+# input_overwrite stays an expected finding either way, by memcheck under all and by scratch's back guard under
+# watched), no case failing under cover=all that passes under watched; the wall time of each (the first run pays
+# the cold caches: its time is an upper bound). planted: both/memcheck: input_overread -> memcheck overread of x
+# past_end 4 B (16384..16388 for n4096, 16000..16004 for n4000); input_overwrite -> memcheck overwrite of scratch
+# past_end 4 B (64..68); clean -> clean. guard: the overwrite seen by the markers (scratch past_end 64..68, zone
+# back_guard), the overread not applicable. poison: the overread found by poison (x past_end, 4 B), the overwrite
+# by the markers. guard_page: n4096 overread -> a fault naming x among the buffers on guard pages; n4000 overread
+# not applicable (x's alignment tail); the overwrite seen by the markers in scratch's alignment tail. memcheck
+# --cover watched: both bugs unexpectedly clean ("... was not covered ..."), clean stays clean.
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/cover-r; mkdir -p "$OUT" "$R"
-PART=${PART:-all}; COVERS=${COVERS:-all watched}; BUDGET=${BUDGET:-580}; T0=$(date +%s)
+PART=${PART:-matrix}; COVERS=${COVERS:-all watched}; BUDGET=${BUDGET:-580}; T0=$(date +%s)
 MATRIX_ARGS=${MATRIX_ARGS:--n 4}
 { date -u; nvidia-smi -L; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
   git log -1 --format='%H %s' 2>/dev/null
