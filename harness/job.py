@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from harness import layout as L
+from harness.modes import COVER_SCENARIO
 from harness.scenario import Case
 
 # Worker statuses: what happened to the case inside the worker process.
@@ -77,7 +78,7 @@ class Job:
     out_dir: str
     mode: str                      # a harness.modes.MODES name
     watch_placement: str           # where covered buffers go (the mode's, or guarded when its sanitizer is absent)
-    cover: str = "scenario"        # which buffers are covered: "scenario" (each scenario's `cover`), "all", "watched"
+    cover: str = COVER_SCENARIO    # which buffers are covered: "scenario" (each scenario's `cover`), "all", "watched"
     seed: int = 0
     guard: int = L.DEFAULT_GUARD   # guard bytes on each side of a guarded buffer
     flush_backend: str = "auto"

@@ -23,7 +23,7 @@ from harness import pageprobe, registry
 from harness.job import FAULT, Job, JobCase, WorkerResult
 from harness.judge import Batch, Judge, Machine, read_sanitizer
 from harness.model import CaseResult, Outcome
-from harness.modes import COVER_OPTIONS, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
+from harness.modes import COVER_OPTIONS, COVER_SCENARIO, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
 from harness.registry import ROOT
 from harness.scenario import Case, Scenario
 
@@ -44,7 +44,7 @@ class RunOptions:
     seed: int = 0
     guard: int = L.DEFAULT_GUARD
     flush_backend: str = "auto"        # "auto" (VMM where available) or "torch"
-    cover: str = "scenario"            # which buffers are covered: each scenario's `cover`, or "all" / "watched"
+    cover: str = COVER_SCENARIO        # which buffers are covered: each scenario's `cover`, or "all" / "watched"
     iterations: int = 10               # stress mode
     timeout_scale: float = 1.0
     keep_going_after_fault: bool = True

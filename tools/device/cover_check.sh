@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 20 item 1, "every buffer covered by default", on the device machine (H200). Everything under $OUT, at most
-# 8 files (summary.txt, compare.txt, steps.txt, env.txt, reports.tgz, and the tail of each matrix log).
+# 8 files (summary.txt, compare.txt, steps.txt, env.txt, reports.tgz, matrix-logs.txt: the tail of each matrix log).
 #
 #   PART=matrix   (default) the whole default matrix as `make sanitize` runs it (mode both, PYTEST_ARGS "-n 4", as
 #                 evidence/h200/run12-make-sanitize-final), once per cover in COVERS (default "all watched":
@@ -27,22 +27,12 @@
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/cover-r; mkdir -p "$OUT" "$R"
-PART=${PART:-matrix}; COVERS=${COVERS:-all watched}; BUDGET=${BUDGET:-580}; T0=$(date +%s)
+PART=${PART:-matrix}; COVERS=${COVERS:-all watched}; BUDGET_S=${BUDGET:-580}; T_START=$(date +%s); LOGS="$R"
 MATRIX_ARGS=${MATRIX_ARGS:--n 4}
+source "$(dirname "$0")/steps.sh"
 { date -u; nvidia-smi -L; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
-  git log -1 --format='%H %s' 2>/dev/null
   if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
 } > "$R/env.txt" 2>&1
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-step() {  # step NAME LIMIT command...
-  local name=$1 limit=$2; shift 2
-  local rest; rest=$(left); [ "$rest" -lt "$limit" ] && limit=$rest
-  if [ "$limit" -le 10 ]; then echo "[$name] not run: budget spent" | tee -a "$R/steps.txt"; return; fi
-  local t0; t0=$(date +%s)
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1
-  local rc=$?
-  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))$([ $rc = 124 ] && echo ' (TIMED OUT: incomplete)')" | tee -a "$R/steps.txt" "$R/$name.log"
-}
 planted() {  # planted NAME LIMIT pytest-args...
   local name=$1 limit=$2; shift 2
   step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup \
@@ -53,42 +43,34 @@ if [ "$PART" = planted ] || [ "$PART" = all ]; then
   planted planted-memcheck 60 --mode memcheck
   planted planted-guard 40 --mode guard
   planted planted-poison 60 --mode poison
-  planted planted-guard_page 40 --mode guard_page
+  planted planted-guard_page 60 --mode guard_page
   planted planted-memcheck-watched 60 --mode memcheck --cover watched
 fi
 if [ "$PART" = matrix ] || [ "$PART" = all ]; then
+  # A cover named twice runs twice (matrix-all, then matrix-all-2): COVERS="all watched all" times cover=all again
+  # on warm caches, which the comparison then uses (the last run of each cover).
   for cover in $COVERS; do
-    step "matrix-$cover" 560 make sanitize REPORTS="$R/matrix-$cover" PYTEST_ARGS="$MATRIX_ARGS --cover $cover"
+    name="matrix-$cover"; k=1
+    while [ -e "$R/$name" ]; do k=$((k + 1)); name="matrix-$cover-$k"; done
+    step "$name" 560 make sanitize REPORTS="$R/$name" PYTEST_ARGS="$MATRIX_ARGS --cover $cover"
   done
 fi
-python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
-import json, sys
-from collections import Counter
-from pathlib import Path
-for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
-    data = json.loads(report.read_text())
-    cases = data.get("cases", [])
-    print(f"== {report.parent.name}: {len(cases)} cases {dict(Counter(c['outcome'] for c in cases))}")
-    if report.parent.name.startswith("matrix"):
-        continue
-    for case in cases:
-        cover = case.get("details", {}).get("cover")
-        print(f"  {case['id']}: {case['outcome']} {case['message'][:220]!r}" + (f" cover={cover}" if cover else ""))
-        for f in case.get("findings", []):
-            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} {f['bytes']} B x{f['count']} "
-                  f"kernel={f['kernel'][:60]} ranges={[(r['start'], r['end']) for r in f['ranges']][:3]} note={f['note'][:160]!r}")
-PY
+python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 python3 - "$R" > "$R/compare.txt" 2>&1 <<'PY'
 import json, sys
 from collections import Counter
 from pathlib import Path
 root = Path(sys.argv[1])
 runs = {}
-for name in ("matrix-all", "matrix-watched"):
-    path = root / name / "report.json"
-    if path.exists():
-        runs[name] = {c["id"]: c for c in json.loads(path.read_text()).get("cases", [])}
-        print(f"{name}: {len(runs[name])} cases {dict(Counter(c['outcome'] for c in runs[name].values()))}")
+for cover in ("all", "watched"):
+    done = sorted((p for p in root.glob(f"matrix-{cover}*/report.json")
+                   if p.parent.name == f"matrix-{cover}" or p.parent.name.startswith(f"matrix-{cover}-")),
+                  key=lambda p: int(p.parent.name.rsplit("-", 1)[1]) if p.parent.name.count("-") > 1 else 1)
+    name = f"matrix-{cover}"
+    if done:
+        runs[name] = {c["id"]: c for c in json.loads(done[-1].read_text()).get("cases", [])}
+        print(f"{name}: {len(runs[name])} cases {dict(Counter(c['outcome'] for c in runs[name].values()))} "
+              f"(from {done[-1].parent.name}, the last run of this cover)")
     else:
         print(f"{name}: no report.json (did not run or did not finish)")
 if len(runs) == 2:
@@ -106,9 +88,14 @@ if len(runs) == 2:
     for name, cases in runs.items():
         covered = Counter(len(c.get("details", {}).get("cover", {}).get("covered", [])) for c in cases.values())
         print(f"{name}: cases by number of covered buffers {dict(sorted(covered.items()))}")
+# What each matrix run cost (every run, in order; the wall times are in steps.txt): the cases' own seconds.
+for path in sorted(root.glob("matrix-*/report.json"), key=lambda p: p.stat().st_mtime):
+    secs = sorted(float(c.get("duration_s", 0)) for c in json.loads(path.read_text()).get("cases", []))
+    if secs:
+        print(f"{path.parent.name}: {len(secs)} cases, case seconds summed {sum(secs):.1f}, median {secs[len(secs) // 2]:.3f}")
 PY
 cat "$R/steps.txt"; grep "^==" "$R/summary.txt"; cat "$R/compare.txt"
 cp "$R/summary.txt" "$R/compare.txt" "$R/steps.txt" "$R/env.txt" "$OUT/"
-for cover in $COVERS; do [ -f "$R/matrix-$cover.log" ] && tail -c 200000 "$R/matrix-$cover.log" > "$OUT/matrix-$cover.log"; done
+for log in "$R"/matrix-*.log; do [ -f "$log" ] && tail -c 40000 "$log" >> "$OUT/matrix-logs.txt"; done
 tar czf "$OUT/reports.tgz" --exclude='*.xml' -C "$R" . 2>/dev/null
 ls -la "$OUT"
