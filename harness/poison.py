@@ -2,7 +2,11 @@
 
 A baseline run has every marker byte in one pattern. Then, for every buffer (watched ones first: `watch=` is
 an order, not a precondition) and every region of its marker bytes (before_start: the front guard;
-past_end: the back guard; row_padding; unused_row), one run poisons only that region in the other pattern.
+past_end: the back guard; row_padding; unused_row), one run poisons only that region in the poison pattern,
+and, only when that changed nothing, one more run in the second poison pattern: the first (0xFF) is NaN in
+every float format, which survives multiplication by zero but which a max, a min or a comparison drops; the
+second (0x7B) is a large finite positive value (1.3e36 as fp32/bf16, 6.1e4 as fp16, 352 as e4m3), which a max
+picks. A clean region costs two runs.
 An output that changes is an overread of that buffer's region: reads inside the allocation (row padding, unused
 rows) are named as such, and before and after the tensor are told apart. The bytes that matter are then bounded
 (`bound`), only when something was found: the region's spans that matter, by halving the set of spans (a
@@ -20,35 +24,43 @@ from harness import layout as L
 from harness.model import OVERREAD, POISON, ByteRange, Finding
 
 Span = tuple[int, int]
-# run(buffer, spans) -> {output: {"elements": ..., "of": ...}} for the outputs that changed ({} if none)
-Run = Callable[[str, list[Span]], Mapping[str, Any]]
+# run(buffer, spans, pattern) -> {output: {"elements": ..., "of": ...}} for the outputs that changed ({} if none),
+# when the spans of that buffer hold `pattern` and every other marker byte the baseline's.
+Run = Callable[[str, list[Span], int], Mapping[str, Any]]
+# Poison patterns in the order they are tried on a region (the baseline's marker is 0xA5): see the docstring.
+PATTERNS = (0xFF, 0x7B)
 # Kernel runs one region may spend on bounding its bytes beyond the first: past it, what is left stays whole.
 REFINE_BUDGET = 256
 
 
 def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
-           itemsizes: Mapping[str, int] | None = None, budget: int = REFINE_BUDGET) -> tuple[list[dict[str, Any]], int]:
-    """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded; and how many
-    kernel runs that took (the baseline not counted)."""
+           itemsizes: Mapping[str, int] | None = None, budget: int = REFINE_BUDGET,
+           patterns: Sequence[int] = PATTERNS) -> tuple[list[dict[str, Any]], int]:
+    """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded (in the pattern
+    that changed it); and how many kernel runs that took (the baseline not counted)."""
     found: list[dict[str, Any]] = []
     runs = 0
     for name in order:
         layout = layouts[name]
         for region, spans in layout.region_spans().items():
-            diff = dict(run(name, spans))
-            runs += 1
+            diff: dict[str, Any] = {}
+            for pattern in patterns:
+                diff = dict(run(name, spans, pattern))
+                runs += 1
+                if diff:
+                    break
             if not diff:
                 continue
             calls = [0]
 
-            def changes(part: list[Span]) -> bool:
+            def changes(part: list[Span], pattern: int = pattern) -> bool:
                 calls[0] += 1
-                return bool(run(name, part))
+                return bool(run(name, part, pattern))
             size = max(1, (itemsizes or {}).get(name, 1))
             pieces = bound(changes, spans, size, budget)
             runs += calls[0]
             ranges = [[lo, hi, layout.region_of(lo)] for lo, hi in pieces]
-            found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges,
+            found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges, "pattern": pattern,
                           "bounds": [pieces[0][0], pieces[-1][1]] if pieces else None})
     return found, runs
 
@@ -119,7 +131,10 @@ def findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: str) -> lis
         name, region = entry["buffer"], entry["region"]
         changed = "; ".join(f"{k}: {v['elements']} of {v['of']} elements changed" for k, v in entry["outputs"].items())
         ranges = _ranges(entry)
-        where = f"only {name}'s {region} bytes changed pattern"
+        pattern = entry.get("pattern")
+        where = f"only {name}'s {region} bytes changed pattern" + (f" (to {pattern:#04x})" if pattern is not None else "")
+        if pattern is not None and pattern != PATTERNS[0]:
+            where += f", after {PATTERNS[0]:#04x} (NaN) changed nothing: a max, min or comparison drops NaN"
         if ranges:
             spans = ", ".join(f"{r.start}..{r.end - 1}" for r in ranges[:4]) + (", ..." if len(ranges) > 4 else "")
             where += f"; the bytes that matter are bounded to {spans} ({sum(r.nbytes for r in ranges)} B)"

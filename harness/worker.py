@@ -20,12 +20,14 @@ from typing import Any
 
 from harness import job as J
 from harness.modes import COVER_ALL, MODES, REPEAT_FILL, REPEAT_POISON, REPEAT_STRESS, resolve_cover
+from harness.poison import PATTERNS as POISON_ORDER
 
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
 CONTEXT_LOST = 75
-# Markers for poison mode: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0, as fp32
-# and as bf16. A kernel that reads guard bytes into its result changes its output between the two.
-POISON_PATTERNS = (0xA5, 0xFF)
+# Markers for poison mode: the baseline, then the poison patterns in the order they are tried (harness/poison.py).
+# 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0, as fp32 and as bf16; 0x7B a large finite
+# positive number. A kernel that reads guard bytes into its result changes its output between them.
+POISON_PATTERNS = (0xA5, *POISON_ORDER)
 
 
 def _scenario_of(entry: J.JobCase) -> Any:
@@ -227,7 +229,7 @@ class Worker:
         marker bytes with only that region in the other pattern (harness/poison.py: every buffer, watched
         ones first; before and after the tensor apart; bytes bounded by bisection when something changed)."""
         from harness import poison
-        base_marker, poison_marker = POISON_PATTERNS
+        base_marker = POISON_PATTERNS[0]
         ctx = self.context(case, marker=base_marker)
         info = adapter(case, ctx)
         self._sync()
@@ -237,9 +239,9 @@ class Worker:
                   "guard": {n: [r.__dict__ for r in rs] for n, rs in ctx.arena.verify().items()},
                   "markers_checked": True}
 
-        def run(name: str, spans: list[tuple[int, int]]) -> dict[str, Any]:
+        def run(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
             kept = len(self.keep)
-            pctx = self.context(case, marker=base_marker, poison_spans={name: spans}, poison_marker=poison_marker)
+            pctx = self.context(case, marker=base_marker, poison_spans={name: spans}, poison_marker=pattern)
             pinfo = adapter(case, pctx)
             self._sync()
             diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
@@ -250,7 +252,7 @@ class Worker:
         layouts = {name: buf.layout for name, buf in ctx.arena.buffers.items()}
         order = sorted(ctx.watched) + sorted(set(layouts) - ctx.watched)
         itemsizes = {name: buf.tensor.element_size() for name, buf in ctx.arena.buffers.items()}
-        regions, runs = poison.survey(layouts, order, run, itemsizes)
+        regions, runs = poison.survey(layouts, order, run, itemsizes, patterns=POISON_PATTERNS[1:])
         changed: dict[str, Any] = {}
         for entry in regions:
             changed.setdefault(entry["buffer"], {}).update(entry["outputs"])

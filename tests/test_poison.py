@@ -16,12 +16,14 @@ from harness.model import POISON, ExpectedFinding
 SCALE_ROWS = L.Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
 
 
-def simulated(reads: dict[str, set[int]]) -> tuple[Any, list[tuple[str, list[tuple[int, int]]]]]:
+def simulated(reads: dict[str, set[int]], sees: tuple[int, ...] = poison.PATTERNS
+              ) -> tuple[Any, list[tuple[str, list[tuple[int, int]]]]]:
+    """A kernel reading `reads`; its output changes only under the poison patterns in `sees` (a max drops NaN)."""
     calls: list[tuple[str, list[tuple[int, int]]]] = []
 
-    def run(name: str, spans: list[tuple[int, int]]) -> dict[str, Any]:
+    def run(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
         calls.append((name, spans))
-        hit = any(lo <= b < hi for b in reads.get(name, ()) for lo, hi in spans)
+        hit = pattern in sees and any(lo <= b < hi for b in reads.get(name, ()) for lo, hi in spans)
         return {"out": {"elements": 1, "of": 4}} if hit else {}
     return run, calls
 
@@ -31,7 +33,8 @@ def test_a_read_past_the_end_is_past_end_with_its_bytes_bounded() -> None:
     run, calls = simulated({"src": {4008 + i for i in range(8)}})
     found, runs = poison.survey(layouts, ["src", "dst"], run)
     assert [(e["buffer"], e["region"], e["bounds"]) for e in found] == [("src", "past_end", [4008, 4016])]
-    assert runs == len(calls) and 4 <= runs <= 4 + 2 * 11      # 2 regions x 2 buffers, then two bisections of 1024 B
+    assert runs == len(calls) and 4 <= runs <= 7 + 2 * 11      # 2 regions x 2 buffers, a second pattern where
+    #                                                            nothing changed, then two bisections of 1024 B
 
 
 def test_a_read_before_the_start_is_before_start() -> None:
@@ -108,8 +111,8 @@ def test_past_the_budget_what_is_left_stays_whole() -> None:
 def test_nothing_read_nothing_found_one_run_per_buffer_region() -> None:
     layouts = {"a": L.plan(64, guard=16), "b": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
     run, calls = simulated({})
-    assert poison.survey(layouts, ["a", "b"], run) == ([], 6)
-    assert [c[0] for c in calls] == ["a", "a", "b", "b", "b", "b"]   # every buffer, in the given order
+    assert poison.survey(layouts, ["a", "b"], run) == ([], 12)             # two patterns per region
+    assert [c[0] for c in calls] == ["a"] * 4 + ["b"] * 8   # every buffer, in the given order
 
 
 @pytest.mark.parametrize("reads", [{5}, {0}, {1023}, {0, 1023}, {200, 201, 202}, {17, 900}])
@@ -156,3 +159,23 @@ def test_a_bound_must_lie_inside_the_expected_bytes() -> None:
     padding = ((72, 80), (152, 160), (232, 240))
     assert ExpectedFinding("overread", "scale", (POISON,), region="row_padding", bytes=24, ranges=padding).matches(f)
     assert not ExpectedFinding("overread", "scale", (POISON,), region="row_padding", ranges=((72, 80),)).matches(f)
+
+
+def test_a_max_reduction_that_drops_nan_is_seen_with_the_second_pattern() -> None:
+    """Held-out on the H200: a column max over unused rows was missed, because poison's 0xFF is NaN and a max
+    drops NaN (and 0xA5 is a tiny negative number a max also ignores). The second pattern, a large finite
+    value, is picked by the max: the region is found, bounded in that pattern, and the note says why."""
+    layouts = {"a": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
+    run, _ = simulated({"a": {5 * 80 + 4, 6 * 80 + 4}}, sees=(0x7B,))
+    [entry], _ = poison.survey(layouts, ["a"], run, {"a": 4})
+    assert (entry["region"], entry["pattern"]) == ("unused_row", 0x7B)
+    assert [tuple(r[:2]) for r in entry["ranges"]] == [(404, 408), (484, 488)]
+    [f] = poison.findings({"regions": [entry]}, kernel="k", arch="sm_90")
+    assert "0x7b" in f.note and "drops NaN" in f.note
+    assert poison.PATTERNS[0] == 0xFF      # NaN first: it survives multiplication by zero, 0x7B does not
+
+
+def test_nothing_seen_in_either_pattern_costs_two_runs_per_region() -> None:
+    layouts = {"x": L.plan(64, guard=16)}
+    run, calls = simulated({"x": {70}}, sees=())
+    assert poison.survey(layouts, ["x"], run) == ([], 4)
