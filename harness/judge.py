@@ -210,6 +210,13 @@ class MemcheckDetector:
         return [_with(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
 
 
+def _kernel_label(ev: Evidence) -> str:
+    try:
+        return str(ev.scenario.kernel(ev.case))
+    except Exception:   # a scenario's label function is user code: a report never fails on it
+        return ""
+
+
 class GuardPageDetector:
     """A lost context with buffers on guard pages. The fault names neither the buffer nor the side: the runner
     reruns the case with one buffer on a page at a time (harness/pageprobe.py) and hands the reruns over in
@@ -246,8 +253,9 @@ class GuardPageDetector:
             note = f"hardware fault {which}: {named.how}; no sanitizer: {res.message}"
             if probing.stopped:
                 note += f" ({probing.stopped}; not run: {', '.join(probing.not_run) or '-'})"
+            # the fault ends the adapter before it returns its RunInfo: the scenario names the kernel instead
             out.append(Finding(detector=GUARD_PAGE, kind=kind, buffer=named.buffer, region=named.region, bytes=0,
-                               kernel=res.kernel, arch=res.arch, note=note, exact=False,
+                               kernel=res.kernel or _kernel_label(ev), arch=res.arch, note=note, exact=False,
                                details={"access": access, "direction": named.how,
                                         "candidates": "|".join(probing.candidates),
                                         "named": "yes" if named.named else "no", "reruns": ran,

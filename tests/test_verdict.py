@@ -270,3 +270,38 @@ def test_a_guard_page_fault_matches_a_read_or_a_write_alike() -> None:
                   pages=PAGE_AT).outcome is Outcome.EXPECTED_FINDING
     assert not OVERWRITE_1B.matches(memcheck_finding(buffer="dst", start=4000, end=4001, kind=OVERREAD))
     assert not ExpectedFinding("misaligned", "dst", (GUARD_PAGE,)).matches(fault("dst"))
+
+
+def test_a_before_start_expectation_is_never_dropped_for_lying_before_a_back_page() -> None:
+    """The guard-page mode's second pass puts a page right before the start: a before_start expectation stays
+    the guard page's even where the buffer map shows a back page (its bytes are 'before' that page too)."""
+    expected = ExpectedFinding(OVERREAD, "src", (MEMCHECK, POISON, GUARD_PAGE), region="before_start", bytes=1,
+                               ranges=((-1, 0),))
+    fault = Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="src", region="before_start", bytes=0, exact=False)
+    ran = [DetectorRun(GUARD, True), DetectorRun(GUARD_PAGE, True)]
+    v = decide(Expectation((expected,)), [fault], ran, placement=L.GUARD_PAGE, pages={"src": 4096})
+    assert v.outcome is Outcome.EXPECTED_FINDING, v.message
+
+
+def test_h200_guard_page_findings_of_the_planted_underruns_match_planted_oob() -> None:
+    """Run 16 on the H200: guard_page's front-page pass found the planted underread and underwrite, named
+    src/dst and before_start; planted_oob's expectations must accept exactly those findings."""
+    import json
+    from pathlib import Path
+
+    from scenarios.planted_oob import SCENARIO
+    report = Path(__file__).resolve().parents[1] / "evidence/h200/run16-issue20/reports/oob-guard_page/report.json"
+    cases = {c["id"]: c for c in json.loads(report.read_text())["cases"]}
+    ran = [DetectorRun(GUARD, True), DetectorRun(GUARD_PAGE, True)]
+    checked = 0
+    for case in SCENARIO.build():
+        data = cases.get(case.id)
+        if data is None or case.variant not in ("underread", "underwrite"):
+            continue
+        found = [Finding(**{k: v for k, v in f.items() if k in Finding.__dataclass_fields__ and k != "ranges"})
+                 for f in data["findings"]]
+        assert found and {f.detector for f in found} == {GUARD_PAGE}
+        v = decide(SCENARIO.expectation(case, "sm_90"), found, ran, placement=L.GUARD_PAGE)
+        assert v.outcome is Outcome.EXPECTED_FINDING, (case.id, v.message)
+        checked += 1
+    assert checked == 4
