@@ -30,20 +30,7 @@ fi
 for mode in ${PLANTED_MODES:-memcheck both}; do
   run "planted-$mode" 120 --scenario planted_oob --mode "$mode"
 done
-python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
-import json, sys
-from collections import Counter
-from pathlib import Path
-for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
-    data = json.loads(report.read_text())
-    cases = data.get("cases", [])
-    print(f"== {report.parent.name}: {len(cases)} cases {dict(Counter(c['outcome'] for c in cases))}")
-    for case in cases:
-        print(f"  {case['id']}: {case['outcome']} {case['message'][:220]!r}")
-        for f in case.get("findings", []):
-            print(f"    {f['detector']} {f['kind']} {f['buffer']}/{f['region']} {f['bytes']} B x{f['count']} "
-                  f"kernel={f['kernel'][:60]} ranges={[(r['start'], r['end']) for r in f['ranges']][:3]} note={f['note'][:160]!r}")
-PY
+python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 if [ -f "$HELDOUT/score.py" ]; then
   args=(); for d in "$R"/heldout-*/ "$R"/cover-*/; do [ -f "$d/report.json" ] && args+=("$(basename "$d")=$d/report.json"); done
   python3 "$HELDOUT/score.py" "$HELDOUT/truth.json" "${args[@]}" > "$R/score.md" 2>&1
