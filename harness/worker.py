@@ -239,12 +239,17 @@ class Worker:
                   "guard": {n: [r.__dict__ for r in rs] for n, rs in ctx.arena.verify().items()},
                   "markers_checked": True}
 
+        # Besides the declared outputs, every buffer that holds none of them is compared too: an adapter that
+        # declares no output (or not all of them) must not make poison mode compare nothing.
+        compared = _undeclared_buffers(ctx, info.outputs)
+
         def run(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
             kept = len(self.keep)
             pctx = self.context(case, marker=base_marker, poison_spans={name: spans}, poison_marker=pattern)
             pinfo = adapter(case, pctx)
             self._sync()
             diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
+            diff.update(_changed_buffers(ctx, pctx, [n for n in compared if n != name]))
             del self.keep[kept:]      # no sanitizer watches these runs: their addresses may be reused
             self._current = ctx
             return diff
@@ -257,7 +262,8 @@ class Worker:
         for entry in regions:
             changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
         result["poison"] = {"patterns": list(POISON_PATTERNS), "changed": changed, "regions": regions,
-                            "outputs": sorted(baseline), "runs": 1 + runs, "buffers": order}
+                            "outputs": sorted(baseline), "compared_buffers": compared, "runs": 1 + runs,
+                            "buffers": order}
         return result
 
     def _stress(self, adapter: Any, case: Any) -> dict[str, Any]:
@@ -308,6 +314,43 @@ def _merge_passes(first: dict[str, Any], second: dict[str, Any]) -> dict[str, An
 
 def _host_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
     return {k: v.detach().float().cpu() for k, v in outputs.items()}
+
+
+def _undeclared_buffers(ctx: Any, outputs: dict[str, Any]) -> list[str]:
+    """The case's buffers that hold none of the declared outputs (their bytes are compared as a whole)."""
+    def holds(buf: Any) -> bool:
+        lo, hi = buf.tensor_addr, buf.tensor_addr + buf.layout.nbytes
+        return any(t.device == buf.storage.device and lo <= t.data_ptr() < hi for t in outputs.values())
+    return [name for name, buf in ctx.arena.buffers.items() if not holds(buf)]
+
+
+def _buffer_values(buf: Any) -> Any:
+    """A buffer's tensor bytes as values: floats as fp32 (compared with a tolerance, as outputs are), other
+    dtypes as their bytes (compared exactly)."""
+    body = buf.body()
+    dtype, size = buf.tensor.dtype, buf.tensor.element_size()
+    if dtype.is_floating_point and buf.layout.nbytes % size == 0:
+        return body.view(dtype).float()
+    return body
+
+
+def _changed_buffers(base: Any, other: Any, names: list[str]) -> dict[str, Any]:
+    """Buffers of `names` whose contents differ between two runs, as {"buffer NAME": {"elements", "of"}}."""
+    import torch
+    changed = {}
+    for name in names:
+        a_buf, b_buf = base.arena.buffers.get(name), other.arena.buffers.get(name)
+        if a_buf is None or b_buf is None or a_buf.layout != b_buf.layout:
+            continue
+        x, y = _buffer_values(a_buf), _buffer_values(b_buf)
+        if x.dtype.is_floating_point:
+            same = torch.isclose(x, y, equal_nan=True)
+        else:
+            same = x == y
+        diff = int((~same).sum())
+        if diff:
+            changed[f"buffer {name}"] = {"elements": diff, "of": x.numel()}
+    return changed
 
 
 def _changed_outputs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -179,3 +179,40 @@ def test_nothing_seen_in_either_pattern_costs_two_runs_per_region() -> None:
     layouts = {"x": L.plan(64, guard=16)}
     run, calls = simulated({"x": {70}}, sees=())
     assert poison.survey(layouts, ["x"], run) == ([], 4)
+
+
+def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_path: Any) -> None:
+    """Poison compares the declared outputs (RunInfo.outputs) and, besides them, every buffer that holds none:
+    an adapter that declares no output must not make poison mode compare nothing and call the case clean."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from harness import registry
+    from harness.model import DetectorRun, Outcome
+    from harness.registry import ROOT
+    from harness.verdict import decide
+    fake = ROOT / "tests" / "fake_kernels"
+    scenario = registry.load_source(registry.Source(str(fake / "fake_scenarios" / "fake_poison.py")))
+    cases = scenario.build()
+    job = {"cases": [registry.case_job(scenario, c) for c in cases], "out_dir": str(tmp_path), "mode": "poison",
+           "watch_placement": L.GUARDED, "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join([str(ROOT), str(fake)]))
+    proc = subprocess.run([sys.executable, "-m", "harness.worker", str(tmp_path / "job.json")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i, case in enumerate(cases):
+        res = json.loads((tmp_path / f"{i}.json").read_text())
+        assert res["status"] == "ok", res
+        assert res["poison"]["outputs"] == [] and res["poison"]["compared_buffers"] == ["x", "out"]
+        found = poison.findings(res["poison"], kernel=res["kernel"], arch=res["arch"])
+        verdict = decide(scenario.expect(case), found, [DetectorRun(POISON, True, "compared")])
+        if case.variant == "undeclared_overread":
+            assert verdict.outcome is Outcome.EXPECTED_FINDING, verdict.message
+            [f] = found
+            assert (f.buffer, f.region, [(r.start, r.end) for r in f.ranges]) == ("x", "past_end", [(4000, 4004)])
+            assert "buffer out: 1000 of 1000 elements changed" in f.note
+        else:
+            assert verdict.outcome is Outcome.CLEAN and not found, verdict.message
