@@ -9,7 +9,9 @@ allocations, as without CUDA virtual memory: no page at all).
 from __future__ import annotations
 
 from harness.model import BEFORE_START, GUARD_PAGE, OVERREAD, PAST_END, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
+from harness.scenario import Case
+
+from _fake import fake_scenario
 
 NAME = "fake_pages"
 N = 4000
@@ -24,16 +26,5 @@ def _expect(case: Case) -> Expectation:
     return Expectation()
 
 
-SCENARIO = Scenario(
-    name=NAME,
-    summary="adapters that fault like a guard page by where their buffers sit (tests only)",
-    adapter="fake_page_adapters:run_case",
-    params=(Param("n", int, low=1, high=1 << 20),),
-    variants=VARIANTS,
-    cases=lambda: [Case(NAME, variant, {"n": N}, f"n{N}") for variant in VARIANTS],
-    expect=_expect,
-    kernel=lambda case: "fake_pages",
-    needs_gpu=lambda case: False,
-    timeout_s=10.0,
-    cost_s=0.01,
-)
+SCENARIO = fake_scenario(NAME, "adapters that fault like a guard page by where their buffers sit (tests only)",
+                         "fake_page_adapters:run_case", VARIANTS, _expect, n=N, kernel="fake_pages", cost_s=0.01)

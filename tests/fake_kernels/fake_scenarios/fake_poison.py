@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from harness.model import GUARD, OVERREAD, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
+from harness.scenario import Case
+
+from _fake import fake_scenario
 
 NAME = "fake_poison"
 N = 1000
@@ -15,16 +17,5 @@ def _expect(case: Case) -> Expectation:
     return Expectation()
 
 
-SCENARIO = Scenario(
-    name=NAME,
-    summary="CPU stand-ins whose adapter declares no output (poison-mode tests only)",
-    adapter="fake_poison_adapters:run_case",
-    params=(Param("n", int, low=2, high=1 << 20),),
-    variants=VARIANTS,
-    cases=lambda: [Case(NAME, v, {"n": N}, f"n{N}") for v in VARIANTS],
-    expect=_expect,
-    kernel=lambda case: "fake",
-    needs_gpu=lambda case: False,
-    detectors=(GUARD, POISON),
-    timeout_s=10.0,
-)
+SCENARIO = fake_scenario(NAME, "CPU stand-ins whose adapter declares no output (poison-mode tests only)",
+                         "fake_poison_adapters:run_case", VARIANTS, _expect, n=N, n_low=2, detectors=(GUARD, POISON))

@@ -4,7 +4,9 @@ Loaded from this file by the tests and by the worker (the job names the file; se
 from __future__ import annotations
 
 from harness.model import GUARD, UNINIT, UNINIT_READ, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
+from harness.scenario import Case
+
+from _fake import fake_scenario
 
 NAME = "fake_uninit"
 N = 1000
@@ -22,16 +24,5 @@ def _expect(case: Case) -> Expectation:
     return Expectation()
 
 
-SCENARIO = Scenario(
-    name=NAME,
-    summary="CPU stand-ins for reads of never-written memory (uninit-mode tests only)",
-    adapter="fake_uninit_adapters:run_case",
-    params=(Param("n", int, low=2, high=1 << 20),),
-    variants=VARIANTS,
-    cases=lambda: [Case(NAME, v, {"n": N}, f"n{N}") for v in VARIANTS],
-    expect=_expect,
-    kernel=lambda case: "fake",
-    needs_gpu=lambda case: False,
-    detectors=(GUARD, UNINIT),
-    timeout_s=10.0,
-)
+SCENARIO = fake_scenario(NAME, "CPU stand-ins for reads of never-written memory (uninit-mode tests only)",
+                         "fake_uninit_adapters:run_case", VARIANTS, _expect, n=N, n_low=2, detectors=(GUARD, UNINIT))
