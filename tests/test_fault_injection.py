@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import pytest
 
@@ -50,20 +50,6 @@ def item(variant: str, label: str = "n4000") -> tuple[Scenario, Case]:
 
 def by_id(results: Sequence[CaseResult]) -> dict[str, CaseResult]:
     return {r.case_id: r for r in results}
-
-
-@pytest.fixture(scope="module")
-def worker_env() -> Iterator[Path]:
-    """PYTHONPATH for the worker (the runner puts the repository root before it) and a place for pid files."""
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="fault-injection-") as tmp:
-        mp = pytest.MonkeyPatch()
-        mp.setenv("PYTHONPATH", str(FAKE_DIR))
-        mp.setenv("FAKE_FAULTS_DIR", tmp)
-        try:
-            yield Path(tmp)
-        finally:
-            mp.undo()
 
 
 def make_runner(workdir: Path, mode: str = "guard", **options: Any) -> Runner:

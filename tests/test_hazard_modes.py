@@ -5,7 +5,7 @@ output (tests/data/sanitizer/README.md). Pure judge rules are tested with small 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import pytest
 
@@ -63,19 +63,6 @@ print(f"========= RACECHECK SUMMARY: {{races}} hazards displayed ({{races}} erro
 xml_path.write_text('<?xml version="1.0" encoding="utf-8"?>\\n<ComputeSanitizerOutput>\\n</ComputeSanitizerOutput>\\n')
 sys.exit(86 if races else code)
 '''
-
-
-@pytest.fixture(scope="module")
-def worker_env() -> Iterator[Path]:
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="hazard-modes-") as tmp:
-        mp = pytest.MonkeyPatch()
-        mp.setenv("PYTHONPATH", str(FAKE_DIR))
-        mp.setenv("FAKE_FAULTS_DIR", tmp)
-        try:
-            yield Path(tmp)
-        finally:
-            mp.undo()
 
 
 def _runner(tmp_path: Path, racy: Sequence[str]) -> Runner:
