@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-VENDOR_DIR = REPO_ROOT / ".vendor"
+from harness.registry import ROOT
+
+VENDOR_DIR = ROOT / ".vendor"
 WHEELS_ENV = "GPU_MEMSAFETY_WHEELS"
 VENDOR_ENV = "GPU_MEMSAFETY_VENDOR"
 STAMP = ".complete"

@@ -24,11 +24,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator, Mapping, Sequence
 
+from harness.registry import ROOT
 from kernels.errors import Unsupported
 
 PACKAGE = "triton_kernels"
 ENV_VAR = "TRITON_KERNELS_PATH"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = ROOT      # where .vendor/ is by default
 # API generation -> (file inside the package, function it must define).
 GENERATIONS = {"matmul_ogs": ("matmul_ogs.py", "matmul_ogs"), "matmul": ("matmul.py", "matmul")}
 # Where to look, in this order (the default searches all of them).
