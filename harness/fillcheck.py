@@ -128,11 +128,7 @@ def _changed_elements(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _values(run: _Run, name: str) -> torch.Tensor | None:
     """A buffer's bytes as fp32 values when its dtype is floating point (None: compare bytes exactly)."""
-    buf = run.ctx.arena.buffers[name]
-    size = buf.tensor.element_size()
-    if not buf.tensor.dtype.is_floating_point or buf.layout.nbytes % size:
-        return None
-    return run.body(name).view(buf.tensor.dtype).float()
+    return run.ctx.arena.buffers[name].float_values()
 
 
 def _out_values(run: _Run, key: str) -> torch.Tensor | None:

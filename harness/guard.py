@@ -37,6 +37,14 @@ class GuardedBuffer:
     def body(self) -> torch.Tensor:
         return self.storage[self.layout.front : self.layout.front + self.layout.nbytes]
 
+    def float_values(self) -> torch.Tensor | None:
+        """The tensor's bytes (the body, row padding included) as fp32 values when its dtype is floating point;
+        None otherwise (such bytes are compared exactly). What uninit and poison mode compare between runs."""
+        size = self.tensor.element_size()
+        if not self.tensor.dtype.is_floating_point or self.layout.nbytes % size:
+            return None
+        return self.body().view(self.tensor.dtype).float()
+
     def refill(self, marker: int | None = None) -> None:
         """Reset every byte (guards, padding and tensor) to the marker."""
         if marker is not None:

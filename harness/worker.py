@@ -324,33 +324,27 @@ def _undeclared_buffers(ctx: Any, outputs: dict[str, Any]) -> list[str]:
     return [name for name, buf in ctx.arena.buffers.items() if not holds(buf)]
 
 
-def _buffer_values(buf: Any) -> Any:
-    """A buffer's tensor bytes as values: floats as fp32 (compared with a tolerance, as outputs are), other
-    dtypes as their bytes (compared exactly)."""
-    body = buf.body()
-    dtype, size = buf.tensor.dtype, buf.tensor.element_size()
-    if dtype.is_floating_point and buf.layout.nbytes % size == 0:
-        return body.view(dtype).float()
-    return body
-
-
 def _changed_buffers(base: Any, other: Any, names: list[str]) -> dict[str, Any]:
     """Buffers of `names` whose contents differ between two runs, as {"buffer NAME": {"elements", "of"}}."""
-    import torch
     changed = {}
     for name in names:
         a_buf, b_buf = base.arena.buffers.get(name), other.arena.buffers.get(name)
         if a_buf is None or b_buf is None or a_buf.layout != b_buf.layout:
             continue
-        x, y = _buffer_values(a_buf), _buffer_values(b_buf)
-        if x.dtype.is_floating_point:
-            same = torch.isclose(x, y, equal_nan=True)
-        else:
-            same = x == y
-        diff = int((~same).sum())
+        x, y = a_buf.float_values(), b_buf.float_values()
+        if x is None or y is None:         # not floating point: the bytes, exactly
+            x, y = a_buf.body(), b_buf.body()
+        diff = _count_changed(x, y)
         if diff:
             changed[f"buffer {name}"] = {"elements": diff, "of": x.numel()}
     return changed
+
+
+def _count_changed(x: Any, y: Any) -> int:
+    """Elements that differ between two runs: floats beyond isclose's tolerance (NaN equals NaN), others exactly."""
+    import torch
+    same = torch.isclose(x, y, equal_nan=True) if x.dtype.is_floating_point else x == y
+    return int((~same).sum())
 
 
 def _changed_outputs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -358,8 +352,7 @@ def _changed_outputs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     changed = {}
     for name in a:
         x, y = a[name], b[name]
-        same = torch.isclose(x, y, equal_nan=True) | (torch.isnan(x) & torch.isnan(y))
-        diff = int((~same).sum())
+        diff = _count_changed(x, y)
         if diff:
             changed[name] = {"elements": diff, "of": x.numel(),
                              "nan_b": int(torch.isnan(y).sum()), "nan_a": int(torch.isnan(x).sum())}
