@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
                     help="also load the scenarios in DIR (repeatable)")
     ap.add_argument("--config", metavar="FILE", help="pytest configuration file whose scenario_paths to use")
     args = ap.parse_args(argv)
-    from harness import registry, sanitizer
+    from harness import sanitizer
     from harness.__main__ import configure_scenarios
     from harness.env import discover
     from harness.runner import MODES, RunOptions, Runner

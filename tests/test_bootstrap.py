@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from packaging.version import Version
 
 from harness.registry import ROOT
 

@@ -20,8 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from harness import registry
 
 ROOT = registry.ROOT

@@ -5,9 +5,8 @@ output (tests/data/sanitizer/README.md). Pure judge rules are tested with small 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-import pytest
 
 from harness import hazards, registry
 from harness.judge import Judge, Machine, read_sanitizer

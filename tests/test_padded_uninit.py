@@ -5,7 +5,6 @@ the scenario's own model of the addressing (`written`), and the fixed variant st
 run 12; here the Triton twin runs under TRITON_INTERPRET=1 through the real runner in uninit mode."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
