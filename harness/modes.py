@@ -40,18 +40,19 @@ def resolve_cover(option: str, scenario_cover: str) -> str:
     """What a case covers: the run-wide option (`--cover`), unless it defers to the scenario's own `cover`."""
     if option not in COVER_OPTIONS:
         raise ValueError(f"cover option {option!r} is not one of {', '.join(COVER_OPTIONS)}")
-    cover = scenario_cover if option == COVER_SCENARIO else option
-    if cover not in COVERS:
-        raise ValueError(f"cover {cover!r} is not one of {', '.join(COVERS)}")
-    return cover
+    return _known(scenario_cover if option == COVER_SCENARIO else option)
 
 
 def covers(cover: str, watch: bool) -> bool:
     """The one place that decides whether a buffer is covered (gets the mode's watch placement): every buffer
     under `all`, only a buffer allocated with watch=True under `watched`."""
+    return _known(cover) == COVER_ALL or watch
+
+
+def _known(cover: str) -> str:
     if cover not in COVERS:
         raise ValueError(f"cover {cover!r} is not one of {', '.join(COVERS)}")
-    return cover == COVER_ALL or watch
+    return cover
 
 
 @dataclass(frozen=True)
