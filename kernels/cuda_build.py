@@ -17,9 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from kernels.errors import KernelBuildError, ToolchainMissing
+from gpu_memsafety.kernels.errors import KernelBuildError, ToolchainMissing
+from gpu_memsafety.util.paths import CACHE_ENV, cache_dir
 
-CACHE_ENV = "GPU_MEMSAFETY_CACHE"
 # -lineinfo puts file:line into the SASS so memcheck names the source line of a bad access.
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo"]
 OUTPUT_TAIL = 4000
@@ -29,8 +29,8 @@ UNSUPPORTED_ARCH = re.compile(r"Unsupported gpu architecture '([^']+)'")
 
 
 def cache_root() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured) if configured else Path.home() / ".cache" / "gpu-memsafety"
+    """Where builds are cached: the harness's one cache directory (util.paths.cache_dir, $GPU_MEMSAFETY_CACHE)."""
+    return cache_dir()
 
 
 def arch_flags(capability: tuple[int, int]) -> list[str]:

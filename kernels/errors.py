@@ -8,7 +8,7 @@ with the tools that are there: a real failure that nothing accepts, carrying the
 """
 from __future__ import annotations
 
-from harness.errors import Unsupported  # noqa: F401  (one Unsupported for the engine, the API and every kernel)
+from gpu_memsafety.errors import Unsupported  # noqa: F401  (one Unsupported for the engine, the API and every kernel)
 
 
 class NotApplicable(Unsupported):

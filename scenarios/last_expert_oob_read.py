@@ -39,10 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness import upstream as U
-from harness.model import GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario, Variant
-from kernels.mxfp4 import layout as L
+from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario, Variant
+from gpu_memsafety.kernels.mxfp4 import layout as L
 
 UPSTREAM = "triton-lang/triton#10772"
 SGLANG_PAD = "sgl-project/sglang#36456"
@@ -159,7 +159,7 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
 
 def run_case(case: Case, ctx: Any) -> Any:
     """The adapter: kernels/mxfp4/adapter.py's launcher, told the variant's typed fields."""
-    from kernels.mxfp4.adapter import run
+    from gpu_memsafety.kernels.mxfp4.adapter import run
     v = SCENARIO.variant(case)
     return run(case.params, ctx, batched=v.batched, split_k1=v.split_k1)
 

@@ -20,11 +20,11 @@ changes fails the case.
 """
 from __future__ import annotations
 
-from harness import layout as L
-from harness.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
-from harness.modes import MODES
-from harness.scenario import Case, Param, Scenario, grid
-from kernels.pre_dispatch import layout as PL
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
+from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.scenario.definition import Case, Param, Scenario, grid
+from gpu_memsafety.kernels.pre_dispatch import layout as PL
 
 SGLANG_IMPLS = tuple(f"sglang-{v}" for v in PL.SGLANG_VERSIONS)
 PADDED_HIDDEN = (2176, 2304, 2432)        # 12, 8, 4 bytes of padding per scale row
@@ -187,7 +187,7 @@ def _kernel(case: Case) -> str:
 SCENARIO = Scenario(
     name="padded_stride_scale_write",
     summary="MXFP8 pre-dispatch: packed scale addressing into 16-byte-padded rows (sglang deepseek_v4)",
-    adapter="kernels.pre_dispatch.adapter:run_case",
+    adapter="gpu_memsafety.kernels.pre_dispatch.adapter:run_case",
     params=(Param("impl", str, choices=("cuda", "triton", *SGLANG_IMPLS)), Param("hidden", int, low=128, high=65536),
             Param("num_tokens", int, low=1, high=1 << 20), Param("padded_max", int, low=1, high=1 << 20),
             Param("upstream", str)),

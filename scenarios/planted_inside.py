@@ -12,10 +12,10 @@ in modes guard and both the buggy variants are `not applicable`, saying so, and 
 """
 from __future__ import annotations
 
-from harness import layout as L
-from harness.model import GUARD, MEMCHECK, OVERREAD, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
-from kernels.planted.inside import ITEM, VARIANTS, kernel_name, walk
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from gpu_memsafety.kernels.planted.inside import ITEM, VARIANTS, kernel_name, walk
 
 NAME = "planted_inside"
 # 8 physical rows of 18 float32 (72 B) in rows of 20 (80 B: 8 B of padding), 5 of them used: what a scale buffer
@@ -77,7 +77,7 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
 SCENARIO = Scenario(
     name=NAME,
     summary="planted reads of row padding (packed stride over padded rows) and of unused rows (a sum over every row)",
-    adapter="kernels.planted.inside:run_case",
+    adapter="gpu_memsafety.kernels.planted.inside:run_case",
     params=(Param("impl", str, choices=("triton", "cuda")), Param("tokens", int, low=1, high=1 << 16),
             Param("rows", int, low=1, high=1 << 16), Param("width", int, low=1, high=1 << 16),
             Param("stride", int, low=1, high=1 << 16)),

@@ -12,9 +12,9 @@ vectorized sum with a scalar tail (clean: the tensor must start aligned); an ato
 """
 from __future__ import annotations
 
-from harness.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
-from kernels.planted.calibration import FAR_BYTES, FAR_OFFSET
+from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from gpu_memsafety.kernels.planted.calibration import FAR_BYTES, FAR_OFFSET
 
 N = 4000  # a 4,000-byte tensor
 N_VEC = 4008  # fp32 bytes that are not a multiple of 16: the last 16-byte vector reads 8 bytes past the end
@@ -84,7 +84,7 @@ def _kernel_name(case: Case) -> str:
 SCENARIO = Scenario(
     name="planted_oob",
     summary="planted 1-byte overread / overwrite / underwrite / underread in a copy-and-sum kernel (detector calibration)",
-    adapter="kernels.planted.adapter:run_case",
+    adapter="gpu_memsafety.kernels.planted.adapter:run_case",
     params=(Param("impl", str, choices=("triton", "cuda")), Param("n", int, low=1, high=1 << 30),
             Param("extra", int, low=1, high=4096)),
     variants=(*SMOKE, *CALIBRATION),

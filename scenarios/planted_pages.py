@@ -10,11 +10,11 @@ the same bytes exactly and poison sees them change the output, on their side; th
 """
 from __future__ import annotations
 
-from harness.model import (BEFORE_START, GUARD_PAGE, MEMCHECK, OVERREAD, PAST_END, POISON, Expectation,
+from gpu_memsafety.model import (BEFORE_START, GUARD_PAGE, MEMCHECK, OVERREAD, PAST_END, POISON, Expectation,
                            ExpectedFinding)
-from harness.scenario import Case, Param, Scenario
-from kernels.planted.pages import SHIFT, VARIANTS, kernel_name
-from scenarios.planted_oob import describe_bytes
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from gpu_memsafety.kernels.planted.pages import SHIFT, VARIANTS, kernel_name
+from gpu_memsafety.scenarios.planted_oob import describe_bytes
 
 N = 4096
 
@@ -39,7 +39,7 @@ def _expect(case: Case) -> Expectation:
 SCENARIO = Scenario(
     name="planted_pages",
     summary="planted reads past the end / before the start of unwatched inputs (guard-page naming and direction)",
-    adapter="kernels.planted.pages:run_case",
+    adapter="gpu_memsafety.kernels.planted.pages:run_case",
     params=(Param("impl", str, choices=("triton", "cuda")), Param("n", int, low=1, high=1 << 28)),
     variants=VARIANTS,
     cases=_cases,

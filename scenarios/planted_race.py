@@ -4,12 +4,12 @@
 `planted_reduce_race` naming the line marked RACE (a write and a read of the same shared words); its fixed
 twin must be clean. CUDA only (needs a GPU and nvcc). The invalid barrier is `planted_barrier` (synccheck):
 kept apart so that each mode judges only the bug it can see; both come from one definition
-(`kernels.planted.race.scenario`).
+(`gpu_memsafety.kernels.planted.race.scenario`).
 """
 from __future__ import annotations
 
-from harness.model import RACE, RACECHECK, SHARED, ExpectedFinding
-from kernels.planted.race import scenario
+from gpu_memsafety.model import RACE, RACECHECK, SHARED, ExpectedFinding
+from gpu_memsafety.kernels.planted.race import scenario
 
 SCENARIO = scenario("planted_race", "race", "race_fixed", ExpectedFinding(RACE, SHARED, (RACECHECK,)),
                     "tree reduction without __syncthreads",

@@ -8,9 +8,9 @@ reported as needing uninit.
 """
 from __future__ import annotations
 
-from harness.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
-from kernels.planted.uninit import VARIANTS, block_elements
+from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from gpu_memsafety.kernels.planted.uninit import VARIANTS, block_elements
 
 N = 4000        # elements: not a multiple of either block size, so the last block is a partial one
 ITEM = 4        # float32
@@ -41,7 +41,7 @@ def _describe(case: Case, buffer: str, start: int, end: int) -> str:
 SCENARIO = Scenario(
     name="planted_uninit",
     summary="planted read of never-written memory (accumulate into torch.empty) and unwritten output (grid one block short)",
-    adapter="kernels.planted.uninit:run_case",
+    adapter="gpu_memsafety.kernels.planted.uninit:run_case",
     params=(Param("impl", str, choices=("triton", "cuda")), Param("n", int, low=1, high=1 << 28)),
     variants=VARIANTS,
     cases=_cases,

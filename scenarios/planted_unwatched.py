@@ -14,9 +14,9 @@ lands in x's alignment tail, which a guard page cannot see; memcheck and poison 
 """
 from __future__ import annotations
 
-from harness.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
-from kernels.planted.unwatched import ITEM, VARIANTS, groups
+from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from gpu_memsafety.kernels.planted.unwatched import ITEM, VARIANTS, groups
 
 NAME = "planted_unwatched"
 SIZES = (4096, 4000)
@@ -55,7 +55,7 @@ SCENARIO = Scenario(
     name=NAME,
     summary="planted overread of an unwatched input and overwrite of an unwatched scratch buffer (only the output "
             "is watched): calibration for covering every buffer",
-    adapter="kernels.planted.unwatched:run_case",
+    adapter="gpu_memsafety.kernels.planted.unwatched:run_case",
     params=(Param("impl", str, choices=("triton", "cuda")), Param("n", int, low=2, high=1 << 24)),
     variants=VARIANTS,
     cases=_cases,

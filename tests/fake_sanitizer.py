@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.sanitizer import SanitizerInfo, SanitizerLookup
+from gpu_memsafety.sanitizer.tool import SanitizerInfo, SanitizerLookup
 
-# The fake's command line, as harness.sanitizer builds the real one: options (`--xml` takes no value, `--save` the
+# The fake's command line, as gpu_memsafety.sanitizer.tool builds the real one: options (`--xml` takes no value, `--save` the
 # XML's path), then the target's argv. Leaves `xml_path` and `target`. Needs sys and Path imported.
 PARSE_ARGS = '''\
 args = sys.argv[1:]
@@ -31,7 +31,7 @@ target = args[i:]
 # Runs the worker, then does what memcheck does with the accesses it is told about, for every case that ran: a
 # record only for an access that lies outside its buffer's allocation (an exact allocation), none for one
 # that lands in the buffer's own back guard. ACCESSES: "expected" (every byte range the case's expectation names,
-# the scenario found through harness.registry) or a list of (buffer, offset from its end, size, direction).
+# the scenario found through gpu_memsafety.scenario.registry) or a list of (buffer, offset from its end, size, direction).
 FAKE_MEMCHECK = '''\
 import json, subprocess, sys
 from pathlib import Path
@@ -45,7 +45,7 @@ job = json.loads(Path(target[-1]).read_text())
 def accesses(case, buffers):
     if ACCESSES != "expected":
         return [(name, buffers[name]["nbytes"] + off, size, d) for name, off, size, d in ACCESSES if name in buffers]
-    from harness import registry
+    from gpu_memsafety.scenario import registry
     scenario, found = registry.find_case(f"{{case['scenario']}}[{{case['variant']}}-{{case['label']}}]")
     return [(e.buffer, lo, hi - lo, "write" if e.kind == "overwrite" else "read")
             for e in scenario.expect(found).findings for lo, hi in e.ranges or ()]
@@ -74,7 +74,7 @@ sys.exit(86 if records else code)
 
 
 def install(directory: Path, name: str, source: str) -> SanitizerLookup:
-    """The fake `source` written into `directory` as an executable, as harness.sanitizer would have found a real one."""
+    """The fake `source` written into `directory` as an executable, as gpu_memsafety.sanitizer.tool would have found a real one."""
     script = directory / name
     script.write_text(f"#!{sys.executable}\n" + source)
     script.chmod(0o755)

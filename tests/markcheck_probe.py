@@ -1,5 +1,5 @@
 """Run by tests/test_markcheck.py in a subprocess with TRITON_INTERPRET=1: the one-launch Triton marker
-check (harness/markcheck.py) against an independent numpy count and against the torch path, on random
+check (harness/placement/markcheck.py) against an independent numpy count and against the torch path, on random
 layouts and random corruptions. Prints one JSON line of mismatches (empty lists when all agree)."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import random
 import numpy as np
 import torch
 
-from harness.guard import Arena
-from harness.markcheck import WORD, Span, SpanTable
+from gpu_memsafety.placement.guard import Arena
+from gpu_memsafety.placement.markcheck import WORD, Span, SpanTable
 
 
 def reference(span: Span, memory: np.ndarray, base: int) -> int:

@@ -1,4 +1,4 @@
-"""harness.attribute: every sanitizer access lands on the right buffer, region and bytes, or is kept unattributed.
+"""gpu_memsafety.sanitizer.attribute: every sanitizer access lands on the right buffer, region and bytes, or is kept unattributed.
 
 Attribution is what turns an address into "src, 12 bytes past the end, thread (104,0,0), t.py:5"; a mistake
 here blames the wrong buffer or double-counts bytes. Pure (plain dicts and records), so it is checked with
@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from harness import layout as L
-from harness.attribute import NEAR_BEFORE_BYTES, NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
-from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
-from harness.parse import MEMORY_ACCESS, parse_xml
-from harness.judge import _access
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.sanitizer.attribute import NEAR_BEFORE_BYTES, NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
+from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, parse_xml
+from gpu_memsafety.judge.rules import _access
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 BASE = 0x7F00_0000_0000
@@ -21,7 +21,7 @@ BASE = 0x7F00_0000_0000
 
 def buffer(name: str, tensor_addr: int, nbytes: int, *, placement: str = L.GUARDED, guard: int = 1024,
            rows: L.Rows | None = None, case_id: str = "case[a]") -> BufferRef:
-    """A buffer-map entry as the worker records it (harness.guard.GuardedBuffer.record)."""
+    """A buffer-map entry as the worker records it (gpu_memsafety.placement.guard.GuardedBuffer.record)."""
     lay = L.plan(nbytes, placement=placement, guard=guard, rows=rows)
     rec = {"name": name, "tensor_addr": tensor_addr, "nbytes": nbytes, "alloc_base": tensor_addr - lay.front,
            "alloc_size": lay.total, "layout": lay.to_json()}

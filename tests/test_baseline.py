@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.baseline import (
+from gpu_memsafety.judge.baseline import (
     BASELINE_SCHEMA,
     DEFAULT_REASON,
     AcceptedFinding,
@@ -18,8 +18,8 @@ from harness.baseline import (
     render_diff,
     write_baseline,
 )
-from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, CaseResult, Finding, Outcome
-from harness.report import ReportError
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, CaseResult, Finding, Outcome
+from gpu_memsafety.report import ReportError
 
 UPSTREAM = "triton-lang/triton#10772"
 PACKED = "padded_stride_scale_write[packed-H2304-T5]"
@@ -174,7 +174,7 @@ def test_a_malformed_accepted_finding_is_refused_with_the_reason(tmp_path: Path,
 def test_a_malformed_baseline_stops_pytest_before_any_case_runs(tmp_path: Path) -> None:
     import subprocess
     import sys
-    from harness.registry import ROOT
+    from gpu_memsafety.util.paths import CHECKOUT as ROOT
     path = tmp_path / "baseline.json"
     path.write_text('{"schema": "gpu-memsafety-baseline/1", "accepted": [{"case": "x"}]}')
     proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--mode", "guard",

@@ -1,4 +1,4 @@
-"""harness.bench on CPU: the JSON and Markdown it writes, targets never passed without a measurement,
+"""gpu_memsafety.cli.bench on CPU: the JSON and Markdown it writes, targets never passed without a measurement,
 a measuring child that dies is restarted after the case that killed it, and bad options are refused.
 
 The numbers themselves only mean something on the GPU (evidence/h200/bench-*); here they must exist.
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness import bench
-from harness.registry import ROOT, all_scenarios
+from gpu_memsafety.cli import bench
+from gpu_memsafety.scenario.registry import all_scenarios
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 FAKE_SCENARIOS = FAKE_DIR / "fake_scenarios"        # a scenario path; FAKE_DIR on PYTHONPATH for the adapter module
@@ -24,7 +25,7 @@ PLANTED_CLEAN = "planted_oob[clean-triton-n4000-x1]"
 
 def run_bench(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, "-m", "harness", "--scenario-path", str(FAKE_SCENARIOS), "bench", "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "gpu_memsafety", "--scenario-path", str(FAKE_SCENARIOS), "bench", "--out", str(out),
                            *args], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -162,7 +163,7 @@ def test_a_child_past_its_time_limit_is_killed_and_its_case_recorded(tmp_path: P
     pid_dir.mkdir()
     env_extra = {"FAKE_FAULTS_DIR": str(pid_dir)}
     try:
-        proc = subprocess.run([sys.executable, "-m", "harness", "--scenario-path", str(FAKE_SCENARIOS), "bench",
+        proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "--scenario-path", str(FAKE_SCENARIOS), "bench",
                                "--out", str(tmp_path / "b"), "--parts", "cases",
                                "--reps", "2", "--child-timeout", str(LIMIT), "--case", "fake_faults[hang-n4000]", "--case", PLANTED_CLEAN],
                               cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]),
@@ -205,7 +206,7 @@ def _private_uses(tree: Any) -> list[str]:
     import ast
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpu_memsafety"):
             found += [f"from {node.module} import {a.name}" for a in node.names if a.name.startswith("_")]
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
             if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os")):   # os._exit
@@ -216,13 +217,13 @@ def _private_uses(tree: Any) -> list[str]:
 def test_bench_uses_only_public_names_of_the_worker_and_the_arena() -> None:
     import ast
 
-    from harness import worker
-    tree = ast.parse((ROOT / "harness" / "bench.py").read_text())
+    from gpu_memsafety.engine import worker
+    tree = ast.parse((ROOT / "harness" / "cli" / "bench.py").read_text())
     assert _private_uses(tree) == []
     # and no copy of the worker's exit code for a lost context: bench takes worker.CONTEXT_LOST
     copies = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
               if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant) and node.value.value == worker.CONTEXT_LOST]
     assert copies == []
     # the check itself sees what it forbids
-    bad = ast.parse("from harness.worker import _context_lost\ndef f(a):\n    a._allocate('x', None)\n")
-    assert _private_uses(bad) == ["from harness.worker import _context_lost", "line 3: ._allocate"]
+    bad = ast.parse("from gpu_memsafety.engine.worker import _context_lost\ndef f(a):\n    a._allocate('x', None)\n")
+    assert _private_uses(bad) == ["from gpu_memsafety.engine.worker import _context_lost", "line 3: ._allocate"]

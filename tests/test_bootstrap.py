@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from harness.registry import ROOT
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import bootstrap  # noqa: E402
@@ -241,6 +241,10 @@ def _run(monkeypatch: pytest.MonkeyPatch, venv: Path, base: Path, extras: list[s
     monkeypatch.setattr(bootstrap, "unreachable", lambda url, timeout=0: None if reach else "Name or service not known")
     monkeypatch.setattr(bootstrap, "_local_torch_wheel", lambda: wheel)
     assert bootstrap.bootstrap(venv, extras, PROJECT) == 0
+    *rest, editable = rec.calls           # the checkout itself comes last, editable, with nothing else
+    assert editable == ["--no-deps", "--no-build-isolation", "--editable", str(bootstrap.ROOT)]
+    assert bootstrap.SETUPTOOLS in rest[-1]
+    rec.calls = [[a for a in call if a != bootstrap.SETUPTOOLS] for call in rest]
     return rec
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from harness import registry
-from harness.model import GUARD, POISON, Outcome
-from harness.runner import MODES, RunOptions, Runner
-from scenarios.planted_oob import SCENARIO as PLANTED
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.model import GUARD, POISON, Outcome
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.scenarios.planted_oob import SCENARIO as PLANTED
 
 TRITON = {v: f"planted_oob[{v}-triton-n{n}-x1]" for v, n in
           (("vec16_overread", 4008), ("vec16_clean", 4008), ("atomic_past_end", 4000), ("far_write", 4000))}
@@ -83,9 +83,9 @@ def test_far_write_outside_memcheck_is_not_applicable_never_a_failure() -> None:
     process may own); it does not apply to those modes, so it is a skip, never 'could not run'."""
     from types import SimpleNamespace
 
-    from harness import layout as L
-    from harness.errors import NotApplicable
-    from kernels.planted import calibration
+    from gpu_memsafety.placement import layout as L
+    from gpu_memsafety.errors import NotApplicable
+    from gpu_memsafety.kernels.planted import calibration
 
     case = next(c for c in PLANTED.cases() if c.id == TRITON["far_write"])
     ctx = SimpleNamespace(watch_placement=L.GUARDED, device=SimpleNamespace(type="cuda"))

@@ -1,4 +1,4 @@
-"""harness.parse.classify: every kind of record compute-sanitizer's tools document gets one word, and the
+"""gpu_memsafety.sanitizer.parse.classify: every kind of record compute-sanitizer's tools document gets one word, and the
 memory-access kinds become the right finding kind (issue 19: an atomic past the end is a write, a
 misaligned access is its own kind, never an overread).
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import layout as L
-from harness import parse
-from harness.attribute import BufferRef, aggregate
-from harness.model import MISALIGNED, OVERREAD, OVERWRITE
-from harness.judge import _access
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.sanitizer import parse
+from gpu_memsafety.sanitizer.attribute import BufferRef, aggregate
+from gpu_memsafety.model import MISALIGNED, OVERREAD, OVERWRITE
+from gpu_memsafety.judge.rules import _access
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 P = "========= "
@@ -153,7 +153,7 @@ def test_a_misaligned_read_becomes_a_misaligned_finding_not_an_overread() -> Non
 
 
 def test_reports_show_the_detectors_own_words() -> None:
-    from harness.report.findings import describe_finding, finding_fields
+    from gpu_memsafety.report.findings import describe_finding, finding_fields
     [record] = text_records(CONSTRUCTED[parse.ATOMIC])
     [f] = aggregate([_access(record)], [buffer_at(0x7FB656800000, 4000)])["c"]
     line = describe_finding(f)

@@ -14,14 +14,14 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from harness import job as J
-from harness import layout as L
-from harness.context import RunContext
-from harness.guard import Arena
-from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
-from harness.modes import COVER_ALL, COVER_OPTIONS, COVER_SCENARIO, COVER_WATCHED, MODES, covers, resolve_cover
-from harness.scenario import Case, Param, Scenario, ScenarioError
-from harness.verdict import decide
+from gpu_memsafety.engine import job as J
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.scenario.context import RunContext
+from gpu_memsafety.placement.guard import Arena
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
+from gpu_memsafety.engine.modes import COVER_ALL, COVER_OPTIONS, COVER_SCENARIO, COVER_WATCHED, MODES, covers, resolve_cover
+from gpu_memsafety.scenario.definition import Case, Param, Scenario, ScenarioError
+from gpu_memsafety.judge.verdict import decide
 
 from fake_sanitizer import memcheck as fake_memcheck_lookup
 
@@ -204,8 +204,8 @@ def fake_memcheck(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[A
 
 
 def run_clean_case(tmp_path: Path, sanitizer: Any, cover: str, mode: str = "memcheck") -> Any:
-    from harness import registry
-    from harness.runner import RunOptions, Runner
+    from gpu_memsafety.scenario import registry
+    from gpu_memsafety.engine.runner import RunOptions, Runner
     scenario = registry.load_source(registry.Source(str(FAKE_DIR / "fake_scenarios" / "fake_faults.py"), None, "tests"))
     case = next(c for c in scenario.build() if c.id == "fake_faults[clean-n4000]")
     runner = Runner(RunOptions(mode=MODES[mode], workdir=tmp_path / f"runs-{cover}", gpu_available=True,
@@ -237,8 +237,8 @@ def test_the_watched_buffer_is_seen_either_way(tmp_path: Path, fake_memcheck: An
 
 def test_a_failing_case_reruns_with_the_runs_cover() -> None:
     """The rerun command a failing case prints (and `repro --keep`'s rerun.sh) keeps a narrowed run narrowed."""
-    from harness import registry
-    from harness.repro import rerun_argv, rerun_command
+    from gpu_memsafety.scenario import registry
+    from gpu_memsafety.cli.repro import rerun_argv, rerun_command
     scenario, case = registry.find_case("planted_oob[overread-triton-n4000-x1]")
     assert rerun_argv(scenario, case, "memcheck")[-2:] == ["--mode", "memcheck"]
     assert rerun_argv(scenario, case, "memcheck", cover=COVER_WATCHED)[-4:] == ["--mode", "memcheck", "--cover", "watched"]
@@ -246,6 +246,6 @@ def test_a_failing_case_reruns_with_the_runs_cover() -> None:
 
 
 def test_an_unknown_run_cover_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    from harness.runner import RunOptions, Runner
+    from gpu_memsafety.engine.runner import RunOptions, Runner
     with pytest.raises(ValueError, match="cover 'most' is not one of scenario, all, watched"):
         Runner(RunOptions(mode=MODES["memcheck"], workdir=tmp_path, cover="most"))

@@ -12,17 +12,18 @@ from typing import Any
 
 import pytest
 
-from harness.job import ERROR, UNSUPPORTED
-from harness.worker import classify
-from kernels import cuda_build
-from kernels.errors import KernelBuildError, ToolchainMissing
+from gpu_memsafety.engine.job import ERROR, UNSUPPORTED
+from gpu_memsafety.engine.worker import classify
+from gpu_memsafety.kernels import cuda_build
+from gpu_memsafety.kernels.errors import KernelBuildError, ToolchainMissing
 
 
 def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path / "c"))
     assert cuda_build.cache_root() == tmp_path / "c"
     monkeypatch.delenv(cuda_build.CACHE_ENV)
-    assert cuda_build.cache_root() == Path.home() / ".cache" / "gpu-memsafety"
+    from gpu_memsafety.util.paths import cache_dir
+    assert cuda_build.cache_root() == cache_dir()        # the harness's one cache directory
 
 
 def test_build_key_changes_with_source_and_flags_only() -> None:

@@ -1,9 +1,9 @@
 """Fault injection (issue 9): every way a case can go wrong ends as a visible outcome, never as a pass.
 
-These tests run real worker processes on the CPU through harness.runner.Runner. The cases come from a
+These tests run real worker processes on the CPU through gpu_memsafety.engine.runner.Runner. The cases come from a
 tests-only scenario, `fake_faults` (tests/fake_kernels/fake_scenarios/fake_faults.py), whose adapter
 (tests/fake_kernels/fake_adapters.py) hangs, kills its own process, raises, or refuses on purpose. The worker
-imports a case's scenario from the file it was found in (harness/registry.py), as it does for a user's
+imports a case's scenario from the file it was found in (harness/scenario/registry.py), as it does for a user's
 scenario directory; the adapter module is found through the PYTHONPATH these tests give the worker. compute-sanitizer is replaced by small Python scripts generated here that
 run the worker (or not) and then fail in the ways a real sanitizer fails.
 """
@@ -20,12 +20,13 @@ from typing import Any, Sequence
 
 import pytest
 
-from harness import fsutil, registry
-from harness.model import MEMCHECK, CaseResult, Outcome
-from harness.registry import ROOT
-from harness.runner import MODES, RunOptions, Runner
-from harness.sanitizer import SanitizerLookup
-from harness.scenario import Case, Scenario
+from gpu_memsafety.util import fsutil
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.model import MEMCHECK, CaseResult, Outcome
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.sanitizer.tool import SanitizerLookup
+from gpu_memsafety.scenario.definition import Case, Scenario
 
 from fake_sanitizer import PARSE_ARGS, install
 
@@ -198,7 +199,7 @@ def test_both_mode_without_a_sanitizer_is_never_clean_under_guard(worker_env: Pa
 
 def test_both_mode_without_a_sanitizer_allowed_keeps_what_guard_found(worker_env: Path, tmp_path: Path) -> None:
     """With --allow-unsupported the case is a skip, and the guard finding it did see stays in the result."""
-    from harness.model import GUARD
+    from gpu_memsafety.model import GUARD
     runner = make_runner(tmp_path, "both", gpu_available=True, allow_unsupported=True,
                          sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
     [result] = runner.run([item("overwrite")])
@@ -404,7 +405,7 @@ def test_failed_replace_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
 
 WRITER = """
 import sys
-from harness.fsutil import atomic_write_json
+from gpu_memsafety.util.fsutil import atomic_write_json
 i = 0
 while True:
     atomic_write_json(sys.argv[1], {"i": i, "pad": "x" * (200_000 + i % 4096)})
@@ -457,7 +458,7 @@ def test_merge_of_a_corrupt_or_foreign_file_exits_2_with_a_clear_message(tmp_pat
                                                                          words: str) -> None:
     bad = tmp_path / "report.json"
     bad.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "harness", "merge", str(bad), "-o", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", str(bad), "-o", str(tmp_path / "out")],
                           cwd=str(ROOT), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -466,7 +467,7 @@ def test_merge_of_a_corrupt_or_foreign_file_exits_2_with_a_clear_message(tmp_pat
 
 
 def test_merge_without_output_option_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "harness", "merge", str(tmp_path / "a.json")],
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", str(tmp_path / "a.json")],
                           cwd=str(ROOT), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
@@ -574,7 +575,7 @@ def test_gpu_illegal_address_is_crashed_and_the_rest_rerun_in_a_fresh_process(gp
 def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failure() -> None:
     """Real H200 output: memcheck ends the mxfp4 kernel; a destructor's cudaFree then aborts the worker. The
     sanitizer's records are complete, so the case is judged from them (not 'memcheck did not run')."""
-    from harness.judge import read_sanitizer
+    from gpu_memsafety.judge.rules import read_sanitizer
     data = Path(__file__).parent / "data" / "sanitizer"
     run = read_sanitizer("memcheck", (data / "memcheck-mxfp4-overread-target-aborted.txt").read_text(),
                          (data / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes(), exit_code=86,
@@ -584,7 +585,7 @@ def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failu
 
 
 def test_sanitizer_that_could_not_start_its_target_is_still_a_failure() -> None:
-    from harness.judge import read_sanitizer
+    from gpu_memsafety.judge.rules import read_sanitizer
     data = Path(__file__).parent / "data" / "sanitizer"
     run = read_sanitizer("memcheck", (data / "cpu-wheel-13.5.25-no-gpu.txt").read_text(), None, exit_code=255,
                          timed_out=False)
@@ -594,7 +595,7 @@ def test_sanitizer_that_could_not_start_its_target_is_still_a_failure() -> None:
 # ------------------------------------------------------------------------------ repro --mode stress, not run
 
 def test_repro_stress_on_a_case_that_cannot_run_says_so_never_crashed_in_0_runs(worker_env: Path, tmp_path: Path) -> None:
-    from harness.repro import stress, stress_answer
+    from gpu_memsafety.cli.repro import stress, stress_answer
     options = RunOptions(mode=MODES["stress"], workdir=tmp_path / "unsupported", timeout_scale=TIMEOUT_SCALE)
     stats = stress(options, *item("unsupported"), runs=20)
     assert (stats["runs"], stats["crashes"], stats["outcome"]) == (0, 0, "unsupported")
@@ -604,7 +605,7 @@ def test_repro_stress_on_a_case_that_cannot_run_says_so_never_crashed_in_0_runs(
 
 
 def test_repro_stress_counts_the_runs_of_a_case_that_runs(worker_env: Path, tmp_path: Path) -> None:
-    from harness.repro import stress, stress_answer
+    from gpu_memsafety.cli.repro import stress, stress_answer
     options = RunOptions(mode=MODES["stress"], workdir=tmp_path / "clean", timeout_scale=TIMEOUT_SCALE)
     stats = stress(options, *item("clean"), runs=3)
     assert (stats["runs"], stats["crashes"]) == (3, 0)

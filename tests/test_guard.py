@@ -1,4 +1,4 @@
-"""harness.guard on CPU tensors: guard markers report exactly the bytes a planted write changed.
+"""gpu_memsafety.placement.guard on CPU tensors: guard markers report exactly the bytes a planted write changed.
 
 The marker check is the one detector that sees writes inside an allocation (row padding, unused rows), so
 it must name the region and the exact offsets, find nothing after a clean write of the whole logical tensor,
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import layout as L
-from harness.guard import DEFAULT_MARKER, Arena, GuardedBuffer
-from harness.model import ByteRange
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.placement.guard import DEFAULT_MARKER, Arena, GuardedBuffer
+from gpu_memsafety.model import ByteRange
 
 CPU = torch.device("cpu")
 

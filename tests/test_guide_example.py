@@ -1,11 +1,11 @@
 """docs/writing-a-scenario.md, run as written: its example is a directory outside the repository.
 
-The guide's scenario and kernel module are the files in docs/example/ (the guide shows them verbatim: the
+The guide's scenario and kernel module are the files in harness/cli/example/ (the guide shows them verbatim: the
 first test checks that). They are copied into a fresh directory outside the repository that holds only those
 two files (no sitecustomize, no PYTHONPATH), and the guide's commands run on the CPU (Triton's interpreter,
-guard markers): `make sanitize SCENARIO_PATH=...`, its pytest equivalent, `python -m harness list`, a
+guard markers): `make sanitize SCENARIO_PATH=...`, its pytest equivalent, `python -m gpu_memsafety list`, a
 first run without expectations (a failing finding that prints the command rerunning it, which is then run),
-and the baseline that accepts it. `python -m harness new` is checked the same way: its output passes as
+and the baseline that accepts it. `python -m gpu_memsafety new` is checked the same way: its output passes as
 generated.
 """
 from __future__ import annotations
@@ -20,11 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import registry
+from gpu_memsafety.util.paths import CHECKOUT
+from gpu_memsafety.scenario import registry
 
-ROOT = registry.ROOT
+ROOT = CHECKOUT
 GUIDE = ROOT / "docs" / "writing-a-scenario.md"
-EXAMPLE = ROOT / "docs" / "example"
+EXAMPLE = ROOT / "harness" / "cli" / "example"
 FILES = ("scale_store.py", "scale_kernel.py")
 NAME = "scale_store"
 
@@ -48,7 +49,7 @@ def user_dir(base: Path, *, edit: tuple[str, str] | None = None) -> Path:
     if edit is not None:
         path = directory / "scale_store.py"
         text = path.read_text()
-        assert edit[0] in text, f"the guide's edit {edit[0]!r} no longer applies to docs/example/scale_store.py"
+        assert edit[0] in text, f"the guide's edit {edit[0]!r} no longer applies to harness/cli/example/scale_store.py"
         path.write_text(text.replace(edit[0], edit[1]))
     assert not directory.resolve().is_relative_to(ROOT)
     assert sorted(p.name for p in directory.iterdir()) == sorted(FILES)
@@ -81,10 +82,10 @@ def guide() -> str:
 # -------------------------------------------------------------------------------------- the guide itself
 
 def test_the_guide_shows_the_example_files_verbatim() -> None:
-    """Each `<!-- file: docs/example/X -->` marker is followed by a code block equal to that file."""
+    """Each `<!-- file: harness/cli/example/X -->` marker is followed by a code block equal to that file."""
     text = guide()
-    shown = dict(re.findall(r"<!-- file: (docs/example/[\w.]+) -->\n```(?:python|json)\n(.*?)```\n", text, flags=re.S))
-    assert sorted(shown) == sorted(f"docs/example/{name}" for name in (*FILES, "baseline.json"))
+    shown = dict(re.findall(r"<!-- file: (harness/cli/example/[\w.]+) -->\n```(?:python|json)\n(.*?)```\n", text, flags=re.S))
+    assert sorted(shown) == sorted(f"harness/cli/example/{name}" for name in (*FILES, "baseline.json"))
     for path, block in shown.items():
         assert block == (ROOT / path).read_text(), f"{path} and its copy in the guide differ: update the guide"
 
@@ -93,9 +94,9 @@ def test_the_guide_commands_are_the_ones_tested() -> None:
     text = guide()
     for command in ('make sanitize MODE=guard SCENARIO_PATH=~/my-kernels PYTEST_ARGS="--scenario scale_store"',
                     ".venv/bin/python -m pytest scenarios --scenario-path ~/my-kernels --scenario scale_store --mode guard",
-                    ".venv/bin/python -m harness list --scenario-path ~/my-kernels",
-                    "--baseline docs/example/baseline.json",
-                    "python -m harness new"):
+                    ".venv/bin/python -m gpu_memsafety list --scenario-path ~/my-kernels",
+                    "--baseline harness/cli/example/baseline.json",
+                    "python -m gpu_memsafety new"):
         assert command in text, f"the guide no longer shows {command!r}"
     for region in ("before_start", "past_end", "row_padding", "unused_row", "inside"):
         assert f"`{region}`" in text
@@ -133,14 +134,14 @@ def test_scenario_paths_in_the_users_pytest_ini(tmp_path: Path) -> None:
                 "--scenario", NAME, "--mode", "guard", "--report-dir", str(tmp_path / "reports")])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     check_found_and_clean(tmp_path / "reports")
-    listed = run([sys.executable, "-m", "harness", "--config", str(project / "pytest.ini"), "list", "--ids",
+    listed = run([sys.executable, "-m", "gpu_memsafety", "--config", str(project / "pytest.ini"), "list", "--ids",
                   "--scenario", NAME])
     assert listed.stdout.split() == sorted(cases(tmp_path / "reports")), listed.stderr
 
 
 def test_harness_list_with_scenario_path_lists_it(tmp_path: Path) -> None:
     mine = user_dir(tmp_path)
-    proc = run([sys.executable, "-m", "harness", "list", "--scenario-path", str(mine)])
+    proc = run([sys.executable, "-m", "gpu_memsafety", "list", "--scenario-path", str(mine)])
     assert proc.returncode == 0, proc.stderr
     assert f"{NAME}: vector scale whose buggy twin stores one element past the end of out" in proc.stdout
     assert f"({(mine / 'scale_store.py').resolve()})" in proc.stdout
@@ -161,7 +162,7 @@ def test_a_first_run_without_expectations_fails_and_prints_the_command_that_reru
     assert "out[1000], 1 element(s) past the end" in proc.stdout
     rerun = re.search(r"^rerun this case: (.*)$", proc.stdout, flags=re.M)
     assert rerun, proc.stdout[-3000:]
-    assert f"-m harness repro 'scale_store[buggy-n1000]' --mode guard --scenario-path {shlex.quote(str(mine.resolve()))}" in rerun.group(1)
+    assert f"-m gpu_memsafety repro 'scale_store[buggy-n1000]' --mode guard --scenario-path {shlex.quote(str(mine.resolve()))}" in rerun.group(1)
     again = run(["bash", "-c", rerun.group(1)], cwd=tmp_path)
     assert again.returncode == 1, again.stdout + again.stderr
     assert "[guard] scale_store[buggy-n1000]: finding" in again.stdout
@@ -172,7 +173,7 @@ def test_a_first_run_without_expectations_fails_and_prints_the_command_that_reru
                  "unexpected: guard overwrite of out/past_end 4 B by scale_buggy"):
         assert line in failure, f"the run no longer prints {line!r}"
         assert f"    {line}" in guide(), f"the guide's sample output no longer shows {line!r}: update it"
-    assert "rerun this case: cd " in guide() and "-m harness repro 'scale_store[buggy-n1000]' --mode guard" in guide()
+    assert "rerun this case: cd " in guide() and "-m gpu_memsafety repro 'scale_store[buggy-n1000]' --mode guard" in guide()
 
 
 def test_the_guides_baseline_accepts_that_finding(tmp_path: Path) -> None:
@@ -188,11 +189,11 @@ def test_the_guides_baseline_accepts_that_finding(tmp_path: Path) -> None:
         assert got[f"scale_store[fixed-n{n}]"]["outcome"] == "clean"
 
 
-# ------------------------------------------------------------------------------------- python -m harness new
+# ------------------------------------------------------------------------------------- python -m gpu_memsafety new
 
 def test_harness_new_output_passes_as_generated(tmp_path: Path) -> None:
     target = tmp_path / "generated"
-    made = run([sys.executable, "-m", "harness", "new", "my_first", "--path", str(target)])
+    made = run([sys.executable, "-m", "gpu_memsafety", "new", "my_first", "--path", str(target)])
     assert made.returncode == 0, made.stderr
     assert sorted(p.name for p in target.iterdir()) == ["my_first.py", "my_first_kernel.py", "test_my_first.py"]
     proc = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(target / "test_my_first.py")],

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Sequence
 
 
-from harness import hazards, registry
-from harness.judge import Judge, Machine, read_sanitizer
-from harness.model import RACE, RACECHECK, SHARED, SYNCCHECK, CaseResult, Outcome
-from harness.modes import MODES
-from harness.runner import RunOptions, Runner
-from harness.scenario import Case, Scenario
+from gpu_memsafety.detectors import hazards
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.judge.rules import Judge, Machine, read_sanitizer
+from gpu_memsafety.model import RACE, RACECHECK, SHARED, SYNCCHECK, CaseResult, Outcome
+from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.engine.runner import RunOptions, Runner
+from gpu_memsafety.scenario.definition import Case, Scenario
 
 from fake_sanitizer import PARSE_ARGS, install
 
@@ -116,8 +117,8 @@ def test_racecheck_records_come_from_its_text_and_its_count_is_checked() -> None
 
 
 def test_a_mode_whose_detectors_a_scenario_does_not_use_runs_nothing_for_it() -> None:
-    from scenarios.planted_race import SCENARIO as RACE_SCENARIO
-    from scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
+    from gpu_memsafety.scenarios.planted_race import SCENARIO as RACE_SCENARIO
+    from gpu_memsafety.scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
     judge = Judge(MODES["both"], Machine(gpu=True))
     race_case = RACE_SCENARIO.build()[0]
     gated = judge.gate(RACE_SCENARIO, race_case)

@@ -1,4 +1,4 @@
-"""harness.judge, rule by rule, with small fakes: a scenario, worker results and sanitizer records built by hand,
+"""gpu_memsafety.judge.rules, rule by rule, with small fakes: a scenario, worker results and sanitizer records built by hand,
 plus the real H200 sanitizer output in tests/data/sanitizer/. No process runs here.
 
 Each rule of the judge's docstring is reached by the smallest input that should reach it, and its neighbour
@@ -13,16 +13,16 @@ from typing import Any, Callable
 
 import pytest
 
-from harness import job as J
-from harness import layout as L
-from harness import pageprobe
-from harness.judge import (Batch, Evidence, Judge, Machine, SanitizerRun, api_error_class, apply_baseline,
+from gpu_memsafety.engine import job as J
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.detectors import pageprobe
+from gpu_memsafety.judge.rules import (Batch, Evidence, Judge, Machine, SanitizerRun, api_error_class, apply_baseline,
                            place_sanitizer_records, read_sanitizer)
-from harness.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, CaseResult, DetectorRun, Expectation,
+from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, CaseResult, DetectorRun, Expectation,
                            ExpectedFinding, Finding, Outcome)
-from harness.modes import MODES
-from harness.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord, parse_xml
-from harness.scenario import Case, Param, Scenario
+from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.sanitizer.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord, parse_xml
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 BASE = 0x7F00_0000_0000
@@ -472,7 +472,7 @@ def test_detector_runs_say_missing_only_for_a_tool_that_could_not_run() -> None:
 # ------------------------------------------------------------------------------------------------ baseline
 
 def test_apply_baseline_changes_only_a_finding_whose_findings_are_all_accepted() -> None:
-    from harness.baseline import AcceptedFinding, Baseline
+    from gpu_memsafety.judge.baseline import AcceptedFinding, Baseline
     f = Finding(GUARD, OVERWRITE, "dst", "back_guard", 1, kernel="k")
     result = CaseResult(CASE.id, "fake", "v", {}, "k", "", "guard", Outcome.FINDING, "clean", findings=[f])
     accepted = Baseline((AcceptedFinding(CASE.id, f.key(), "known"),))
@@ -485,7 +485,7 @@ def test_apply_baseline_changes_only_a_finding_whose_findings_are_all_accepted()
 def test_a_baseline_never_hides_a_known_bug_that_vanished() -> None:
     """FINDING because of an unexpected overwrite while the expected overread went missing: the baseline accepts
     the overwrite, and the case is 'unexpectedly clean', not 'expected finding'."""
-    from harness.baseline import AcceptedFinding, Baseline
+    from gpu_memsafety.judge.baseline import AcceptedFinding, Baseline
     sc = scenario(Expectation((READ_PAST_SRC,)))
     res = worker(guard={"src": [{"region": "back_guard", "start": N, "end": N + 1}]})
     result = judge_one(res, mode="both", sc=sc, run=memcheck_run())
@@ -498,7 +498,7 @@ def test_a_baseline_never_hides_a_known_bug_that_vanished() -> None:
 
 def test_a_baseline_entry_matches_field_by_field_not_as_a_string() -> None:
     """A kernel name with ':' cannot make an entry for one buffer accept a finding on another."""
-    from harness.baseline import AcceptedFinding
+    from gpu_memsafety.judge.baseline import AcceptedFinding
     real = Finding(GUARD, OVERWRITE, "b:c", "past_end", 1, kernel="a")
     lookalike = Finding(GUARD, OVERWRITE, "c", "past_end", 1, kernel="a:b")
     assert real.key() == lookalike.key()

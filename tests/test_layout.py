@@ -1,4 +1,4 @@
-"""harness.layout: the byte arithmetic every detector and every attribution rests on.
+"""gpu_memsafety.placement.layout: the byte arithmetic every detector and every attribution rests on.
 
 A wrong boundary here misnames every finding (a padding write reported as 'inside', an overread that
 memcheck cannot see because the tensor does not end on its allocation's last byte), so each rule is pinned
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import layout as L
-from harness.layout import GuardLayout, LayoutError, Rows
-from harness.model import ByteRange
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.placement.layout import GuardLayout, LayoutError, Rows
+from gpu_memsafety.model import ByteRange
 
 # The pre-dispatch scale buffer at H=2304: 8 rows of 72 logical bytes, 80 bytes apart, 5 tokens written.
 SCALE_ROWS = Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
@@ -99,7 +99,7 @@ def test_exact_plan_is_the_tensor_alone_so_memcheck_sees_both_ends() -> None:
 
 
 def test_sanitizer_modes_use_the_exact_placement() -> None:
-    from harness.modes import MODES
+    from gpu_memsafety.engine.modes import MODES
     assert MODES["memcheck"].placement(sanitized=True) == L.EXACT == MODES["both"].placement(sanitized=True)
     assert MODES["both"].placement(sanitized=False) == L.GUARDED     # without the sanitizer, guards stay
 

@@ -1,4 +1,4 @@
-"""The one-launch Triton marker fill and check (harness/markcheck.py), run in Triton's interpreter on the
+"""The one-launch Triton marker fill and check (harness/placement/markcheck.py), run in Triton's interpreter on the
 CPU in a subprocess (the interpreter must be chosen before triton is imported): it counts exactly what a
 hand count from a host copy counts, on word and byte spans, 1-D and padded 2-D, and `verify` through it
 gives the same byte runs as the torch path; `fill_markers` restores every marker."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.guard import Arena
-from harness.markcheck import Span
-from harness.registry import ROOT
+from gpu_memsafety.placement.guard import Arena
+from gpu_memsafety.placement.markcheck import Span
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 
 def test_triton_check_agrees_with_a_hand_count_and_with_the_torch_path() -> None:

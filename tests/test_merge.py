@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.merge import MERGED_SCHEMA, main, merge_reports, render_merge_markdown
-from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange, CaseResult, Finding, Outcome
-from harness.report import (
+from gpu_memsafety.report.merge import MERGED_SCHEMA, main, merge_reports, render_merge_markdown
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange, CaseResult, Finding, Outcome
+from gpu_memsafety.report import (
     FAILURE,
     KNOWN_BUG,
     MAX_REPORT_BYTES,
@@ -267,7 +267,7 @@ def test_the_same_report_under_another_name_is_refused(two_runners: list[Path], 
 
 
 def shard_report(tmp_path: Path, index: int, count: int, group: str = "nightly-17") -> Path:
-    from harness.report import shard_record
+    from gpu_memsafety.report import shard_record
     results = [case(f"padded_stride_scale_write[packed-H{index}-T5]", Outcome.CLEAN, "pre_dispatch_packed", "sm_90")]
     report = build_report(results, {"hostname": "h200", "archs": ["sm_90"]}, started="s", finished="f",
                           argv=["make", "sanitize"], shard=shard_record(index, count, group))
@@ -320,7 +320,7 @@ def test_deep_nesting_and_bad_unicode_exit_2_with_the_file_name(two_runners: lis
 
 def test_a_failed_write_leaves_the_previous_merged_set(two_runners: list[Path], tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import fsutil
+    from gpu_memsafety.util import fsutil
     out = tmp_path / "out"
     assert main([str(two_runners[0]), "-o", str(out)]) == 0
     before = {p.name: p.read_text() for p in out.iterdir()}

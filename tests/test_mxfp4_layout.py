@@ -1,4 +1,4 @@
-"""CPU tests of kernels.mxfp4.layout: the K pad, the Hopper scale storage, and the kernel's walk past it.
+"""CPU tests of gpu_memsafety.kernels.mxfp4.layout: the K pad, the Hopper scale storage, and the kernel's walk past it.
 
 Three independent views must agree: the closed formulas of the module, a brute-force model of the
 `_matmul_ogs` HOPPER_SCALE pointer arithmetic (below), and the real HopperMXScaleLayout swizzle of the
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from kernels.mxfp4 import layout as L
+from gpu_memsafety.kernels.mxfp4 import layout as L
 
 
 # --- the K pad ---------------------------------------------------------------------------------------------
@@ -234,8 +234,8 @@ def test_kernel_names() -> None:
 @pytest.fixture(scope="module")
 def tk():
     """The vendored triton_kernels, imported for this module only."""
-    from kernels.errors import Unsupported
-    from kernels.mxfp4.triton_kernels_locator import find_triton_kernels
+    from gpu_memsafety.kernels.errors import Unsupported
+    from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import find_triton_kernels
 
     saved_path = list(sys.path)
     before = {n for n in sys.modules if n.startswith("triton_kernels")}

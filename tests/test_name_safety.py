@@ -1,11 +1,13 @@
-"""The project's top-level names (harness, fixtures, kernels, scenarios) win over same-named PyPI packages.
+"""One import name, `gpu_memsafety`: nothing the harness installs collides with `kernels`, `fixtures`, ...
 
-Hugging Face's `kernels` and testing-cabal's `fixtures` are often installed beside torch; if either shadowed
-ours, the harness would import the wrong code or fail in confusing ways. `make test` installs both (the
-`test` extra), and these tests check, in fresh processes started the way the project starts them (`python -m
-harness` from the repository root, the worker's PYTHONPATH, pytest through the root conftest), that every
-import resolves to this repository. The first test makes sure the foreign packages really are installed, so
-the others cannot pass just because there was nothing to collide with.
+Hugging Face's `kernels` and testing-cabal's `fixtures` are often installed beside torch, and kernel
+repositories have top-level `kernels/` packages of their own. The harness's folders keep those names in the
+checkout but are imported only as `gpu_memsafety.kernels`, `gpu_memsafety.fixtures`, ... (pyproject.toml's
+package-dir mapping, an editable install in the checkout). `make test` installs both foreign packages (the
+`test` extra), and these tests check, in fresh processes started the way the project starts them, that every
+`gpu_memsafety.*` import resolves to this checkout while `import kernels` / `import fixtures` keep meaning the
+foreign packages, even when those were imported first. The first test makes sure the foreign packages really
+are installed, so the others cannot pass just because there was nothing to collide with.
 """
 from __future__ import annotations
 
@@ -18,21 +20,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.registry import ROOT
-from harness.runner import MODES, RunOptions, Runner
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 FOREIGN = {"kernels": "kernels", "fixtures": "fixtures"}   # distribution -> top-level package it installs
-OWN_MODULES = ("harness", "harness.worker", "fixtures", "fixtures.plugin", "kernels", "kernels.planted.adapter",
-               "scenarios", "scenarios.planted_oob")
+OWN_MODULES = ("gpu_memsafety", "gpu_memsafety.engine.worker", "gpu_memsafety.fixtures.plugin",
+               "gpu_memsafety.kernels.planted.adapter", "gpu_memsafety.scenarios.planted_oob")
 
 PROBE = f"""
-import importlib, json, sys
-files = {{}}
-for name in {OWN_MODULES!r}:
-    files[name] = importlib.import_module(name).__file__
+import importlib, json
+files = {{name: importlib.import_module(name).__file__ for name in {OWN_MODULES!r}}}
+import fixtures, kernels
+files["fixtures"], files["kernels"] = fixtures.__file__, kernels.__file__
 print(json.dumps(files))
 """
-
 
 OWN_PACKAGE_DIRS = tuple(Path(ROOT).resolve() / name for name in ("harness", "fixtures", "kernels", "scenarios"))
 
@@ -61,13 +62,11 @@ def foreign_init(dist: str) -> Path:
     return Path(str(distribution.locate_file(f"{FOREIGN[dist]}/__init__.py")))
 
 
-def assert_all_own(files: dict[str, str]) -> None:
-    assert set(files) == set(OWN_MODULES)
-    foreign = {name: path for name, path in files.items() if not own(path)}
-    assert not foreign, f"resolved outside {ROOT}: {foreign}"
+def assert_ours_and_theirs(files: dict[str, str]) -> None:
+    """Every gpu_memsafety module from this checkout; `kernels` and `fixtures` still the foreign packages."""
+    assert {n: f for n, f in files.items() if n.startswith("gpu_memsafety") and not own(f)} == {}
+    assert not own(files["kernels"]) and not own(files["fixtures"]), files
 
-
-# ------------------------------------------------------------------------------------ the collision is real
 
 @pytest.mark.parametrize("dist", sorted(FOREIGN))
 def test_foreign_package_is_installed_outside_the_repository(dist: str) -> None:
@@ -76,41 +75,39 @@ def test_foreign_package_is_installed_outside_the_repository(dist: str) -> None:
     assert not own(str(init))
 
 
-def test_outside_the_repository_the_foreign_packages_win(tmp_path: Path) -> None:
-    """Without the repository on sys.path, `import kernels` / `import fixtures` get the PyPI packages."""
+@pytest.mark.parametrize("where", ["root", "elsewhere"])
+def test_imports_resolve_to_this_checkout_and_leave_foreign_names_alone(where: str, tmp_path: Path) -> None:
+    """From the checkout's root (where `python -c` puts the folders `kernels/`, `fixtures/` first on sys.path)
+    and from anywhere else: `gpu_memsafety.*` is this checkout; `kernels`/`fixtures` stay the PyPI packages
+    outside the root."""
     for dist in FOREIGN:
         foreign_init(dist)
-    proc = run(["-c", "import json, fixtures, kernels; print(json.dumps([fixtures.__file__, kernels.__file__]))"],
-               tmp_path, clean_env())
+    cwd = Path(ROOT) if where == "root" else tmp_path
+    proc = run(["-c", PROBE], cwd, clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     files = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert not any(own(f) for f in files), files
+    assert {n: f for n, f in files.items() if n.startswith("gpu_memsafety") and not own(f)} == {}
+    if where == "elsewhere":
+        assert_ours_and_theirs(files)
 
 
-# ------------------------------------------------------------------------------- the ways the project starts
-
-def test_python_m_harness_list_from_the_root_lists_our_scenarios() -> None:
-    proc = run(["-m", "harness", "list"], Path(ROOT), clean_env())
+def test_python_m_gpu_memsafety_list_from_anywhere_lists_our_scenarios(tmp_path: Path) -> None:
+    proc = run(["-m", "gpu_memsafety", "list"], tmp_path, clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "planted_oob[overread-triton-n4000-x1]" in proc.stdout
-    assert "padded_stride_scale_write[" in proc.stdout          # imports kernels.pre_dispatch.layout
+    assert "padded_stride_scale_write[" in proc.stdout          # imports gpu_memsafety.kernels.pre_dispatch.layout
 
 
-def test_imports_from_the_root_resolve_to_this_repository() -> None:
-    """`python -m harness` puts the working directory first on sys.path; so does `python -c`."""
-    proc = run(["-c", PROBE], Path(ROOT), clean_env())
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert_all_own(json.loads(proc.stdout.strip().splitlines()[-1]))
-
-
-def test_worker_pythonpath_alone_resolves_to_this_repository(tmp_path: Path) -> None:
+def test_worker_environment_resolves_to_this_checkout_from_anywhere(tmp_path: Path) -> None:
     """The runner's environment for workers, used from a directory where nothing else helps."""
     env = Runner(RunOptions(mode=MODES["guard"], workdir=tmp_path / "runs"))._env(False)
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
     env = {k: v for k, v in env.items() if not k.startswith("PYTEST")}
     proc = run(["-c", PROBE], tmp_path, env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert_all_own(json.loads(proc.stdout.strip().splitlines()[-1]))
+    files = json.loads(proc.stdout.strip().splitlines()[-1])
+    # (`kernels` may be the checkout's folder here: this pytest run has the checkout's root on sys.path, as a host
+    # run has the host's root, and workers inherit it; only gpu_memsafety.* must be ours.)
+    assert {n: f for n, f in files.items() if n.startswith("gpu_memsafety") and not own(f)} == {}
 
 
 CLAIM = f"""
@@ -120,13 +117,14 @@ before = [fixtures.__file__, kernels.__file__]
 import pytest
 code = pytest.main([{str(Path(ROOT) / 'scenarios')!r}, "--collect-only", "-q", "-p", "no:cacheprovider",
                     "--rootdir", {str(ROOT)!r}, "-c", {str(Path(ROOT) / 'pyproject.toml')!r}])
-import kernels.planted.adapter
-after = {{name: sys.modules[name].__file__ for name in ("fixtures", "fixtures.plugin", "kernels", "kernels.planted.adapter")}}
-print(json.dumps({{"code": int(code), "before": before, "after": after}}))
+import gpu_memsafety.kernels.planted.adapter
+after = {{name: sys.modules[name].__file__ for name in ("gpu_memsafety.fixtures.plugin", "gpu_memsafety.kernels.planted.adapter")}}
+print(json.dumps({{"code": int(code), "before": before, "after": after,
+                  "still": [sys.modules["fixtures"].__file__, sys.modules["kernels"].__file__]}}))
 """
 
 
-def test_root_conftest_reclaims_names_a_foreign_package_took_first(tmp_path: Path) -> None:
+def test_a_foreign_package_imported_first_changes_nothing(tmp_path: Path) -> None:
     for dist in FOREIGN:
         foreign_init(dist)
     proc = run(["-c", CLAIM], tmp_path, clean_env())
@@ -135,12 +133,13 @@ def test_root_conftest_reclaims_names_a_foreign_package_took_first(tmp_path: Pat
     assert not any(own(f) for f in data["before"]), "the foreign packages were not imported first"
     assert data["code"] == 0
     assert all(own(f) for f in data["after"].values()), data["after"]
+    assert data["still"] == data["before"]          # nobody's `kernels` / `fixtures` was replaced
 
 
 def test_this_test_process_uses_the_repositorys_modules() -> None:
-    import fixtures.plugin
-    import kernels.planted.adapter
-    import scenarios.planted_oob
-
-    import harness
-    assert all(own(m.__file__) for m in (harness, fixtures.plugin, kernels.planted.adapter, scenarios.planted_oob))
+    import gpu_memsafety
+    import gpu_memsafety.fixtures.plugin
+    import gpu_memsafety.kernels.planted.adapter
+    import gpu_memsafety.scenarios.planted_oob
+    assert all(own(m.__file__) for m in (gpu_memsafety, gpu_memsafety.fixtures.plugin,
+                                         gpu_memsafety.kernels.planted.adapter, gpu_memsafety.scenarios.planted_oob))

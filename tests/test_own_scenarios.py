@@ -2,7 +2,7 @@
 
 Scenario directories are made in tmp_path, outside the repository, as a user would keep them: a scenario
 file and the kernel module beside it, nothing else (no sitecustomize, no PYTHONPATH). Discovery is
-checked in this process (harness/registry.py) and through `python -m harness` in fresh processes; the
+checked in this process (harness/scenario/registry.py) and through `python -m gpu_memsafety` in fresh processes; the
 end-to-end runs (pytest, make sanitize, the generated scaffold) are in tests/test_guide_example.py.
 """
 from __future__ import annotations
@@ -16,14 +16,15 @@ from typing import Any, Iterator
 
 import pytest
 
-from harness import registry
-from harness.adapter import AdapterError, checked
-from harness.scenario import Case, Param, Scenario, ScenarioError, Variant
+from gpu_memsafety.util.paths import CHECKOUT
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.scenario.adapter import AdapterError, checked
+from gpu_memsafety.scenario.definition import Case, Param, Scenario, ScenarioError, Variant
 
-ROOT = registry.ROOT
+ROOT = CHECKOUT
 
 SCENARIO_TEMPLATE = '''
-from harness.api import Case, Expectation, Param, Scenario
+from gpu_memsafety.api import Case, Expectation, Param, Scenario
 import {kernel}
 
 def run_case(case, ctx):
@@ -76,7 +77,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def harness_cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=str(cwd), env=env or clean_env(),
+    return subprocess.run([sys.executable, "-m", "gpu_memsafety", *args], cwd=str(cwd), env=env or clean_env(),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -99,7 +100,7 @@ def test_the_kernel_module_beside_a_scenario_is_importable_without_pythonpath(tm
     registry.get("ext_beside")
     import beside_kernel  # type: ignore[import-not-found]
     assert beside_kernel.VALUE.startswith("ext_beside from")
-    assert sys.path.index(str((tmp_path / "mine").resolve())) > sys.path.index(str(ROOT)) if str(ROOT) in sys.path else True
+    assert str((tmp_path / "mine").resolve()) in sys.path
 
 
 def test_a_string_adapter_naming_the_module_beside_the_scenario_resolves(tmp_path: Path, isolated_registry: None) -> None:
@@ -208,8 +209,8 @@ def test_the_worker_imports_the_scenario_from_its_file_not_by_name(tmp_path: Pat
     """Two directories, each with a scenario file called `same.py`: the worker's import follows the file."""
     write_scenario(tmp_path / "one", "first_same", kernel="k_one", file="same.py")
     write_scenario(tmp_path / "two", "second_same", kernel="k_two", file="same.py")
-    from harness.job import JobCase
-    from harness.worker import _scenario_of
+    from gpu_memsafety.engine.job import JobCase
+    from gpu_memsafety.engine.worker import _scenario_of
     for name, directory in (("first_same", "one"), ("second_same", "two")):
         source = registry.Source(str((tmp_path / directory / "same.py").resolve()))
         entry = JobCase.from_json({"scenario": "whatever", "variant": "v", "params": {}, "label": "x",
@@ -257,7 +258,7 @@ def test_a_scenario_takes_the_adapter_callable_itself() -> None:
 
 
 @pytest.mark.parametrize("adapter, words", [
-    ("kernels.planted", "is not 'module:function'; better, give the adapter function itself"),
+    ("gpu_memsafety.kernels.planted", "is not 'module:function'; better, give the adapter function itself"),
     (42, "expected the adapter function"),
 ])
 def test_a_bad_adapter_says_what_to_write(adapter: Any, words: str) -> None:
@@ -268,28 +269,28 @@ def test_a_bad_adapter_says_what_to_write(adapter: Any, words: str) -> None:
 def test_a_string_adapter_whose_module_is_missing_says_what_to_change() -> None:
     with pytest.raises(ScenarioError, match=r"cannot import 'no_such_kernels'.*give the adapter function itself"):
         _scenario(adapter="no_such_kernels:run").resolve_adapter()
-    with pytest.raises(ScenarioError, match=r"module harness.layout has no function 'nope'"):
-        _scenario(adapter="harness.layout:nope").resolve_adapter()
+    with pytest.raises(ScenarioError, match=r"module gpu_memsafety.placement.layout has no function 'nope'"):
+        _scenario(adapter="gpu_memsafety.placement.layout:nope").resolve_adapter()
 
 
 def test_an_adapter_that_returns_no_runinfo_is_told_what_to_return() -> None:
     def forgetful(case: Any, ctx: Any) -> None:
         return None
-    with pytest.raises(AdapterError, match=r"adapter .*forgetful returned NoneType; it must return harness.api.RunInfo"):
+    with pytest.raises(AdapterError, match=r"adapter .*forgetful returned NoneType; it must return gpu_memsafety.api.RunInfo"):
         checked(forgetful, "typed")(None, None)
-    from harness.api import RunInfo
+    from gpu_memsafety.api import RunInfo
     info = RunInfo(kernel="k")
     assert checked(lambda case, ctx: info, "typed")(None, None) is info
 
 
 def test_one_unsupported_for_the_engine_the_api_and_the_kernels() -> None:
-    import harness.api
-    import harness.errors
-    import kernels.errors
-    assert harness.api.Unsupported is harness.errors.Unsupported
-    assert kernels.errors.Unsupported is harness.errors.Unsupported
-    from harness.worker import classify
-    assert classify(kernels.errors.Unsupported("x")) == classify(harness.api.Unsupported("x")) == "unsupported"
+    import gpu_memsafety.api
+    import gpu_memsafety.errors
+    import gpu_memsafety.kernels.errors
+    assert gpu_memsafety.api.Unsupported is gpu_memsafety.errors.Unsupported
+    assert gpu_memsafety.kernels.errors.Unsupported is gpu_memsafety.errors.Unsupported
+    from gpu_memsafety.engine.worker import classify
+    assert classify(gpu_memsafety.kernels.errors.Unsupported("x")) == classify(gpu_memsafety.api.Unsupported("x")) == "unsupported"
 
 
 def test_variants_get_typed_fields_and_names_stay_strings() -> None:
@@ -320,7 +321,7 @@ def test_bad_variants_are_named(variants: Any, words: str) -> None:
 
 
 def test_api_exports_what_a_scenario_needs_without_importing_torch() -> None:
-    code = ("import sys, harness.api as a; assert 'torch' not in sys.modules, 'harness.api imported torch'; "
+    code = ("import sys, gpu_memsafety.api as a; assert 'torch' not in sys.modules, 'gpu_memsafety.api imported torch'; "
             "print(sorted(n for n in a.__all__))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=clean_env(), capture_output=True,
                           text=True, timeout=60)
@@ -336,7 +337,7 @@ def test_api_exports_what_a_scenario_needs_without_importing_torch() -> None:
 def test_every_subcommand_prints_help(command: str) -> None:
     proc = harness_cli(command, "--help")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"usage: python -m harness {command}"), proc.stdout[:300]
+    assert proc.stdout.startswith(f"usage: gpu-memsafety {command}"), proc.stdout[:300]
 
 
 def test_list_filters_by_scenario_tag_and_variant() -> None:
@@ -375,7 +376,7 @@ def test_list_reports_a_duplicate_name_as_an_error_naming_both_files(tmp_path: P
 def test_list_piped_into_head_ends_quietly(tmp_path: Path) -> None:
     """More output than a pipe holds, and a reader that leaves after one line: no BrokenPipe traceback."""
     write_scenario(tmp_path / "many", "many_cases", count=3000, summary="x" * 50)
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "list", "--scenario-path", str(tmp_path / "many")],
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_memsafety", "list", "--scenario-path", str(tmp_path / "many")],
                             cwd=str(ROOT), env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
@@ -391,7 +392,7 @@ def test_list_in_process_survives_a_closed_stdout(monkeypatch: pytest.MonkeyPatc
         def write(self, text: str) -> int:
             raise BrokenPipeError(32, "Broken pipe")
     monkeypatch.setattr(sys, "stdout", Closed())
-    from harness.__main__ import main
+    from gpu_memsafety.cli.main import main
     assert main(["list"]) == 0
 
 
@@ -427,7 +428,7 @@ def test_a_scenario_added_the_old_way_through_a_site_hook_is_still_found(tmp_pat
     write_scenario(old, "old_style_scenario", adapter='"old_style_scenario_kernel:run"')
     hook = tmp_path / "hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(f"import scenarios\nscenarios.__path__.append({str(old)!r})\n")
+    (hook / "sitecustomize.py").write_text(f"import gpu_memsafety.scenarios as s\ns.__path__.append({str(old)!r})\n")
     env = clean_env(PYTHONPATH=os.pathsep.join([str(ROOT), str(hook)]))
     proc = harness_cli("list", "--scenario", "old_style_scenario", "--ids", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -446,7 +447,7 @@ def test_last_expert_variants_are_typed_and_agree_with_the_cases() -> None:
 
 
 def test_no_scenario_or_kernel_parses_variant_names() -> None:
-    """Variants carry typed fields (harness.scenario.Variant); nothing slices or searches a variant's name."""
+    """Variants carry typed fields (gpu_memsafety.scenario.definition.Variant); nothing slices or searches a variant's name."""
     import re
     pattern = re.compile(r"variant\.(startswith|endswith|split|partition)\(|\bin case\.variant\b|case\.variant\[")
     files = [*ROOT.glob("scenarios/*.py"), *ROOT.glob("kernels/**/*.py"), *(ROOT / "docs" / "example").glob("*.py")]
@@ -457,7 +458,7 @@ def test_no_scenario_or_kernel_parses_variant_names() -> None:
 
 def test_pytest_and_the_cli_see_an_installed_packages_entry_point_scenarios(tmp_path: Path) -> None:
     """A package installed elsewhere (here: a site directory with its dist-info) declares its scenarios in the
-    gpu_memsafety.scenarios group: `pytest scenarios` and `python -m harness list` both see them."""
+    gpu_memsafety.scenarios group: `pytest scenarios` and `python -m gpu_memsafety list` both see them."""
     site = tmp_path / "site"
     write_scenario(site / "gpu_pkg_cli", "ep_cli", kernel="ep_cli_kernel", package="gpu_pkg_cli")
     (site / "gpu_pkg_cli" / "__init__.py").write_text("")

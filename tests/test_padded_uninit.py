@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness import registry
-from harness.model import UNINIT, UNWRITTEN, Outcome
-from harness.runner import MODES, RunOptions, Runner
-from kernels.pre_dispatch import layout as PL
-from scenarios import padded_stride_scale_write as P
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.model import UNINIT, UNWRITTEN, Outcome
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.kernels.pre_dispatch import layout as PL
+from gpu_memsafety.scenarios import padded_stride_scale_write as P
 
 
 def _brute(case: registry.Case) -> set[int]:

@@ -1,4 +1,4 @@
-"""Guard-page reruns (harness/pageprobe.py, issue 20 items 1 and 4): which buffer faulted, and on which side.
+"""Guard-page reruns (harness/detectors/pageprobe.py, issue 20 items 1 and 4): which buffer faulted, and on which side.
 
 The planning and naming are pure and tested with fake rerun results (no process, no GPU); the runner's side (a
 worker process per round, a fresh one after each fault, placements per job entry) runs real worker processes on
@@ -12,11 +12,12 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from harness import job as J
-from harness import layout as L
-from harness import pageprobe as P
-from harness import registry
-from harness.model import BEFORE_START, GUARD_PAGE, OVERREAD, OVERWRITE, PAST_END, ExpectedFinding, Finding, Outcome
+from gpu_memsafety.util.paths import CHECKOUT
+from gpu_memsafety.engine import job as J
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.detectors import pageprobe as P
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.model import BEFORE_START, GUARD_PAGE, OVERREAD, OVERWRITE, PAST_END, ExpectedFinding, Finding, Outcome
 
 BASE = 1 << 40
 
@@ -122,10 +123,10 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
     probing = P.start([paged("a"), paged("b")])
     drive(probing, faults_when(("a", P.BACK)), written=("a",))
     assert probing.conclude()[0].written
-    from harness.judge import GuardPageDetector
+    from gpu_memsafety.judge.rules import GuardPageDetector
     from tests.test_judge import CASE, scenario
-    from harness.judge import Evidence
-    from harness.modes import MODES
+    from gpu_memsafety.judge.rules import Evidence
+    from gpu_memsafety.engine.modes import MODES
     res = J.WorkerResult(case_id=CASE.id, status=J.FAULT, message="illegal address", buffers=[paged("a"), paged("b")])
     [f] = GuardPageDetector().findings(Evidence(scenario(), CASE, res, MODES["guard_page"], pages=probing))
     assert (f.kind, f.buffer, f.region, f.detail("access")) == (OVERWRITE, "a", PAST_END, "write (the guard markers saw it)")
@@ -163,7 +164,7 @@ FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 def page_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The fake_pages cases through the real runner in guard_page mode (worker processes on the CPU; the machine
     says it has a GPU so that the mode is not refused: the fake adapter needs none)."""
-    from harness.runner import MODES, RunOptions, Runner
+    from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
     mp = pytest.MonkeyPatch()
     mp.setenv("PYTHONPATH", str(FAKE_DIR))
     try:
@@ -219,13 +220,13 @@ def test_runner_runs_a_clean_case_twice_back_then_front_pages_without_reruns(pag
 def test_pageprobe_the_judge_and_the_planted_scenario_import_no_torch() -> None:
     import subprocess
     import sys
-    code = ("import sys, harness.pageprobe, harness.judge, scenarios.planted_pages; "
+    code = ("import sys, gpu_memsafety.detectors.pageprobe, gpu_memsafety.judge.rules, gpu_memsafety.scenarios.planted_pages; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], cwd=registry.ROOT, check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], cwd=CHECKOUT, check=True, timeout=120)
 
 
 def test_two_passes_merge_into_one_result_with_markers_changed_in_either() -> None:
-    from harness.worker import _merge_passes
+    from gpu_memsafety.engine.worker import _merge_passes
     run = lambda lo, hi: {"region": "past_end", "start": lo, "end": hi, "logical": ""}   # noqa: E731
     first = {"launches": 1, "kernel_seconds": 0.5, "watched": ["a"], "markers_checked": True, "buffers": ["first map"],
              "passes": [{"placement": L.GUARD_PAGE}], "guard": {"a": [run(4000, 4002)], "b": []}}

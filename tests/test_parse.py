@@ -1,4 +1,4 @@
-"""harness.parse against real H200 output (tests/data/sanitizer/) and against damaged or hostile input."""
+"""gpu_memsafety.sanitizer.parse against real H200 output (tests/data/sanitizer/) and against damaged or hostile input."""
 from __future__ import annotations
 
 import time
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.parse import (
+from gpu_memsafety.sanitizer.parse import (
     API_ERROR,
     CHUNK_BYTES,
     INTERNAL_ERROR,

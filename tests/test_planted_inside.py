@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from harness import registry
-from harness.model import GUARD, MEMCHECK, POISON, DetectorRun, Outcome
-from harness.runner import MODES, RunOptions, Runner
-from harness.verdict import decide
-from scenarios.planted_inside import SCENARIO, read, read_outside
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.model import GUARD, MEMCHECK, POISON, DetectorRun, Outcome
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.judge.verdict import decide
+from gpu_memsafety.scenarios.planted_inside import SCENARIO, read, read_outside
 
 IDS = {v: f"planted_inside[{v}-triton-T5of8-W18-S20]"
        for v in ("packed_stride_read", "strided_read", "unused_rows_read", "used_rows_read")}

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness.model import BEFORE_START, OVERREAD, PAST_END, POISON, Outcome
-from harness.runner import MODES, RunOptions, Runner
-from kernels.planted.pages import BY_NAME, SHIFT
-from scenarios.planted_pages import SCENARIO
+from gpu_memsafety.model import BEFORE_START, OVERREAD, PAST_END, POISON, Outcome
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.kernels.planted.pages import BY_NAME, SHIFT
+from gpu_memsafety.scenarios.planted_pages import SCENARIO
 
 
 def run(mode: str, workdir: Path) -> dict[str, Any]:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from harness import registry
-from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, Outcome
-from harness.modes import COVER_SCENARIO, COVER_WATCHED
-from harness.runner import MODES, RunOptions, Runner
-from kernels.planted.unwatched import GROUP, ITEM, groups
-from scenarios.planted_unwatched import SCENARIO
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, Outcome
+from gpu_memsafety.engine.modes import COVER_SCENARIO, COVER_WATCHED
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.kernels.planted.unwatched import GROUP, ITEM, groups
+from gpu_memsafety.scenarios.planted_unwatched import SCENARIO
 
 from fake_sanitizer import memcheck as fake_memcheck
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from fixtures.gpus import auto_workers, pin, worker_index
-from harness.registry import ROOT
+from gpu_memsafety.fixtures.gpus import auto_workers, pin, worker_index
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 
 def clean_env() -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""harness.poison: poison mode tells before from after, reads of row padding and unused rows from guard
+"""gpu_memsafety.detectors.poison: poison mode tells before from after, reads of row padding and unused rows from guard
 reads, covers every buffer (watched first), and bounds the bytes by bisection (issue 20, items 1 and 4).
 The kernel is simulated: a set of byte offsets it reads, each of which changes the output when poisoned."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness import layout as L
-from harness import poison
-from harness.guard import Arena
-from harness.model import POISON, ExpectedFinding
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.detectors import poison
+from gpu_memsafety.placement.guard import Arena
+from gpu_memsafety.model import POISON, ExpectedFinding
 
 SCALE_ROWS = L.Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
 
@@ -189,10 +189,10 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
     import subprocess
     import sys
 
-    from harness import registry
-    from harness.model import DetectorRun, Outcome
-    from harness.registry import ROOT
-    from harness.verdict import decide
+    from gpu_memsafety.scenario import registry
+    from gpu_memsafety.model import DetectorRun, Outcome
+    from gpu_memsafety.util.paths import CHECKOUT as ROOT
+    from gpu_memsafety.judge.verdict import decide
     fake = ROOT / "tests" / "fake_kernels"
     scenario = registry.load_source(registry.Source(str(fake / "fake_scenarios" / "fake_poison.py")))
     cases = scenario.build()
@@ -200,7 +200,7 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
            "watch_placement": L.GUARDED, "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
     (tmp_path / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join([str(ROOT), str(fake)]))
-    proc = subprocess.run([sys.executable, "-m", "harness.worker", str(tmp_path / "job.json")], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety.engine.worker", str(tmp_path / "job.json")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for i, case in enumerate(cases):

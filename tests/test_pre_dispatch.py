@@ -30,9 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from kernels.pre_dispatch import cuda as pre_dispatch_cuda, launch as pre_dispatch  # noqa: E402
-from kernels.errors import KernelBuildError, Unsupported  # noqa: E402
-from kernels.pre_dispatch.layout import (  # noqa: E402
+from gpu_memsafety.kernels.pre_dispatch import cuda as pre_dispatch_cuda, launch as pre_dispatch  # noqa: E402
+from gpu_memsafety.kernels.errors import KernelBuildError, Unsupported  # noqa: E402
+from gpu_memsafety.kernels.pre_dispatch.layout import (  # noqa: E402
     CUDA_KERNEL_NAME,
     TRITON_KERNEL_NAME,
     packed_write_bytes,
@@ -40,7 +40,7 @@ from kernels.pre_dispatch.layout import (  # noqa: E402
     scale_row_bytes,
     scale_write_end,
 )
-from kernels.pre_dispatch.ref import (  # noqa: E402
+from gpu_memsafety.kernels.pre_dispatch.ref import (  # noqa: E402
     e4m3_bytes_torch,
     pre_dispatch_reference,
     sample_x,
@@ -143,7 +143,7 @@ def launch_case(case: Case, buffers: dict[str, Any]) -> None:
 
 def child_main(cases_path: str, results_path: str) -> None:
     """Interpreter child: launch every case on its buffers and save them back with any error text."""
-    from kernels.pre_dispatch import triton_twin as pre_dispatch_triton
+    from gpu_memsafety.kernels.pre_dispatch import triton_twin as pre_dispatch_triton
 
     runs = torch.load(cases_path)
     for run in runs:
@@ -483,7 +483,7 @@ def test_num_tokens_above_padded_max() -> None:
 def test_build_failure_raises_kernel_build_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from torch.utils import cpp_extension
 
-    from kernels import cuda_build
+    from gpu_memsafety.kernels import cuda_build
 
     output = "x" * 10_000 + "\npre_dispatch.cu(42): error: expected a \";\"\n"
     calls: list[dict[str, Any]] = []

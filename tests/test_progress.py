@@ -1,4 +1,4 @@
-"""harness/progress.py: plain lines when stderr is not a terminal, a rich bar on one, honest endings."""
+"""harness/util/progress.py: plain lines when stderr is not a terminal, a rich bar on one, honest endings."""
 from __future__ import annotations
 
 import io
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import progress as P
+from gpu_memsafety.util import progress as P
 
 
 class Tty(io.StringIO):
@@ -131,10 +131,10 @@ def test_repro_stress_counts_runs_on_stderr_while_they_run() -> None:
     import subprocess
     import sys
 
-    from harness.registry import ROOT
+    from gpu_memsafety.util.paths import CHECKOUT as ROOT
     fake = Path(ROOT, "tests", "fake_kernels")
     env = {k: v for k, v in os.environ.items() if k != P.ENV}
-    proc = subprocess.run([sys.executable, "-m", "harness", "--scenario-path", str(fake / "fake_scenarios"), "repro",
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "--scenario-path", str(fake / "fake_scenarios"), "repro",
                            "fake_faults[slow-n4000]", "--mode", "stress", "--loop", "40"], cwd=str(ROOT),
                           env=dict(env, CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join([str(ROOT), str(fake)])),
                           capture_output=True, text=True, timeout=600)

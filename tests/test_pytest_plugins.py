@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.registry import ROOT
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 PLUGIN = '''
 import os
@@ -23,7 +23,7 @@ import os
 
 def test_runs_on_a_worker(request):
     assert os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw")
-    assert request.config.pluginmanager.has_plugin("fixtures.plugin")
+    assert request.config.pluginmanager.has_plugin("gpu_memsafety")
 '''
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import junitparser
 import pytest
 
-from harness.model import (
+from gpu_memsafety.model import (
     GUARD,
     MEMCHECK,
     OVERREAD,
@@ -19,7 +19,7 @@ from harness.model import (
     Finding,
     Outcome,
 )
-from harness.report import (
+from gpu_memsafety.report import (
     EMPTY,
     FAILED,
     FAILURE,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.merge import merge_cells
-from harness.model import CaseResult, Outcome
-from harness.report import (NOT_APPLICABLE, OK, UNSUPPORTED, ReportError, build_report, load_report, matrix,
+from gpu_memsafety.report.merge import merge_cells
+from gpu_memsafety.model import CaseResult, Outcome
+from gpu_memsafety.report import (NOT_APPLICABLE, OK, UNSUPPORTED, ReportError, build_report, load_report, matrix,
                             render_markdown, render_terminal, worst_verdict, write_reports)
 
 ENV = {"hostname": "h200", "gpus": ["NVIDIA H200"], "archs": ["sm_90"], "driver": "580", "torch": "2.11",

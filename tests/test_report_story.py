@@ -13,9 +13,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from harness import fsutil
-from harness.model import GUARD, MEMCHECK, OVERREAD, ByteRange, CaseResult, DetectorRun, Finding, Outcome
-from harness.report import (
+from gpu_memsafety.util import fsutil
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, ByteRange, CaseResult, DetectorRun, Finding, Outcome
+from gpu_memsafety.report import (
     INTERRUPTED,
     MAX_JSON_DEPTH,
     MAX_REPORT_BYTES,
@@ -36,7 +36,7 @@ from harness.report import (
     validate_report,
     write_reports,
 )
-from harness.report.write import NOT_FINISHED
+from gpu_memsafety.report.write import NOT_FINISHED
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
@@ -86,7 +86,7 @@ def test_cpu_run_headline_states_the_not_run_count_on_the_first_line() -> None:
 
 
 def md(text: str) -> str:
-    from harness.report import md_text
+    from gpu_memsafety.report import md_text
     return md_text(text)
 
 
@@ -239,19 +239,19 @@ def test_terminal_and_junit_show_control_characters_as_escapes() -> None:
 
 
 def test_failure_text_for_pytest_shows_control_characters_as_escapes() -> None:
-    from fixtures.plugin import failure_text
+    from gpu_memsafety.fixtures.scenario_run import failure_text
     text = failure_text(result("s[a]", Outcome.CRASHED, message=HOSTILE))
     assert "\x1b" not in text and "\\x1b[2J" in text
 
 
 def test_repro_output_shows_control_characters_as_escapes() -> None:
-    from harness.repro import answer
+    from gpu_memsafety.cli.repro import answer
     text = answer(result("s[a]", Outcome.CRASHED, message=HOSTILE), 1.0)
     assert "\x1b" not in text and "\\x1b[2J" in text
 
 
 def test_baseline_diff_shows_control_characters_from_the_baseline_file_as_escapes() -> None:
-    from harness.baseline import AcceptedFinding, Baseline, compare, render_diff
+    from gpu_memsafety.judge.baseline import AcceptedFinding, Baseline, compare, render_diff
     found = result("s[a]", Outcome.FINDING, findings=(overread(),), message="m")
     key = overread().key()
     text = render_diff(compare([found], Baseline((AcceptedFinding("s[a]", key, HOSTILE),))))
@@ -366,7 +366,7 @@ def test_report_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
 def test_report_dir_that_cannot_be_written_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise PermissionError(errno.EACCES, "Permission denied")
-    monkeypatch.setattr("harness.report.write.tempfile.mkstemp", refuse)
+    monkeypatch.setattr("gpu_memsafety.report.write.tempfile.mkstemp", refuse)
     with pytest.raises(ReportDirError, match="cannot write there: Permission denied"):
         check_report_dir(tmp_path)
 
@@ -388,7 +388,7 @@ def test_report_dir_on_a_full_disk_is_refused(tmp_path: Path, monkeypatch: pytes
     class Full:
         def __getattr__(self, name: str) -> int:
             return 0 if name == "f_bavail" else fields[name]
-    monkeypatch.setattr("harness.report.write.os.statvfs", lambda path: Full())
+    monkeypatch.setattr("gpu_memsafety.report.write.os.statvfs", lambda path: Full())
     with pytest.raises(ReportDirError, match="the disk is full or nearly: 0 bytes free"):
         check_report_dir(tmp_path)
 
@@ -525,7 +525,7 @@ def test_reports_from_earlier_runs_still_load_render_and_match_the_schema(path: 
 
 
 def test_earlier_runs_merge(tmp_path: Path) -> None:
-    from harness.merge import main
+    from gpu_memsafety.report.merge import main
     assert len(EVIDENCE) >= 2
     assert main([*map(str, EVIDENCE), "-o", str(tmp_path)]) == 0
     assert "| kernel | sm_90 |" in (tmp_path / "merged.md").read_text()

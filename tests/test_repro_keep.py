@@ -1,4 +1,4 @@
-"""`python -m harness repro --keep DIR` (issue 15): the kept files land safely, or a message says why not.
+"""`python -m gpu_memsafety repro --keep DIR` (issue 15): the kept files land safely, or a message says why not.
 
 An existing directory keeps its mode (copying the run's temporary directory over it used to make it 0700);
 a non-empty directory that is not an earlier --keep output is refused before anything runs; an earlier
@@ -15,17 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
-from harness.repro import KEEP_MARKER, KeepError, check_keep_dir
+from gpu_memsafety.util.paths import CHECKOUT
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.cli.repro import KEEP_MARKER, KeepError, check_keep_dir
 
-ROOT = registry.ROOT
+ROOT = CHECKOUT
 CASE = "planted_oob[clean-triton-n4000-x1]"
 
 
 def repro(*args: str, env_extra: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != registry.ENV_VAR}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "harness", "repro", *args], cwd=str(ROOT), env=env,
+    return subprocess.run([sys.executable, "-m", "gpu_memsafety", "repro", *args], cwd=str(ROOT), env=env,
                           capture_output=True, timeout=timeout)
 
 
@@ -38,7 +39,7 @@ def test_an_existing_directory_keeps_its_mode_and_a_rerun_replaces_its_output(tm
     assert stat.S_IMODE(keep.stat().st_mode) == 0o751
     assert (keep / KEEP_MARKER).is_file() and (keep / "guard").is_dir()
     script = (keep / "rerun.sh").read_text()
-    assert f"-m harness repro '{CASE}' --mode guard" in script and os.access(keep / "rerun.sh", os.X_OK)
+    assert f"-m gpu_memsafety repro '{CASE}' --mode guard" in script and os.access(keep / "rerun.sh", os.X_OK)
     (keep / "guard" / "stale-file").write_text("from the first run")
     second = repro(CASE, "--mode", "guard", "--keep", str(keep))        # an earlier --keep output: accepted
     assert second.returncode == 0, second.stderr.decode()

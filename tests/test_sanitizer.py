@@ -1,4 +1,4 @@
-"""harness.sanitizer on CPU: fake compute-sanitizer binaries in the real layouts, version probing, argv."""
+"""gpu_memsafety.sanitizer.tool on CPU: fake compute-sanitizer binaries in the real layouts, version probing, argv."""
 from __future__ import annotations
 
 import inspect
@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from harness.sanitizer import (
+from gpu_memsafety.sanitizer.tool import (
     INJECTION_LIB,
     SANITIZER_ERROR_EXITCODE,
     SANITIZER_INTERNAL_EXITCODE,

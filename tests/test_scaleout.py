@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from fixtures import gpus
-from fixtures.schedule import Job, Shard, makespan, parse_shard, plan, select_shard, shard_of
-from harness.registry import ROOT
-from harness.runner import MODES, RunOptions, Runner
+from gpu_memsafety.fixtures import gpus
+from gpu_memsafety.fixtures.schedule import Job, Shard, makespan, parse_shard, plan, select_shard, shard_of
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 
 FAKE_DIR = ROOT / "tests" / "fake_kernels"
 FAKE_FILE = FAKE_DIR / "fake_scenarios" / "fake_faults.py"
@@ -110,7 +110,7 @@ def test_empty_cuda_visible_devices_means_no_gpu_and_says_so() -> None:
 
 CLAIMER = textwrap.dedent("""
     import sys, time
-    from fixtures import gpus
+    from gpu_memsafety.fixtures import gpus
     devices = [gpus.Device(i, u) for i, u in (tuple(x.split('=')) for x in sys.argv[3].split(','))]
     devices = [gpus.Device(int(d.index), d.uuid) for d in devices]
     c = gpus.claim(devices, sys.argv[1], sys.argv[2])
@@ -177,7 +177,7 @@ def test_triton_interpret_never_reaches_a_gpu_worker(tmp_path: Path, monkeypatch
 
 
 def test_no_visible_gpu_gives_the_reason_in_the_unsupported_message(tmp_path: Path) -> None:
-    from harness.registry import find_case
+    from gpu_memsafety.scenario.registry import find_case
     scenario, case = find_case("planted_oob[clean-cuda-n4000-x1]")
     runner = Runner(RunOptions(mode=MODES["guard"], workdir=tmp_path, gpu_available=False,
                                gpu_missing_reason="CUDA_VISIBLE_DEVICES is set and empty: no GPU is visible"))
@@ -225,13 +225,13 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     assert merged["missing_shards"] == []
     strip = lambda cells: [{k: v for k, v in c.items() if k != "runners"} for c in cells]  # noqa: E731
     assert strip(merged["cells"]) == strip(unsharded["cells"])
-    alone = subprocess.run([sys.executable, "-m", "harness", "merge", str(tmp_path / "s1" / "report.json"),
+    alone = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", str(tmp_path / "s1" / "report.json"),
                             "-o", str(tmp_path / "alone")], cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert alone.returncode == 1 and "2" in alone.stderr, "a missing shard must be named and fail the merge"
 
 
 def merge(tmp: Path, name: str, *reports: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "harness", "merge", *map(str, reports), "-o", str(tmp / name)],
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", *map(str, reports), "-o", str(tmp / name)],
                           cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads((tmp / name / "merged.json").read_text())
@@ -346,7 +346,7 @@ def test_a_bad_scenario_definition_under_xdist_fails_the_run(tmp_path: Path) -> 
 
 
 def test_the_terminal_says_where_the_time_went_per_batch() -> None:
-    from fixtures.plugin import batch_summary
+    from gpu_memsafety.fixtures.scenario_run import batch_summary
     batches = [{"name": "a.b001", "worker": "gw0", "wall_s": 30.0,
                 "processes": [{"startup_s": 8.0, "run_s": 20.0, "exit_s": 2.0}]},
                {"name": "a.b002", "worker": "gw1", "wall_s": 12.0,
@@ -361,7 +361,7 @@ def test_the_terminal_says_where_the_time_went_per_batch() -> None:
 # ------------------------------------------------------------------------------------ bench part scaling
 
 def bench(tmp: Path, *args: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "harness", "bench", "--out", str(tmp), *args], cwd=str(ROOT),
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "bench", "--out", str(tmp), *args], cwd=str(ROOT),
                           env=clean_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((tmp / "bench.json").read_text())
@@ -396,8 +396,8 @@ def test_scaling_plumbing_with_cpu_workers(tmp_path: Path) -> None:
 
 
 def test_the_reason_for_no_gpu_is_nvmls_or_the_users_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fixtures import plugin
-    from harness import env
+    from gpu_memsafety.fixtures import scenario_run as plugin
+    from gpu_memsafety.cli import env
     monkeypatch.setattr(env, "discover", lambda: env.Discovery(nvml="NVML did not initialise: driver not loaded"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert plugin._visible_gpus() == ([], "NVML did not initialise: driver not loaded")

@@ -13,11 +13,11 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from harness import layout as L
-from harness import registry
-from harness.guard import Arena
-from harness.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario, ScenarioError, grid
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.placement.guard import Arena
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario, ScenarioError, grid
 
 # ---------------------------------------------------------------------------------------- real scenarios
 
@@ -26,7 +26,7 @@ ALL = registry.all_scenarios()
 
 def test_scenarios_directory_holds_the_known_scenarios() -> None:
     assert {"planted_oob", "padded_stride_scale_write"} <= set(ALL)
-    assert set(ALL) == {m.split(".", 1)[1] for m in registry.scenario_modules()}
+    assert set(ALL) == {m.rsplit(".", 1)[1] for m in registry.scenario_modules()}
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -62,8 +62,8 @@ def test_unknown_scenario_and_unknown_case_name_what_is_known() -> None:
 
 
 def test_module_without_scenario_is_an_error() -> None:
-    with pytest.raises(ScenarioError, match=r"scenario 'harness.layout', field 'SCENARIO'"):
-        registry.load("harness.layout")
+    with pytest.raises(ScenarioError, match=r"scenario 'gpu_memsafety.placement.layout', field 'SCENARIO'"):
+        registry.load("gpu_memsafety.placement.layout")
 
 
 # ------------------------------------------------------------------------------------- bad definitions

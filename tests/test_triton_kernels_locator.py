@@ -1,4 +1,4 @@
-"""CPU tests of kernels.mxfp4.triton_kernels_locator: the real triton_kernels is found, look-alikes are refused.
+"""CPU tests of gpu_memsafety.kernels.mxfp4.triton_kernels_locator: the real triton_kernels is found, look-alikes are refused.
 
 Fake packages live in tmp_path; each test states which sources it searches, so whatever this machine has
 installed cannot decide the outcome. The vendored copy (what `make upstream` unpacks) is imported for
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels.errors import Unsupported
-from kernels.mxfp4 import triton_kernels_locator as loc
+from gpu_memsafety.kernels.errors import Unsupported
+from gpu_memsafety.kernels.mxfp4 import triton_kernels_locator as loc
 
 REPO = Path(__file__).resolve().parent.parent
 VENDORED = REPO / ".vendor" / "sgl-kernel-0.3.21" / "triton_kernels"

@@ -1,5 +1,5 @@
 """Uninit mode: reads of never-written memory and unwritten outputs, found by running a case with two fill
-patterns in every byte the host did not write (harness/fillcheck.py in the worker, harness/uninit.py for the
+patterns in every byte the host did not write (harness/detectors/fillcheck.py in the worker, harness/detectors/uninit.py for the
 findings). The worker runs here on the CPU: the planted Triton kernels under TRITON_INTERPRET=1, and torch
 stand-ins (tests/fake_kernels/fake_uninit_adapters.py) for the cases the planted ones do not cover."""
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from harness import layout as L
-from harness import registry, uninit
-from harness.model import UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
-from harness.registry import ROOT
-from harness.verdict import decide
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.detectors import uninit
+from gpu_memsafety.model import UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
+from gpu_memsafety.util.paths import CHECKOUT as ROOT
+from gpu_memsafety.judge.verdict import decide
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 
@@ -72,7 +73,7 @@ def _run_worker(tmp: Path, scenario: Any, cases: list[Any]) -> list[dict[str, An
     (tmp / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]))
-    proc = subprocess.run([sys.executable, "-m", "harness.worker", str(tmp / "job.json")], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety.engine.worker", str(tmp / "job.json")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [json.loads((tmp / f"{i}.json").read_text()) for i in range(len(cases))]
@@ -87,7 +88,7 @@ def _judged(scenario: Any, case: Any, res: dict[str, Any]) -> tuple[Outcome, lis
 
 @pytest.fixture(scope="module")
 def planted_triton(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from scenarios.planted_uninit import SCENARIO
+    from gpu_memsafety.scenarios.planted_uninit import SCENARIO
     cases = [c for c in SCENARIO.build() if c.params["impl"] == "triton"]
     results = _run_worker(tmp_path_factory.mktemp("planted-uninit"), SCENARIO, cases)
     return {c.variant: (SCENARIO, c, r) for c, r in zip(cases, results)}
@@ -171,9 +172,9 @@ def test_a_clean_stand_in_is_clean(fake_results: dict[str, Any]) -> None:
 def test_the_runner_in_uninit_mode_finds_both_planted_bugs_on_the_cpu(tmp_path: Path) -> None:
     """End to end through the engine: the uninit row of the mode table, the runner (TRITON_INTERPRET=1 on a
     machine without a GPU), the worker's fill runs and the judge. The CUDA twins need a GPU: not run here."""
-    from harness.modes import MODES
-    from harness.runner import RunOptions, Runner
-    from scenarios.planted_uninit import SCENARIO
+    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.engine.runner import RunOptions, Runner
+    from gpu_memsafety.scenarios.planted_uninit import SCENARIO
     runner = Runner(RunOptions(mode=MODES["uninit"], workdir=tmp_path, gpu_available=False))
     results = {r.variant + "-" + r.params["impl"]: r for r in runner.run([(SCENARIO, c) for c in SCENARIO.build()])}
     assert results["accumulate_empty-triton"].outcome is Outcome.EXPECTED_FINDING, results["accumulate_empty-triton"].message

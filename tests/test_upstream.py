@@ -1,4 +1,4 @@
-"""harness/upstream.py on the CPU with tiny fake wheels: fetch, extraction, idempotence, errors. No test
+"""harness/cli/upstream.py on the CPU with tiny fake wheels: fetch, extraction, idempotence, errors. No test
 downloads anything: pip is replaced by a runner that copies a fake wheel into the cache, or fails."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Sequence
 
 import pytest
 
-from harness import upstream as U
+from gpu_memsafety.cli import upstream as U
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import upstream as U
-from harness.model import GUARD, MEMCHECK, POISON
-from kernels.mxfp4 import layout as ML
-from kernels.pre_dispatch import layout as PL
-from kernels.pre_dispatch import sglang as S
-from scenarios import last_expert_oob_read as LE
-from scenarios import padded_stride_scale_write as PSW
+from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.model import GUARD, MEMCHECK, POISON
+from gpu_memsafety.kernels.mxfp4 import layout as ML
+from gpu_memsafety.kernels.pre_dispatch import layout as PL
+from gpu_memsafety.kernels.pre_dispatch import sglang as S
+from gpu_memsafety.scenarios import last_expert_oob_read as LE
+from gpu_memsafety.scenarios import padded_stride_scale_write as PSW
 
 TC = S.Toolchain(nvcc="/cuda/bin/nvcc", cxx="g++", cudart="/cuda/lib64/libcudart.so",
                  tvm_includes=("/tvm/include", "/tvm/dlpack"), tvm_lib_dir="/tvm/lib", tvm_lib_name="tvm_ffi")
@@ -50,7 +50,7 @@ def test_wrapper_exports_run_as_sglangs_load_jit_does() -> None:
 
 def test_a_missing_version_or_toolchain_is_unsupported_with_what_was_needed(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
-    from kernels.errors import Unsupported
+    from gpu_memsafety.kernels.errors import Unsupported
 
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
     with pytest.raises(Unsupported, match=r"sglang 0.5.18 is not unpacked in .vendor/sglang-0.5.18: run `make upstream`"):
@@ -187,8 +187,8 @@ def test_copy_d_is_not_applicable_with_the_triton_it_needs(monkeypatch: pytest.M
     """A copy made for a newer triton does not apply to this machine: not applicable (a skip), never a failure."""
     import importlib.metadata as metadata
 
-    from harness.errors import NotApplicable
-    from kernels.mxfp4 import adapter
+    from gpu_memsafety.errors import NotApplicable
+    from gpu_memsafety.kernels.mxfp4 import adapter
 
     monkeypatch.setattr(metadata, "version", lambda dist: "3.6.0")
     with pytest.raises(NotApplicable, match=r"triton_kernels from sglang-kernel 0.4.10: needs triton >= 3.8, found 3.6.0"):
@@ -196,10 +196,10 @@ def test_copy_d_is_not_applicable_with_the_triton_it_needs(monkeypatch: pytest.M
 
 
 def test_a_copy_not_unpacked_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from harness.errors import Unsupported
-    from kernels.mxfp4 import adapter
+    from gpu_memsafety.errors import Unsupported
+    from gpu_memsafety.kernels.mxfp4 import adapter
 
-    from harness.errors import NotApplicable
+    from gpu_memsafety.errors import NotApplicable
 
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
     with pytest.raises(Unsupported, match=r"sglang-kernel 0.4.6.post1 is not unpacked .* run `make upstream`") as info:

@@ -1,4 +1,4 @@
-"""harness.verdict: each rule of the module docstring, one test each, and the matching it relies on.
+"""gpu_memsafety.judge.verdict: each rule of the module docstring, one test each, and the matching it relies on.
 
 The verdict is where "the harness never passes silently" is decided: a detector that did not run, a known
 bug that went missing, a finding nobody expected. Each outcome below is reached by the smallest input that
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import layout as L
-from harness.model import (DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, ByteRange,
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.model import (DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, ByteRange,
                            DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
-from harness.verdict import decide
+from gpu_memsafety.judge.verdict import decide
 
 GUARD_RAN = [DetectorRun(GUARD, True, "markers verified")]
 MEMCHECK_RAN = [DetectorRun(MEMCHECK, True, "compute-sanitizer 2025.3.1")]
@@ -289,7 +289,7 @@ def test_h200_guard_page_findings_of_the_planted_underruns_match_planted_oob() -
     import json
     from pathlib import Path
 
-    from scenarios.planted_oob import SCENARIO
+    from gpu_memsafety.scenarios.planted_oob import SCENARIO
     report = Path(__file__).resolve().parents[1] / "evidence/h200/run16-issue20/reports/oob-guard_page/report.json"
     cases = {c["id"]: c for c in json.loads(report.read_text())["cases"]}
     ran = [DetectorRun(GUARD, True), DetectorRun(GUARD_PAGE, True)]

@@ -13,6 +13,7 @@
   torch's CUDA major version (a torch an earlier bootstrap put inside the venv is checked against the pins
   like everything else). pip does not touch the network for requirements already satisfied, and runs
   without -q, so downloads show progress.
+- Installs the checkout itself, editable (`pip install -e .`), so `gpu_memsafety` imports as when installed.
 - Writes a stamp holding a hash of pyproject.toml and this file; `make` re-runs bootstrap only when they change.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ REACH_TIMEOUT_S = 15        # how long to wait for PyTorch's CPU index before ta
 MIN_PIP = (23, 2)           # reads the metadata PyPI publishes (PEP 658/714): picking a torch whose triton fits
                             # the pin then downloads no wheel per candidate (older pips fetch each ~1 GB torch)
 RUNNER_STACK = ("torch", "triton", "numpy")   # a GPU runner's own set: reused as it is, never reinstalled offline
+SETUPTOOLS = "setuptools>=64"     # builds the editable install of the checkout (PEP 660)
 PYPI_TORCH = "pypi-torch"   # the optional-dependencies group naming PyPI's torch releases whose triton fits   # never asked of pip when torch is already there: the runner's stay
 
 
@@ -76,7 +78,8 @@ def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
         reqs = keep_runner_stack(reqs, found, torch_cuda(python))
     # else a torch an earlier bootstrap put in this venv: pip checks it and its triton against the pins
     reqs = hold_cuda_bindings(reqs, torch_cuda(python))
-    pip(python, reqs)
+    pip(python, [*reqs, SETUPTOOLS])
+    install_checkout(python)
     stamp.write_text(digest)
     print(f"bootstrap: environment ready in {venv}")
     return 0
@@ -350,6 +353,14 @@ def install_torch(python: Path, reqs: list[str], pypi_torch: list[str]) -> None:
               "instead: its CUDA build, several GB, which also runs on the CPU")
     triton = [r for r in reqs if _name(r) == "triton"]
     pip(python, [*(pypi_torch or [torch]), *triton])
+
+
+def install_checkout(python: Path) -> None:
+    """The checkout itself, as an editable install of the `gpu-memsafety` distribution: `gpu_memsafety` (its
+    one import name) maps onto harness/, fixtures/, kernels/ and scenarios/ here, the `gpu-memsafety` command
+    and the pytest plugin's entry point exist, exactly as for a user who ran `pip install`. No build isolation
+    and no dependencies: the venv's setuptools builds it (offline runners too), the dependencies are above."""
+    pip(python, ["--no-deps", "--no-build-isolation", "--editable", str(ROOT)])
 
 
 def pip(python: Path, args: list[str]) -> None:

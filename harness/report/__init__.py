@@ -11,9 +11,9 @@ GitHub job summaries. One module per job:
     terminal, junit, markdown   one renderer per format
     write      the report directory: checked before the run, the set written atomically
 
-The names below are the package's public interface; import them from `harness.report`.
+The names below are the package's public interface; import them from `gpu_memsafety.report`.
 """
-from harness.report.document import (
+from gpu_memsafety.report.document import (
     EMPTY,
     FAILED,
     FAILURE,
@@ -47,9 +47,9 @@ from harness.report.document import (
     upstream_of,
     worst_verdict,
 )
-from harness.report.findings import case_findings, describe_finding, finding_fields, finding_signature, key_values
-from harness.report.junit import JUnitRenderer, render_junit
-from harness.report.load import (
+from gpu_memsafety.report.findings import case_findings, describe_finding, finding_fields, finding_signature, key_values
+from gpu_memsafety.report.junit import JUnitRenderer, render_junit
+from gpu_memsafety.report.load import (
     MAX_JSON_DEPTH,
     MAX_REPORT_BYTES,
     FieldChecker,
@@ -58,7 +58,7 @@ from harness.report.load import (
     read_json_file,
     validate_report,
 )
-from harness.report.markdown import (
+from gpu_memsafety.report.markdown import (
     MarkdownRenderer,
     md_cell,
     md_code_block,
@@ -69,7 +69,7 @@ from harness.report.markdown import (
     render_markdown,
     verdict_badge,
 )
-from harness.report.render import (
+from gpu_memsafety.report.render import (
     Headline,
     Renderer,
     env_text,
@@ -81,8 +81,8 @@ from harness.report.render import (
     sanitizer_text,
     visible,
 )
-from harness.report.terminal import TerminalRenderer, render_terminal
-from harness.report.write import (
+from gpu_memsafety.report.terminal import TerminalRenderer, render_terminal
+from gpu_memsafety.report.write import (
     MIN_FREE_BYTES,
     REPORT_FILES,
     ReportDirError,

@@ -2,8 +2,8 @@
 
 Everything a reader shows (the headline, the kernel x architecture matrix, the counts) is a function of the
 cases and of the run's own record (its id, whether it was interrupted, which cases never started), so the
-summary and matrix stored in a file can always be recomputed from its cases and checked (harness.report.load)
-or rebuilt (harness.merge), never trusted. The schema is published as docs/report.schema.json.
+summary and matrix stored in a file can always be recomputed from its cases and checked (gpu_memsafety.report.load)
+or rebuilt (gpu_memsafety.report.merge), never trusted. The schema is published as docs/report.schema.json.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 from dataclasses import fields
 from typing import Any, Iterable, Mapping, Sequence, TypedDict
 
-from harness import __version__
-from harness.model import KINDS, ByteRange, CaseResult, DetectorRun, Finding, Outcome
+from gpu_memsafety import __version__
+from gpu_memsafety.model import KINDS, ByteRange, CaseResult, DetectorRun, Finding, Outcome
 
 REPORT_SCHEMA = "gpu-memsafety-report/1"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from harness.model import GUARD, POISON, ByteRange, Finding
-from harness.report.document import finding_from_json
+from gpu_memsafety.model import GUARD, POISON, ByteRange, Finding
+from gpu_memsafety.report.document import finding_from_json
 
 # How many byte ranges one finding's description lists before summarising the rest.
 RANGES_SHOWN = 4

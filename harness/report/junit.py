@@ -12,9 +12,9 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping, Sequence
 
-from harness.report.document import outcome_ran, upstream_of
-from harness.report.findings import case_findings, describe_finding, finding_fields, key_values
-from harness.report.render import Renderer, clip, first_line, headline, visible
+from gpu_memsafety.report.document import outcome_ran, upstream_of
+from gpu_memsafety.report.findings import case_findings, describe_finding, finding_fields, key_values
+from gpu_memsafety.report.render import Renderer, clip, first_line, headline, visible
 
 # A failure's `message` attribute is one line in CI tabs; the full text goes in the element body.
 JUNIT_MESSAGE_CHARS = 200

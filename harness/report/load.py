@@ -13,8 +13,8 @@ import os
 import stat
 from typing import Any, Callable, Mapping, Sequence
 
-from harness.model import Outcome
-from harness.report.document import (
+from gpu_memsafety.model import Outcome
+from gpu_memsafety.report.document import (
     NOT_APPLICABLE,
     REPORT_SCHEMA,
     STATUSES,
@@ -289,7 +289,7 @@ def _check_shard(check: FieldChecker, shard: Mapping[str, Any]) -> None:
     index, count = check.count(shard, "index", "run.shard"), check.count(shard, "count", "run.shard")
     if not 1 <= index <= count:
         raise check.fail("run.shard", f"shard {index}/{count}: the index must be between 1 and the count")
-    for key in ("group", "selection"):  # what the shards of one run share (harness.merge)
+    for key in ("group", "selection"):  # what the shards of one run share (gpu_memsafety.report.merge)
         if key in shard:
             check.field(shard, key, str, "run.shard")
 

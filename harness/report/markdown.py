@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.report.document import (EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, NOT_APPLICABLE, OK, PASSED,
+from gpu_memsafety.report.document import (EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, NOT_APPLICABLE, OK, PASSED,
                                      UNSUPPORTED, upstream_of)
-from harness.report.findings import case_findings, describe_finding
-from harness.report.render import Renderer, environment_pairs, plural, sanitizer_searched, visible
+from gpu_memsafety.report.findings import case_findings, describe_finding
+from gpu_memsafety.report.render import Renderer, environment_pairs, plural, sanitizer_searched, visible
 
 # GitHub caps a job summary at 1 MiB; past these the Markdown points at report.json instead.
 MARKDOWN_CASES_SHOWN = 50

@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
-from harness.report.document import EMPTY, FAILED, INTERRUPTED, PASSED, outcome_ran, upstream_of
-from harness.report.findings import case_findings, finding_signature
+from gpu_memsafety.report.document import EMPTY, FAILED, INTERRUPTED, PASSED, outcome_ran, upstream_of
+from gpu_memsafety.report.findings import case_findings, finding_signature
 
 # A reason quoted in a headline is cut here; the full text is in the section below it.
 HEADLINE_REASON_CHARS = 80

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from harness.report.document import FAILURE
-from harness.report.findings import case_findings, describe_finding
-from harness.report.render import Renderer, plural, pytest_counts, visible
+from gpu_memsafety.report.document import FAILURE
+from gpu_memsafety.report.findings import case_findings, describe_finding
+from gpu_memsafety.report.render import Renderer, plural, pytest_counts, visible
 
 # Case ids shown per group of cases not run (or never started) before "and N more".
 IDS_SHOWN = 3

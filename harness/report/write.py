@@ -15,12 +15,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.fsutil import atomic_write_set
-from harness.report.document import build_report
-from harness.report.junit import JUnitRenderer
-from harness.report.load import validate_report
-from harness.report.markdown import MarkdownRenderer
-from harness.report.render import Renderer
+from gpu_memsafety.util.fsutil import atomic_write_set
+from gpu_memsafety.report.document import build_report
+from gpu_memsafety.report.junit import JUnitRenderer
+from gpu_memsafety.report.load import validate_report
+from gpu_memsafety.report.markdown import MarkdownRenderer
+from gpu_memsafety.report.render import Renderer
 
 REPORT_JSON = "report.json"
 RENDERERS: tuple[Renderer, ...] = (JUnitRenderer(), MarkdownRenderer())

@@ -3,7 +3,7 @@
 The weight scale's swizzled storage is the watched buffer: the harness places it so that its last byte is
 the last byte of its allocation (memcheck: the overread leaves the allocation on every run), flush against
 an unmapped page (guard-page mode: the overread faults in hardware), or inside guards in a poison pattern.
-The copy a case runs (params `tk`: A, C or D, see harness.upstream.TRITON_KERNELS_COPIES) is the one
+The copy a case runs (params `tk`: A, C or D, see gpu_memsafety.cli.upstream.TRITON_KERNELS_COPIES) is the one
 `make upstream` unpacked into .vendor/; one that is missing could not run (it fails a GPU runner, saying how to
 get it); one that needs a newer triton than this machine's is `not applicable`, with what was needed and found. Everything else (quantization, pad, swizzle,
 routing, the call) is kernels/mxfp4/moe.py.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from harness import upstream as U
-from harness.errors import NotApplicable, Unsupported
+from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.errors import NotApplicable, Unsupported
 
 
 def copy_label(tk: str) -> str:
@@ -25,7 +25,7 @@ def locate(tk: str) -> Any:
     """The copy's triton_kernels, imported (switching from another copy this process used), or Unsupported."""
     import importlib.metadata as metadata
 
-    from kernels.mxfp4.triton_kernels_locator import load_copy
+    from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import load_copy
 
     art = U.artifact(U.TRITON_KERNELS_COPIES[tk])
     try:
@@ -47,8 +47,8 @@ def run(p: Mapping[str, Any], ctx: Any, *, batched: bool, split_k1: bool) -> Any
     variant's typed fields."""
     import torch
 
-    from harness.context import RunInfo
-    from kernels.mxfp4 import moe as M
+    from gpu_memsafety.scenario.context import RunInfo
+    from gpu_memsafety.kernels.mxfp4 import moe as M
 
     M.check_device(ctx.device)
     located = locate(p["tk"])

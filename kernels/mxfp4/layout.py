@@ -3,7 +3,7 @@
 Why this exists: the last-expert OOB read (scenarios/last_expert_oob_read.py) is a question of arithmetic. The harness must know,
 before anything runs, how many bytes the kernel reads past the scale storage, which logical scale each
 byte stands for, and which sizes are safe, so that a memcheck record can be checked against a prediction
-and not only counted. Pure: imports no torch, triton or CUDA; the device side is `kernels.mxfp4.moe`.
+and not only counted. Pure: imports no torch, triton or CUDA; the device side is `gpu_memsafety.kernels.mxfp4.moe`.
 
 Derivation (triton_kernels as bundled in sgl-kernel 0.3.21, API `matmul_ogs`; sglang's `_swizzle_mxfp4`)
 ------------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ expert weights the way sglang does (bf16 -> mxfp4 along K, optional sm90 scale p
 groups of byte 127, Hopper value and scale swizzle with num_warps=8), moves the swizzled scale storage into
 a buffer the harness allocates (so the storage ends flush with its allocation and memcheck sees the
 overread), routes tokens so the last expert is used, and launches the matmul.
-The byte arithmetic it must agree with lives in `kernels.mxfp4.layout` (pure); `prepare` checks the real
+The byte arithmetic it must agree with lives in `gpu_memsafety.kernels.mxfp4.layout` (pure); `prepare` checks the real
 storage against it and stops loudly on any difference.
 
 API generations: `matmul_ogs` (copy A, sgl-kernel 0.3.21) and `matmul` (copy C, sglang-kernel 0.4.6.post1, the
@@ -13,7 +13,7 @@ copy sglang 0.5.18/0.5.19 pin; copy D, sglang-kernel 0.4.10). Both are called as
 library's default layouts for the device (`make_default_matmul_mxfp4_w_layout` / `..._w_scale_layout`,
 num_warps=8; Hopper swizzles on sm_90), the pad as the chosen policy applies it, and for `matmul` sglang's
 routing (topk -> ragged metadata, gather = col_sorted // top_k) and PrecisionConfig(b_mx_scale=...).
-On sm_90 the swizzled scale storage is checked against `kernels.mxfp4.layout` before anything runs; on other
+On sm_90 the swizzled scale storage is checked against `gpu_memsafety.kernels.mxfp4.layout` before anything runs; on other
 architectures the library's own layout is used as it is and the case reports what it finds.
 torch, triton and triton_kernels are imported inside functions: importing this module needs none of them.
 """
@@ -25,14 +25,14 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from kernels.mxfp4 import layout as L
-from kernels.errors import Unsupported
-from kernels.mxfp4.triton_kernels_locator import Located, find_triton_kernels
+from gpu_memsafety.kernels.mxfp4 import layout as L
+from gpu_memsafety.kernels.errors import Unsupported
+from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import Located, find_triton_kernels
 
 if TYPE_CHECKING:
     import torch
 
-# The HOPPER_SCALE layout (the one kernels.mxfp4.layout models) is what triton_kernels picks on sm90 only.
+# The HOPPER_SCALE layout (the one gpu_memsafety.kernels.mxfp4.layout models) is what triton_kernels picks on sm90 only.
 HOPPER = (9, 0)
 # 64 tokens, top-2, last expert forced: 35 memcheck records unpadded and 0 padded on the H200 (evidence/h200/run3-last-expert).
 DEFAULT_TOKENS = 64
@@ -50,9 +50,9 @@ class Prepared:
     N: int
     K: int
     padded: bool
-    pad: str                    # the pad policy: "none", "sglang", "vllm" (kernels.mxfp4.layout.PAD_POLICIES)
+    pad: str                    # the pad policy: "none", "sglang", "vllm" (gpu_memsafety.kernels.mxfp4.layout.PAD_POLICIES)
     device: Any                 # torch.device
-    hopper_model: bool          # the storage was checked against kernels.mxfp4.layout (sm_90)
+    hopper_model: bool          # the storage was checked against gpu_memsafety.kernels.mxfp4.layout (sm_90)
     api_gen: str
     layout: L.ScaleLayout
     w: Any                      # triton_kernels Tensor, HOPPER_VALUE layout, logical [E, K, N] fp4
@@ -187,7 +187,7 @@ def _api(gen: str) -> _Api:
 
 
 def kernel_names(api_gen: str = "matmul_ogs") -> tuple[str, ...]:
-    """Kernel-name prefixes the sanitizer reports for the matmul (see kernels.mxfp4.layout.parse_kernel_name).
+    """Kernel-name prefixes the sanitizer reports for the matmul (see gpu_memsafety.kernels.mxfp4.layout.parse_kernel_name).
 
     Only the first (non-persistent) kernel runs on sm90 with mxfp4 weights.
     """
@@ -277,7 +277,7 @@ def _check_against_layout(data: Any, layout: L.ScaleLayout) -> None:
     got = (data.dtype, tuple(data.shape), tuple(data.stride()))
     want = (torch.uint8, layout.storage_shape, layout.storage_strides)
     if got != want:
-        raise RuntimeError(f"swizzled scale storage does not match kernels.mxfp4.layout:\n"
+        raise RuntimeError(f"swizzled scale storage does not match gpu_memsafety.kernels.mxfp4.layout:\n"
                            f"  layout = E={layout.E} N={layout.N} K={layout.K} padded={layout.padded}\n"
                            f"  found = dtype {got[0]}, shape {got[1]}, strides {got[2]}\n"
                            f"  expected = dtype {want[0]}, shape {want[1]}, strides {want[2]}")

@@ -24,12 +24,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator, Mapping, Sequence
 
-from harness.registry import ROOT
-from kernels.errors import Unsupported
+from gpu_memsafety.util.paths import vendor_dir
+from gpu_memsafety.kernels.errors import Unsupported
 
 PACKAGE = "triton_kernels"
 ENV_VAR = "TRITON_KERNELS_PATH"
-REPO_ROOT = ROOT      # where .vendor/ is by default
 # API generation -> (file inside the package, function it must define).
 GENERATIONS = {"matmul_ogs": ("matmul_ogs.py", "matmul_ogs"), "matmul": ("matmul.py", "matmul")}
 # Where to look, in this order (the default searches all of them).
@@ -103,10 +102,10 @@ def candidates(*, env: Mapping[str, str] | None = None, repo_root: Path | None =
     if unknown:
         raise ValueError(f"unknown sources {sorted(unknown)}; known: {SOURCES}")
     env = os.environ if env is None else env
-    root = REPO_ROOT if repo_root is None else repo_root
+    vendor = vendor_dir() if repo_root is None else repo_root / ".vendor"
     found: list[Candidate] = []
     seen: set[Path] = set()
-    for cand in _all_candidates(env, root, sources, site_dirs):
+    for cand in _all_candidates(env, vendor, sources, site_dirs):
         key = cand.package_dir.resolve()
         if key not in seen:
             seen.add(key)
@@ -114,14 +113,14 @@ def candidates(*, env: Mapping[str, str] | None = None, repo_root: Path | None =
     return found
 
 
-def _all_candidates(env: Mapping[str, str], root: Path, sources: Sequence[str],
+def _all_candidates(env: Mapping[str, str], vendor: Path, sources: Sequence[str],
                     site_dirs: Sequence[str] | None) -> Iterator[Candidate]:
     if "importable" in sources:
         yield from _importable()
     if "env" in sources:
         yield from _from_env(env)
     if "vendor" in sources:
-        yield from _vendored(root)
+        yield from _vendored(vendor)
     if "installed" in sources:
         yield from _from_wheels(site_dirs)
 
@@ -151,8 +150,8 @@ def _from_env(env: Mapping[str, str]) -> Iterator[Candidate]:
     yield Candidate(pkg, "env", _folder_provenance(pkg.parent) or f"{ENV_VAR}={value}")
 
 
-def _vendored(root: Path) -> Iterator[Candidate]:
-    for pkg in sorted((root / ".vendor").glob(f"*/{PACKAGE}")):
+def _vendored(vendor: Path) -> Iterator[Candidate]:
+    for pkg in sorted(vendor.glob(f"*/{PACKAGE}")):
         yield Candidate(pkg, "vendor", _folder_provenance(pkg.parent) or "unknown")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 BLOCK = 1024
 
@@ -40,14 +40,14 @@ _CACHE: dict[str, Any] = {}
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     p = case.params
-    from kernels.planted import calibration
+    from gpu_memsafety.kernels.planted import calibration
     if case.variant in calibration.VARIANTS:
         return calibration.run_case(case, ctx)
     if p["impl"] == "cuda":
-        from kernels.planted import cuda as planted_cuda
+        from gpu_memsafety.kernels.planted import cuda as planted_cuda
         return planted_cuda.run_case(case, ctx)
     if p["impl"] != "triton":
         raise Unsupported(f"unknown impl {p['impl']!r}")

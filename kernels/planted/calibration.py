@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import NotApplicable, Unsupported
+from gpu_memsafety.errors import NotApplicable, Unsupported
 
 VARIANTS = ("vec16_overread", "vec16_clean", "atomic_past_end", "far_write")
 BLOCK = 1024
@@ -65,7 +65,7 @@ def _kernels() -> dict[str, Any]:
 def _cuda(ctx: Any) -> Any:
     import torch
 
-    from kernels.planted import cuda as planted_cuda
+    from gpu_memsafety.kernels.planted import cuda as planted_cuda
     if ctx.device.type != "cuda":
         raise Unsupported("needs a CUDA GPU; torch.cuda.is_available() is False")
     return planted_cuda.build(torch.cuda.get_device_capability(ctx.device))
@@ -74,8 +74,8 @@ def _cuda(ctx: Any) -> Any:
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness import layout as L
-    from harness.context import RunInfo
+    from gpu_memsafety.placement import layout as L
+    from gpu_memsafety.scenario.context import RunInfo
 
     impl, variant, n, extra = case.params["impl"], case.variant, case.params["n"], case.params["extra"]
     if variant not in VARIANTS:

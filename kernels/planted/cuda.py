@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 CU_PATH = Path(__file__).with_name("planted_cuda.cu")
 BINDING = """
@@ -25,14 +25,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
 @functools.cache
 def build(capability: tuple[int, int]) -> ModuleType:
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
     return build_extension("planted", CU_PATH, BINDING, capability)
 
 
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     if ctx.device.type != "cuda":
         raise Unsupported("needs a CUDA GPU; torch.cuda.is_available() is False")

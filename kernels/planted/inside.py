@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 VARIANTS = ("packed_stride_read", "strided_read", "unused_rows_read", "used_rows_read")
 ITEM = 4              # float32
@@ -80,14 +80,14 @@ def _triton_kernels() -> dict[str, Any]:
 
 @functools.cache
 def _cuda_module(capability: tuple[int, int]) -> ModuleType:
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
     return build_extension("planted_inside", CU_PATH, BINDING, capability)
 
 
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     p, variant = case.params, case.variant
     impl, tokens, rows, width, stride = p["impl"], p["tokens"], p["rows"], p["width"], p["stride"]

@@ -7,7 +7,7 @@ is watched, as a user naturally would; `a` and `b` are inputs nobody told the ha
 - `read_before_start`: a is read A_SHIFT bytes before its start (a[-A_SHIFT .. 0)); `read_before_start_fixed`
   masks it.
 With every buffer on a guard page (guard_page mode, every buffer covered) the fault names several candidates; the
-reruns must name b past_end and a before_start (harness/pageprobe.py). Triton runs on the CPU too (TRITON_INTERPRET=1).
+reruns must name b past_end and a before_start (harness/detectors/pageprobe.py). Triton runs on the CPU too (TRITON_INTERPRET=1).
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.scenario import Variant
-from kernels.planted import checked_case
+from gpu_memsafety.scenario.definition import Variant
+from gpu_memsafety.kernels.planted import checked_case
 
 BLOCK = 1024
 SHIFT = 64            # bytes read outside: before a's start, or past b's end
@@ -68,7 +68,7 @@ def _triton_kernel() -> Any:
 
 @functools.cache
 def _cuda_module(capability: tuple[int, int]) -> ModuleType:
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
     return build_extension("planted_pages", CU_PATH, BINDING, capability)
 
 
@@ -79,7 +79,7 @@ def kernel_name(impl: str) -> str:
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     impl, n, name = checked_case(case, ctx, tuple(BY_NAME))
     variant = BY_NAME[name]

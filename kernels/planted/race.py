@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 THREADS = 256
 CU_PATH = Path(__file__).with_name("race.cu")
@@ -38,14 +38,14 @@ def source_line(marker: str) -> int:
 
 @functools.cache
 def _module(capability: tuple[int, int]) -> ModuleType:
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
     return build_extension("planted_race", CU_PATH, BINDING, capability)
 
 
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     if case.variant not in VARIANTS:
         raise Unsupported(f"unknown variant {case.variant!r}; known: {', '.join(VARIANTS)}")
@@ -75,14 +75,14 @@ def scenario(name: str, bug: str, fixed: str, finding: Any, why: str, summary: s
     `finding` (an ExpectedFinding of the one detector that sees it) with reason `why`, its fixed twin is clean.
     CUDA only (needs a GPU and nvcc); each scenario uses only its own detector, so each mode judges only the bug it
     can see."""
-    from harness.model import Expectation
-    from harness.scenario import Case, Param, Scenario
+    from gpu_memsafety.model import Expectation
+    from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
     own = (bug, fixed)
     return Scenario(
         name=name,
         summary=summary,
-        adapter="kernels.planted.race:run_case",
+        adapter="gpu_memsafety.kernels.planted.race:run_case",
         params=(Param("n", int, low=1, high=1 << 28),),
         variants=own,
         cases=lambda: [Case(name, v, {"n": N}, f"cuda-n{N}") for v in own],

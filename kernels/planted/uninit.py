@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernels.planted import checked_case
+from gpu_memsafety.kernels.planted import checked_case
 
 BLOCK = 1024          # Triton: elements per program
 CUDA_THREADS = 256    # CUDA: threads per block (uninit.cu)
@@ -46,7 +46,7 @@ def _triton_kernel() -> Any:
 
 @functools.cache
 def _cuda_module(capability: tuple[int, int]) -> ModuleType:
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
     return build_extension("planted_uninit", CU_PATH, BINDING, capability)
 
 
@@ -58,7 +58,7 @@ def block_elements(impl: str) -> int:
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     impl, n, variant = checked_case(case, ctx, VARIANTS)
     x = ctx.tensor("x", (n,), torch.float32)

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 VARIANTS = ("clean", "input_overread", "input_overwrite")
 GROUP = 256          # elements per group: one weight and one scratch slot each; also the launch's block size
@@ -65,14 +65,14 @@ def _kernel() -> Any:
 
 @functools.cache
 def build(capability: tuple[int, int]) -> ModuleType:
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
     return build_extension("planted_unwatched", CU_PATH, BINDING, capability)
 
 
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     impl, variant, n = case.params["impl"], case.variant, case.params["n"]
     if variant not in VARIANTS:

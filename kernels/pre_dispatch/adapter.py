@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import Unsupported
-from kernels.pre_dispatch import layout as PL
+from gpu_memsafety.errors import Unsupported
+from gpu_memsafety.kernels.pre_dispatch import layout as PL
 
 TOPK = 8
 
@@ -19,8 +19,8 @@ TOPK = 8
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
-    from kernels.pre_dispatch.launch import launch
+    from gpu_memsafety.scenario.context import RunInfo
+    from gpu_memsafety.kernels.pre_dispatch.launch import launch
 
     p = case.params
     if p["impl"] != "triton" and ctx.device.type != "cuda":
@@ -75,9 +75,9 @@ class ContractBroken(RuntimeError):
 def _run_sglang(case: Any, ctx: Any, version: str) -> Any:
     import torch
 
-    from harness.context import RunInfo
-    from kernels.pre_dispatch import sglang as S
-    from kernels.pre_dispatch.ref import pre_dispatch_reference
+    from gpu_memsafety.scenario.context import RunInfo
+    from gpu_memsafety.kernels.pre_dispatch import sglang as S
+    from gpu_memsafety.kernels.pre_dispatch.ref import pre_dispatch_reference
 
     p = case.params
     hidden, nt, pm = p["hidden"], p["num_tokens"], p["padded_max"]

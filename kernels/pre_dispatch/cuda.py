@@ -1,6 +1,6 @@
 """Builds the CUDA pre-dispatch kernel (kernels/pre_dispatch/pre_dispatch.cu) on first use, and launches it.
 
-The build is kernels.cuda_build's: `torch.utils.cpp_extension.load` into a directory under the cache root
+The build is gpu_memsafety.kernels.cuda_build's: `torch.utils.cpp_extension.load` into a directory under the cache root
 (`$GPU_MEMSAFETY_CACHE`, else `~/.cache/gpu-memsafety`) keyed by a hash of the .cu text, this binding, the
 nvcc flags (-lineinfo, `-gencode` for the device's compute capability), torch, CUDA and Python versions,
 so later runs and parallel processes reuse the library; an flock serialises the one build that is needed.
@@ -57,7 +57,7 @@ def launch(
     scale_out: torch.Tensor, ids_out: torch.Tensor, weights_out: torch.Tensor, *,
     num_tokens: int, mode_code: int, row_stride_bytes: int,
 ) -> None:
-    """Launch on the current stream of x's device; tensors already validated by kernels.pre_dispatch."""
+    """Launch on the current stream of x's device; tensors already validated by gpu_memsafety.kernels.pre_dispatch."""
     module = build(torch.cuda.get_device_capability(x.device))
     padded_max, hidden = q_out.shape
     with torch.cuda.device(x.device):
@@ -73,8 +73,8 @@ def launch(
 def build(capability: tuple[int, int]) -> ModuleType:
     """The extension module for this compute capability, compiled at most once per cache key.
 
-    Raises kernels.errors.KernelBuildError with the compiler output's tail when the build fails.
+    Raises gpu_memsafety.kernels.errors.KernelBuildError with the compiler output's tail when the build fails.
     """
-    from kernels.cuda_build import build_extension
+    from gpu_memsafety.kernels.cuda_build import build_extension
 
     return build_extension("pre_dispatch", CU_PATH, BINDING_SOURCE, capability)

@@ -7,7 +7,7 @@ mode "packed" is the buggy addressing (token*G + g), "strided" the fix (token*ro
 `check=True` runs the fixed host wrapper's checks on the scale buffer (strided mode only); check=False with
 an explicit row_stride_bytes reproduces the reverse mismatch (padded stride on a packed allocation).
 
-The pure layout helpers are re-exported from kernels.pre_dispatch.layout, which imports no torch. The
+The pure layout helpers are re-exported from gpu_memsafety.kernels.pre_dispatch.layout, which imports no torch. The
 kernel modules (and triton, or the CUDA build) are imported only when a launch needs them.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from kernels.errors import Unsupported
+from gpu_memsafety.kernels.errors import Unsupported
 from .layout import (
     IMPLS,
     MODES,

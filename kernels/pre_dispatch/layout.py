@@ -4,11 +4,11 @@ Pure arithmetic (no torch, triton or CUDA), shared by the adapter, the scenarios
 The scale buffer is int32 [padded_max, G/4], G = hidden / 32 UE8M0 bytes per token, with rows padded to
 16 bytes (hidden 2304: 72 logical bytes in an 80-byte row). The buggy kernel addresses byte `token*G + g`
 (packed); the fixed one `token*row_stride_bytes + g` (strided). Byte ranges are (start, end), end exclusive,
-relative to the first byte of the scale tensor, like `harness.model.ByteRange`.
+relative to the first byte of the scale tensor, like `gpu_memsafety.model.ByteRange`.
 """
 from __future__ import annotations
 
-from harness.upstream import version_tuple
+from gpu_memsafety.cli.upstream import version_tuple
 
 GROUP_SIZE = 32          # bf16 elements per UE8M0 scale byte
 SCALE_ROW_ALIGN = 16     # bytes: the fixed kernel's rows start 16-byte aligned (TMA-friendly layout)

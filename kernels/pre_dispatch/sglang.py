@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness import upstream as U
-from kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, write_if_changed
-from kernels.errors import KernelBuildError, Unsupported
-from kernels.pre_dispatch.layout import SGLANG_REFUSALS
+from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, write_if_changed
+from gpu_memsafety.kernels.errors import KernelBuildError, Unsupported
+from gpu_memsafety.kernels.pre_dispatch.layout import SGLANG_REFUSALS
 
 GROUP_SIZE = 32
 KERNEL_NAME = "mega_moe_pre_dispatch_kernel"

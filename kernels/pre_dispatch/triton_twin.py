@@ -98,7 +98,7 @@ def launch(
     scale_out: torch.Tensor, ids_out: torch.Tensor, weights_out: torch.Tensor, *,
     num_tokens: int, mode_code: int, row_stride_bytes: int,
 ) -> None:
-    """Launch one program per padded row; tensors already validated by kernels.pre_dispatch."""
+    """Launch one program per padded row; tensors already validated by gpu_memsafety.kernels.pre_dispatch."""
     padded_max, hidden = q_out.shape
     if padded_max == 0:
         return

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 # Where the hanging adapter writes the pid of the child it starts (set by the test; inherited by the worker).
 SLEEPER_PID_DIR = "FAKE_FAULTS_DIR"
@@ -35,7 +35,7 @@ def _hang() -> None:
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     variant, n = case.variant, case.params["n"]
     if variant == "hang":

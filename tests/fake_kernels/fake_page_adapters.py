@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import layout as L
+from gpu_memsafety.placement import layout as L
 
 FAULT = "CUDA error: an illegal memory access was encountered"
 
@@ -16,7 +16,7 @@ FAULT = "CUDA error: an illegal memory access was encountered"
 def run_case(case: Any, ctx: Any) -> Any:
     import torch
 
-    from harness.context import RunInfo
+    from gpu_memsafety.scenario.context import RunInfo
 
     n = case.params["n"]
     for name in ("a", "b", "c"):

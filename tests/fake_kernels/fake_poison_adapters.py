@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from harness.context import RunInfo
+from gpu_memsafety.scenario.context import RunInfo
 
 
 def run_case(case: Any, ctx: Any) -> Any:

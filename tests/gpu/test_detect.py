@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import sanitizer
-from harness.hazards import BARRIER_BUFFER
-from harness.model import BARRIER, RACE, SHARED, UNINIT_READ, UNWRITTEN, Outcome
-from harness.runner import MODES, RunOptions, Runner
-from kernels.planted.race import source_line
-from scenarios.planted_barrier import SCENARIO as BARRIER_SCENARIO
-from scenarios.planted_race import SCENARIO as RACE_SCENARIO
-from scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
+from gpu_memsafety.sanitizer import tool as sanitizer
+from gpu_memsafety.detectors.hazards import BARRIER_BUFFER
+from gpu_memsafety.model import BARRIER, RACE, SHARED, UNINIT_READ, UNWRITTEN, Outcome
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.kernels.planted.race import source_line
+from gpu_memsafety.scenarios.planted_barrier import SCENARIO as BARRIER_SCENARIO
+from gpu_memsafety.scenarios.planted_race import SCENARIO as RACE_SCENARIO
+from gpu_memsafety.scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
 
 NO_GPU = "needs a CUDA GPU; found none (torch.cuda.is_available() is False)"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import layout as L
-from harness.model import BEFORE_START, GUARD_PAGE, PAST_END, Outcome
-from harness.runner import MODES, RunOptions, Runner
-from scenarios.planted_pages import SCENARIO
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.model import BEFORE_START, GUARD_PAGE, PAST_END, Outcome
+from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from gpu_memsafety.scenarios.planted_pages import SCENARIO
 
 NO_GPU = "needs a CUDA GPU; found none (torch.cuda.is_available() is False)"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]
 
 
 def test_front_and_back_pages_sit_where_the_layout_says() -> None:
-    from harness import vmm
-    from harness.guard import Arena
+    from gpu_memsafety.placement import vmm
+    from gpu_memsafety.placement.guard import Arena
     device = torch.device("cuda")
     arena = Arena(device, page_allocators=dict(vmm.ALLOCATORS))
     back = arena.tensor("back", (4000,), torch.uint8, placement=L.GUARD_PAGE)

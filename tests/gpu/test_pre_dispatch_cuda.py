@@ -12,9 +12,9 @@ import dataclasses
 import pytest
 import torch
 
-from kernels.pre_dispatch import launch as pre_dispatch
-from kernels.pre_dispatch.layout import packed_write_bytes, padded_row_stride, scale_row_bytes, scale_write_end
-from kernels.pre_dispatch.ref import pre_dispatch_reference, sample_x
+from gpu_memsafety.kernels.pre_dispatch import launch as pre_dispatch
+from gpu_memsafety.kernels.pre_dispatch.layout import packed_write_bytes, padded_row_stride, scale_row_bytes, scale_write_end
+from gpu_memsafety.kernels.pre_dispatch.ref import pre_dispatch_reference, sample_x
 
 NO_GPU = "needs a CUDA GPU; found none (torch.cuda.is_available() is False)"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]

@@ -26,9 +26,9 @@ scen() {  # scen NAME LIMIT MODE SCENARIO [pytest args...]
   step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" --scenario "$scenario" \
     --report-dir "$R/$name" "$@"
 }
-{ nvidia-smi -L; python3 -m harness env; } > "$R/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$R/env.txt" 2>&1
 # The CUDA extensions are built once here (nvcc), so the timed runs below are warm.
-step build 150 python3 -c "import torch; from kernels.planted import inside; cc = torch.cuda.get_device_capability(); inside._cuda_module(cc); print('built for', cc)"
+step build 150 python3 -c "import torch; from gpu_memsafety.kernels.planted import inside; cc = torch.cuda.get_device_capability(); inside._cuda_module(cc); print('built for', cc)"
 scen inside-poison 60 poison planted_inside
 scen inside-both 60 both planted_inside
 scen inside-guard 40 guard planted_inside

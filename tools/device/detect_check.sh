@@ -24,9 +24,9 @@ scen() {  # scen NAME LIMIT MODE SCENARIO...
   step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" "${sel[@]}" \
     --report-dir "$R/$name"
 }
-{ nvidia-smi -L; python3 -m harness env; } > "$R/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$R/env.txt" 2>&1
 # The two CUDA extensions are built once here (nvcc, ~35 s each cold), so the timed runs below are warm.
-step build 120 python3 -c "import torch; from kernels.planted import race, uninit; cc = torch.cuda.get_device_capability(); race._module(cc); uninit._cuda_module(cc); print('built for', cc)"
+step build 120 python3 -c "import torch; from gpu_memsafety.kernels.planted import race, uninit; cc = torch.cuda.get_device_capability(); race._module(cc); uninit._cuda_module(cc); print('built for', cc)"
 scen uninit 60 uninit planted_uninit
 scen racecheck 90 racecheck planted_race
 scen synccheck 60 synccheck planted_barrier
@@ -35,7 +35,7 @@ step gpu-test 120 python3 -m pytest tests/gpu/test_detect.py -p no:cacheprovider
 # What each case came to: outcome, and every finding's kind, buffer, region, bytes, source and note.
 python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 cat "$R/summary.txt"
-python3 -c "from kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$R/summary.txt"
+python3 -c "from gpu_memsafety.kernels.planted.race import source_line as s; print('race.cu lines: RACE', s('RACE'), 'BARRIER A', s('BARRIER A'), 'BARRIER B', s('BARRIER B'))" | tee -a "$R/summary.txt"
 tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
 tar czhf "$OUT/reports.tgz" -C /tmp detect-r
 cp /tmp/detect-r/summary.txt "$OUT/summary.txt"; cp /tmp/detect-r/steps.txt "$OUT/steps.txt"

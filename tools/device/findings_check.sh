@@ -10,7 +10,7 @@
 #      byte 4096, so not visible to guard_page in this placement"), the overwrite cases an expected finding seen
 #      by the guard markers (dst/past_end 1 B, 4000..4001), never "unexpectedly clean"; gp_reach_overread (n=4096) and
 #      gp_cross_overwrite (n=4000, extra=200) fault on the page: expected finding, guard_page finding of src (reach) and
-#      dst (cross), named by reruns with one buffer on a page (harness/pageprobe.py; before issue 20 item 4: src|dst),
+#      dst (cross), named by reruns with one buffer on a page (harness/detectors/pageprobe.py; before issue 20 item 4: src|dst),
 #      past_end, details access "read or write";
 #   3. the reports, the raw worker logs and sanitizer XML (the first recorded atomic/misaligned records, if
 #      any, for tests/data/sanitizer).
@@ -25,16 +25,16 @@ scen() {  # scen NAME LIMIT MODE
   step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" \
     --scenario planted_oob --report-dir "$OUT/r/$name"
 }
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/r/env.txt" 2>&1
 step bootstrap 90 make .venv/.bootstrap-gpu
-step build 90 .venv/bin/python -c "import torch; from kernels.planted import cuda; print(cuda.build(torch.cuda.get_device_capability()))"
+step build 90 .venv/bin/python -c "import torch; from gpu_memsafety.kernels.planted import cuda; print(cuda.build(torch.cuda.get_device_capability()))"
 scen both 120 both
 scen guard_page 40 guard_page
 # Guard page past the alignment tail: a 4,096-byte tensor has no tail, so byte 4096 is on the unmapped page (a
 # fault, matched as an access of either kind); n=4000 with extra=200 crosses its 96-byte tail into the page.
-step gp_reach_overread 30 .venv/bin/python -m harness repro planted_oob --variant overread --set impl=triton --set n=4096 \
+step gp_reach_overread 30 .venv/bin/python -m gpu_memsafety repro planted_oob --variant overread --set impl=triton --set n=4096 \
   --set extra=1 --mode guard_page --json "$OUT/r/gp_reach_overread.json"
-step gp_cross_overwrite 30 .venv/bin/python -m harness repro planted_oob --variant overwrite --set impl=triton --set n=4000 \
+step gp_cross_overwrite 30 .venv/bin/python -m gpu_memsafety repro planted_oob --variant overwrite --set impl=triton --set n=4000 \
   --set extra=200 --mode guard_page --json "$OUT/r/gp_cross_overwrite.json"
 scen poison 40 poison
 .venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'

@@ -25,17 +25,17 @@ OUT=${OUT:-/tmp/out}; R=/tmp/guardpage-r; mkdir -p "$OUT" "$R"
 T_START=$(date +%s)
 LOGS=$R; source "$(dirname "$0")/steps.sh"
 PART=${PART:-all}; BUDGET_S=${BUDGET:-570}
-{ date -u; nvidia-smi -L; python3 -m harness env; git log -1 --format='%H %s' 2>/dev/null
+{ date -u; nvidia-smi -L; python3 -m gpu_memsafety env; git log -1 --format='%H %s' 2>/dev/null
   if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
 } > "$R/env.txt" 2>&1
 if [ "$PART" = planted ] || [ "$PART" = all ]; then
-  step build 120 python3 -c "import torch; from kernels.planted import pages, cuda; cc = torch.cuda.get_device_capability(); pages._cuda_module(cc); print(cuda.build(cc))"
+  step build 120 python3 -c "import torch; from gpu_memsafety.kernels.planted import pages, cuda; cc = torch.cuda.get_device_capability(); pages._cuda_module(cc); print(cuda.build(cc))"
   step pages 120 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_pages \
     --report-dir "$R/pages"
   step gpu-test 90 python3 -m pytest tests/gpu/test_pages.py -p no:cacheprovider -q -rA
-  step oob-reach 40 python3 -m harness repro planted_oob --variant overread --set impl=triton --set n=4096 --set extra=1 \
+  step oob-reach 40 python3 -m gpu_memsafety repro planted_oob --variant overread --set impl=triton --set n=4096 --set extra=1 \
     --mode guard_page --json "$R/oob-reach.json"
-  step oob-cross 40 python3 -m harness repro planted_oob --variant overwrite --set impl=triton --set n=4000 --set extra=200 \
+  step oob-cross 40 python3 -m gpu_memsafety repro planted_oob --variant overwrite --set impl=triton --set n=4000 --set extra=200 \
     --mode guard_page --json "$R/oob-cross.json"
   step unwatched 90 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_unwatched \
     --report-dir "$R/unwatched"

@@ -14,7 +14,7 @@ scen() {  # scen NAME LIMIT MODE pytest-selection...
   step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --mode "$mode" \
     --report-dir "$R/$name" "$@"
 }
-{ date -u; nvidia-smi -L; python3 -m harness env
+{ date -u; nvidia-smi -L; python3 -m gpu_memsafety env
   if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
 } > "$R/env.txt" 2>&1
 # Guard pages: the reruns name the one buffer and its side (planted_pages: three buffers, one read past b's end,

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 16 on the device machine (H200), with the image's python (no bootstrap: the machine has no index),
 # everything under $OUT (summary.txt, steps.txt, env.txt, reports.tgz):
-#   1. the guide's example (docs/example, copied to a directory outside the checkout) in mode `both` through
+#   1. the guide's example (harness/cli/example, copied to a directory outside the checkout) in mode `both` through
 #      `--scenario-path`: buggy variants an expected finding (4 B past `out`, guard markers and memcheck),
 #      fixed variants clean;
-#   2. `python -m harness new --cuda`: the generated CUDA scaffold's own test (load_inline build, buggy found,
+#   2. `python -m gpu_memsafety new --cuda`: the generated CUDA scaffold's own test (load_inline build, buggy found,
 #      fixed clean), and the Triton scaffold's test, on the GPU;
 #   3. last_expert_oob_read, smoke + batched cases in mode `both` (typed variants now drive its adapter): the
 #      outcomes of evidence run 9 (unpadded: expected finding; padded: clean; batched_*: as expected).
@@ -13,9 +13,9 @@ set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/ownkernels-r; mkdir -p "$OUT" "$R"
 T0=$(date +%s); BUDGET=${BUDGET:-540}
-MINE=$(mktemp -d /tmp/my-kernels.XXXX); cp docs/example/scale_store.py docs/example/scale_kernel.py "$MINE/"
+MINE=$(mktemp -d /tmp/my-kernels.XXXX); cp harness/cli/example/scale_store.py harness/cli/example/scale_kernel.py "$MINE/"
 GEN=$(mktemp -d /tmp/generated.XXXX)
-{ date -u; nvidia-smi -L; python3 -m harness env; } > "$R/env.txt" 2>&1
+{ date -u; nvidia-smi -L; python3 -m gpu_memsafety env; } > "$R/env.txt" 2>&1
 step() {  # step NAME LIMIT command...
   local name=$1 limit=$2; shift 2
   local left=$(( BUDGET - ($(date +%s) - T0) )); [ "$left" -lt "$limit" ] && limit=$left
@@ -24,12 +24,12 @@ step() {  # step NAME LIMIT command...
   timeout "$limit" "$@" > "$R/$name.log" 2>&1
   echo "[$name] $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
 }
-step list 60 python3 -m harness list --scenario-path "$MINE" --scenario scale_store
+step list 60 python3 -m gpu_memsafety list --scenario-path "$MINE" --scenario scale_store
 step example-both 150 python3 -m pytest scenarios -p no:cacheprovider -rfEs --mode both --scenario-path "$MINE" \
   --scenario scale_store --report-dir "$R/example-both"
-step new-cuda 30 python3 -m harness new gen_cuda --cuda --path "$GEN/cuda"
+step new-cuda 30 python3 -m gpu_memsafety new gen_cuda --cuda --path "$GEN/cuda"
 step new-cuda-test 180 python3 -m pytest -p no:cacheprovider -q -rA "$GEN/cuda/test_gen_cuda.py"
-step new-triton 30 python3 -m harness new gen_triton --path "$GEN/triton"
+step new-triton 30 python3 -m gpu_memsafety new gen_triton --path "$GEN/triton"
 step new-triton-test 90 python3 -m pytest -p no:cacheprovider -q -rA "$GEN/triton/test_gen_triton.py"
 step last-expert 200 python3 -m pytest scenarios -p no:cacheprovider -rfEs --mode both --scenario last_expert_oob_read \
   -m "smoke or batched" --report-dir "$R/last-expert"

@@ -4,7 +4,7 @@
 set -u
 export PYTHONUNBUFFERED=1 TRITON_KERNELS_PATH="$PWD/.vendor/sgl-kernel-0.3.21" GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/r/env.txt" 2>&1
 cat "$OUT/r/env.txt"
 while [ $# -ge 2 ]; do
   name=$1; args=$2; shift 2

@@ -5,7 +5,7 @@
 #      Expect: the harness section ("GPU memory-safety: kernel x architecture" to the end) fits one screen,
 #      known bugs one line per kernel, the headline last ("PASSED: N ran[, M not run (...)]"), pytest's line
 #      and "as pytest counts them" agreeing; summary.md's first line the same headline; files mode 0644.
-#   2. report.json validated by the loader (`python -m harness merge`, exit 0) and, where jsonschema is
+#   2. report.json validated by the loader (`python -m gpu_memsafety merge`, exit 0) and, where jsonschema is
 #      installed, against docs/report.schema.json; the same file under a hard link refused (exit 2).
 #   3. an interrupted run: `make smoke` sent SIGTERM after 40 s: the reports say "interrupted: N of M cases
 #      ran", list the cases never started, the exit code is non-zero, and no file holds another run's id.
@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
 OUT=${OUT:-/tmp/out}/reports-check; mkdir -p "$OUT"
 T_START=$(date +%s)
 log() { echo "$*" | tee -a "$OUT/steps.txt"; }
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/env.txt" 2>&1
 make .venv/.bootstrap-gpu > "$OUT/bootstrap.log" 2>&1; log "bootstrap rc=$?"
 
 # 1. the default matrix
@@ -29,7 +29,7 @@ log "summary.md line 1: $(head -1 "$OUT/sanitize/summary.md" 2>/dev/null)"
 log "modes: $(stat -c '%a %n' "$OUT"/sanitize/* 2>/dev/null | tr '\n' ' ')"
 
 # 2. loader, schema, the same file twice
-.venv/bin/python -m harness merge "$OUT/sanitize/report.json" -o "$OUT/merged" > "$OUT/merge.log" 2>&1
+.venv/bin/python -m gpu_memsafety merge "$OUT/sanitize/report.json" -o "$OUT/merged" > "$OUT/merge.log" 2>&1
 log "merge rc=$? (expect 0)"
 .venv/bin/python - "$OUT/sanitize/report.json" > "$OUT/schema.log" 2>&1 <<'EOF'
 import json, sys
@@ -43,7 +43,7 @@ print("report.json matches docs/report.schema.json")
 EOF
 log "schema: $(tail -1 "$OUT/schema.log")"
 ln -f "$OUT/sanitize/report.json" "$OUT/hardlink.json"
-.venv/bin/python -m harness merge "$OUT/sanitize/report.json" "$OUT/hardlink.json" -o "$OUT/merged-twice" > "$OUT/merge-twice.log" 2>&1
+.venv/bin/python -m gpu_memsafety merge "$OUT/sanitize/report.json" "$OUT/hardlink.json" -o "$OUT/merged-twice" > "$OUT/merge-twice.log" 2>&1
 log "merge of one file twice rc=$? (expect 2): $(tail -1 "$OUT/merge-twice.log")"
 
 # 3. an interrupted run (SIGTERM to pytest, as a cancelled CI job sends it)

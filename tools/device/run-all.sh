@@ -12,7 +12,7 @@ step() {
   local rc=$?
   echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log" "$OUT/r/steps.txt"
 }
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/r/env.txt" 2>&1
 step bootstrap 120 make .venv/.bootstrap-gpu
 step gpu-tests 150 .venv/bin/python -m pytest tests/test_fault_injection.py tests/gpu -k "gpu or cuda or target" -p no:cacheprovider -q -rs
 tail -4 "$OUT/r/gpu-tests.log"
@@ -20,7 +20,7 @@ step bench 420 make bench REPORTS="$OUT/r" BENCH_ARGS="--parts bandwidth,cases,m
 grep "^\[bench" "$OUT/r/bench.log" | tail -12
 step planted-guard-page 60 .venv/bin/python -m pytest scenarios -p no:cacheprovider --scenario planted_oob --mode guard_page --report-dir "$OUT/r/planted-guard-page" -q
 tail -3 "$OUT/r/planted-guard-page.log"
-step padded-repro 90 .venv/bin/python -m harness repro padded_stride_scale_write --variant packed --set impl=cuda --set hidden=2304 --mode all --keep "$OUT/r/padded-repro"
+step padded-repro 90 .venv/bin/python -m gpu_memsafety repro padded_stride_scale_write --variant packed --set impl=cuda --set hidden=2304 --mode all --keep "$OUT/r/padded-repro"
 tail -25 "$OUT/r/padded-repro.log"
 rm -rf "$OUT/r/bench/work/"*/batch-*/sanitizer.xml 2>/dev/null
 tar czf "$OUT/all.tgz" -C "$OUT" r

@@ -5,7 +5,7 @@ set -u
 export PYTHONUNBUFFERED=1 TRITON_KERNELS_PATH="$PWD/.vendor/sgl-kernel-0.3.21" GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
 parts=$1 limit=$2; shift 2
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/r/env.txt" 2>&1
 t0=$(date +%s)
 timeout "$limit" make bench REPORTS="$OUT/r" BENCH_ARGS="--parts $parts $*" > "$OUT/r/bench.log" 2>&1
 echo "make bench REPORTS=\$OUT/r BENCH_ARGS=\"--parts $parts $*\" -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/bench.log"

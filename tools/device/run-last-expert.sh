@@ -13,7 +13,7 @@ for mode in guard_page poison; do
   timeout 100 .venv/bin/python -m pytest scenarios -p no:cacheprovider -q --scenario last_expert_oob_read --tag smoke --mode $mode --report-dir "$OUT/r/last-expert-$mode" > "$OUT/r/last-expert-$mode.log" 2>&1
   echo "pytest --mode $mode --tag smoke -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/last-expert-$mode.log"
 done
-timeout 120 .venv/bin/python -m harness repro last_expert_oob_read --variant unpadded --set K=2880 --set E=4 --mode all --loop 10 --json "$OUT/r/repro-last-expert.json" > "$OUT/r/repro-last-expert.log" 2>&1
+timeout 120 .venv/bin/python -m gpu_memsafety repro last_expert_oob_read --variant unpadded --set K=2880 --set E=4 --mode all --loop 10 --json "$OUT/r/repro-last-expert.json" > "$OUT/r/repro-last-expert.log" 2>&1
 echo "repro -> rc=$?" >> "$OUT/r/repro-last-expert.log"; cat "$OUT/r/repro-last-expert.log"
 tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
 tar czf "$OUT/reports.tgz" -C "$OUT" r

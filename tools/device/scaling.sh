@@ -15,7 +15,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
 BUDGET_S=530; T_START=$(date +%s)
 LOGS="$OUT/r"; STEP_TAIL=4
 source "$(dirname "$0")/steps.sh"
-{ nvidia-smi -L; python3 -m harness env; } > "$OUT/r/env.txt" 2>&1
+{ nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/r/env.txt" 2>&1
 step bootstrap 60 make .venv/.bootstrap-gpu
 # The matrix measured: run 7's default matrix (152 cases: planted_oob, padded_stride_scale_write on our CUDA and
 # Triton kernels, last_expert_oob_read on triton_kernels copy A), which fits one call. The default matrix has
@@ -24,14 +24,14 @@ step bootstrap 60 make .venv/.bootstrap-gpu
 SCALING_SELECT=${SCALING_SELECT-"--scenario planted_oob --scenario padded_stride_scale_write --scenario last_expert_oob_read -k 'not tkC and not tkD and not sglang and not vllm'"}
 # ~400 s expected: warm-up ~60, 1 GPU ~170-220, 2 GPUs ~90-115, shards ~90-115. The shards are skipped (and say
 # so) if the first three took more than 360 s, so that step 2 still runs.
-step scaling 440 .venv/bin/python -m harness bench --out "$OUT/r/bench-scaling" --parts scaling --scaling-budget-s 360 \
+step scaling 440 .venv/bin/python -m gpu_memsafety bench --out "$OUT/r/bench-scaling" --parts scaling --scaling-budget-s 360 \
   --scaling-args "$SCALING_SELECT"
 SMALL="--case last_expert_oob_read[padded-tkA-gptoss20b-down-tp4-K768-E32-N2880]
        --case last_expert_oob_read[padded-tkA-gptoss120b-down-tp4-K768-E128-N2880]
        --case last_expert_oob_read[unpadded-tkA-gptoss20b-down-tp4-K768-E32-N2880]
        --case last_expert_oob_read[unpadded-tkA-gptoss120b-down-tp4-K768-E128-N2880]"
 # shellcheck disable=SC2086
-step guard-small 90 .venv/bin/python -m harness bench --out "$OUT/r/bench-guard" --parts bandwidth,cases \
+step guard-small 90 .venv/bin/python -m gpu_memsafety bench --out "$OUT/r/bench-guard" --parts bandwidth,cases \
   --sizes-mib 64,256 --reps 40 --case-modes "" $SMALL
 # What the two bench runs say, in a few lines (the full tables are in each bench.md).
 .venv/bin/python - "$OUT/r" > "$OUT/r/summary.txt" 2>&1 <<'EOF'

@@ -4,7 +4,7 @@
 # triton_kernels copies A/C/D) and .devwhl/apache_tvm_ffi-0.1.11-cp312-abi3-*.whl (the device has no index).
 #   1. what the machine has; apache-tvm-ffi from the carried wheel into the image's python (the image's numpy 2.5
 #      is outside pyproject's pins, and `make`'s bootstrap cannot fetch another offline, so the make-sanitize
-#      command is run directly with the image's python: `python3 -m harness.upstream --if-missing` then
+#      command is run directly with the image's python: `python3 -m gpu_memsafety.cli.upstream --if-missing` then
 #      `python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode both ...`)
 #   2. sglang 0.5.18 / 0.5.19 built for sm_90a as sglang builds them (timed; the cases reuse the build)
 #   3. padded_stride_scale_write, the sglang cases (all H x token counts, refusal contracts)
@@ -20,12 +20,12 @@ LOG="$OUT/upstream_check.log"
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   t0=$(date +%s)
   python3 -m pip install -q --no-index --no-deps .devwhl/apache_tvm_ffi-0.1.11-*.whl; echo "tvm-ffi install rc=$?"
-  python3 -m harness.upstream --if-missing; echo "upstream --if-missing rc=$?"
-  python3 -m harness.upstream --list
+  python3 -m gpu_memsafety.cli.upstream --if-missing; echo "upstream --if-missing rc=$?"
+  python3 -m gpu_memsafety.cli.upstream --list
   t0=$(date +%s)
   python3 -c "
 import time
-from kernels.pre_dispatch import sglang as S
+from gpu_memsafety.kernels.pre_dispatch import sglang as S
 for v in ('0.5.18', '0.5.19'):
     t = time.time(); lib = S.build(v, (9, 0)); print('built sglang', v, 'for sm_90a in', round(time.time() - t, 1), 's:', lib)
 "; echo "build rc=$? ($(( $(date +%s) - t0 )) s)"

@@ -3,8 +3,8 @@ the run, under xdist too, never read as passed (tests/test_scaleout.py, which na
 command line)."""
 from __future__ import annotations
 
-from harness.model import Expectation
-from harness.scenario import Case, Param, Scenario
+from gpu_memsafety.model import Expectation
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
 SCENARIO = Scenario(
     name="bad_definition",

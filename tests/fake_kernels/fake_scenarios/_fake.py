@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from harness.model import Expectation
-from harness.scenario import Case, Param, Scenario
+from gpu_memsafety.model import Expectation
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
 
 def fake_scenario(name: str, summary: str, adapter: str, variants: Sequence[str], expect: Callable[[Case], Expectation],

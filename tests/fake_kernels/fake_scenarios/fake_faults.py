@@ -6,8 +6,8 @@ the tests scale down with RunOptions.timeout_scale.
 """
 from __future__ import annotations
 
-from harness.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, Expectation, ExpectedFinding
-from harness.scenario import Case, Param, Scenario
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
 NAME = "fake_faults"
 N = 4000

@@ -8,8 +8,8 @@ allocations, as without CUDA virtual memory: no page at all).
 """
 from __future__ import annotations
 
-from harness.model import BEFORE_START, GUARD_PAGE, OVERREAD, PAST_END, Expectation, ExpectedFinding
-from harness.scenario import Case
+from gpu_memsafety.model import BEFORE_START, GUARD_PAGE, OVERREAD, PAST_END, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case
 
 from _fake import fake_scenario
 

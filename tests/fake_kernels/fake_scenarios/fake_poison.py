@@ -1,8 +1,8 @@
 """`fake_poison`: CPU stand-ins for kernels whose adapter declares no output (tests/test_poison.py only)."""
 from __future__ import annotations
 
-from harness.model import GUARD, OVERREAD, POISON, Expectation, ExpectedFinding
-from harness.scenario import Case
+from gpu_memsafety.model import GUARD, OVERREAD, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case
 
 from _fake import fake_scenario
 

@@ -1,10 +1,10 @@
 """`fake_uninit`: CPU stand-ins for kernels that read never-written bytes (tests/test_uninit.py only).
 
-Loaded from this file by the tests and by the worker (the job names the file; see harness/registry.py)."""
+Loaded from this file by the tests and by the worker (the job names the file; see harness/scenario/registry.py)."""
 from __future__ import annotations
 
-from harness.model import GUARD, UNINIT, UNINIT_READ, Expectation, ExpectedFinding
-from harness.scenario import Case
+from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, Expectation, ExpectedFinding
+from gpu_memsafety.scenario.definition import Case
 
 from _fake import fake_scenario
 

@@ -1,0 +1,1 @@
+"""Command-line entry points: main (the dispatcher), repro, new, bench, env, upstream."""

@@ -1,0 +1,361 @@
+"""`make upstream`: the published upstream code the scenarios run, fetched by exact version into .vendor/.
+
+Why this exists: the scenarios guard the kernels users install, so they run the real upstream files at the
+versions people use, never a copy committed here. This module is the one catalogue of those versions
+(`ARTIFACTS`) and the one place that fetches them: `pip download --no-deps --only-binary=:all:` of the
+exact wheel into a cache outside the workspace (`$GPU_MEMSAFETY_WHEELS`, default
+~/.cache/gpu-memsafety/wheels, so a nightly job does not fetch hundreds of MB every night), then only the
+members a scenario needs are unpacked into `.vendor/<dist>-<version>/` (the sglang pre-dispatch `.cuh` and
+its JIT headers; the pure-Python `triton_kernels/` folder of an sgl-kernel / sglang-kernel wheel). Nothing
+is installed from those wheels. apache-tvm-ffi, which the real sglang kernel is built and loaded with, is
+installed into the project's environment at the version pinned in pyproject.toml's `upstream` extra.
+
+Each unpacked folder carries a stamp (`.complete`: wheel name and sha256): a second run does nothing, a
+half-written folder (no stamp) is redone, and extraction goes through a temporary folder renamed into place.
+A failure names the artifact and version, what was needed and what was found.
+
+    python -m gpu_memsafety.cli.upstream                # everything this machine can use (GPU-only wheels need a GPU)
+    python -m gpu_memsafety.cli.upstream --all          # everything, GPU or not
+    python -m gpu_memsafety.cli.upstream --if-missing   # what `make sanitize` runs first: fetch only what is missing
+    python -m gpu_memsafety.cli.upstream --list         # the catalogue and what is present
+
+Pure of torch/triton/CUDA: it may run before either is installed.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata as metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from gpu_memsafety.util.paths import VENDOR_ENV, vendor_dir   # noqa: F401  (VENDOR_ENV: re-exported for messages)
+
+WHEELS_ENV = "GPU_MEMSAFETY_WHEELS"
+STAMP = ".complete"
+TVM_FFI_DIST = "apache-tvm-ffi"
+TVM_FFI_VERSION = "0.1.11"      # what sglang 0.5.18 / 0.5.19 pin; also pinned in pyproject.toml [upstream]
+
+# sglang wheels are cp311-only (manylinux_2_34): fetch them by tag, whatever runs this.
+SGLANG_TAGS = ("--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_34_x86_64")
+PRE_DISPATCH_CUH = "sglang/kernels/jit/csrc/deepseek_v4/mega_moe_pre_dispatch.cuh"
+JIT_INCLUDE = "sglang/kernels/jit/include/"
+
+
+class UpstreamError(RuntimeError):
+    """A fetch or an extraction failed; the message names the artifact and version."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One published wheel, and what the harness takes out of it."""
+
+    key: str                    # short handle used by scenarios, e.g. "sglang-0.5.18", "tk-C"
+    dist: str                   # distribution name on the index
+    version: str                # exact version
+    members: tuple[str, ...]    # wheel paths to unpack: a file, or a folder ending in "/"
+    required: tuple[str, ...]   # files that must be in the wheel (else the wheel is refused)
+    gpu_only: bool              # used only on a GPU machine (big wheels: never fetched on CPU by default)
+    pip_tags: tuple[str, ...] = ()
+    what: str = ""              # one line for reports and --list
+    min_triton: str = ""        # the oldest triton this code imports with ("" = any we run)
+
+    @property
+    def label(self) -> str:
+        return f"{self.dist} {self.version}"
+
+    @property
+    def folder(self) -> str:
+        return f"{self.dist}-{self.version}"
+
+    @property
+    def wheel_prefix(self) -> str:
+        """How the wheel's file name starts (PEP 427: dashes and dots of the name become underscores)."""
+        return f"{re.sub(r'[-_.]+', '_', self.dist)}-{self.version}-"
+
+
+def _sglang(version: str, what: str) -> Artifact:
+    return Artifact(f"sglang-{version}", "sglang", version, (PRE_DISPATCH_CUH, JIT_INCLUDE),
+                    (PRE_DISPATCH_CUH, JIT_INCLUDE + "sgl_kernel/tensor.h", JIT_INCLUDE + "sgl_kernel/utils.cuh"),
+                    gpu_only=False, pip_tags=SGLANG_TAGS, what=what)
+
+
+def _triton_kernels(key: str, dist: str, version: str, what: str, min_triton: str = "") -> Artifact:
+    return Artifact(key, dist, version, ("triton_kernels/",), ("triton_kernels/__init__.py",), gpu_only=True,
+                    what=what, min_triton=min_triton)
+
+
+ARTIFACTS: tuple[Artifact, ...] = (
+    _sglang("0.5.18", "MegaMoE pre-dispatch, the last version with packed scale addressing (buggy)"),
+    _sglang("0.5.19", "MegaMoE pre-dispatch with the padded-stride fix (sglang PR #36237)"),
+    _triton_kernels("tk-A", "sgl-kernel", "0.3.21", "triton_kernels copy A: matmul_ogs API, triton 3.6"),
+    _triton_kernels("tk-C", "sglang-kernel", "0.4.6.post1",
+                    "triton_kernels copy C: matmul API, pinned by sglang 0.5.18/0.5.19, triton 3.6"),
+    _triton_kernels("tk-D", "sglang-kernel", "0.4.10", "triton_kernels copy D: matmul API, needs triton >= 3.8",
+                    min_triton="3.8"),
+)
+# The triton_kernels copies by letter (A: matmul_ogs; C, D: matmul), as the last-expert scenario names them.
+TRITON_KERNELS_COPIES = {"A": "tk-A", "C": "tk-C", "D": "tk-D"}
+BY_KEY = {a.key: a for a in ARTIFACTS}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'3.6.0' -> (3, 6, 0); '3.8.0+git1234' -> (3, 8, 0); stops at the first part without leading digits."""
+    parts = []
+    for piece in version.split("."):
+        m = re.match(r"\d+", piece)
+        if m is None:
+            break
+        parts.append(int(m.group()))
+    return tuple(parts)
+
+
+def triton_problem(art: Artifact, triton_version: str | None) -> str | None:
+    """None when `art` can run with this triton, else 'needs triton >= X, found Y'."""
+    if not art.min_triton:
+        return None
+    if triton_version is None:
+        return f"needs triton >= {art.min_triton}, found none"
+    if version_tuple(triton_version) < version_tuple(art.min_triton):
+        return f"needs triton >= {art.min_triton}, found {triton_version}"
+    return None
+
+
+def artifact(key: str) -> Artifact:
+    try:
+        return BY_KEY[key]
+    except KeyError:
+        raise UpstreamError(f"unknown upstream artifact {key!r}; known: {', '.join(BY_KEY)}") from None
+
+
+# --- places --------------------------------------------------------------------------------------------------
+def wheel_cache() -> Path:
+    """Where downloaded wheels are kept: $GPU_MEMSAFETY_WHEELS, else ~/.cache/gpu-memsafety/wheels."""
+    configured = os.environ.get(WHEELS_ENV, "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "gpu-memsafety" / "wheels"
+
+
+
+def unpacked(art: Artifact, vendor: Path | None = None) -> Path | None:
+    """The artifact's folder under .vendor/ if it is complete (stamped), else None."""
+    folder = (vendor or vendor_dir()) / art.folder
+    return folder if (folder / STAMP).is_file() else None
+
+
+def how_to_get(art: Artifact) -> str:
+    """The sentence a case that needs `art` prints when it is missing."""
+    return (f"{art.label} is not unpacked in .vendor/{art.folder}: run `make upstream` (or `python -m gpu_memsafety.cli.upstream "
+            f"--only {art.key}`) on a machine with access to the package index, then copy .vendor/ here")
+
+
+# --- fetching ------------------------------------------------------------------------------------------------
+Runner = Callable[[Sequence[str]], "tuple[int, str]"]
+
+
+def _run_streaming(cmd: Sequence[str]) -> tuple[int, str]:
+    """Run cmd with its output passed through to stderr (pip draws its own progress); (code, last lines)."""
+    tail: deque[str] = deque(maxlen=25)
+    with subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace") as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            tail.append(line.rstrip())
+    return proc.returncode, "\n".join(tail)
+
+
+def find_wheel(art: Artifact, cache: Path) -> Path | None:
+    found = sorted(p for p in cache.glob(f"{art.wheel_prefix}*.whl") if p.is_file()) if cache.is_dir() else []
+    return found[-1] if found else None
+
+
+def download(art: Artifact, cache: Path, run: Runner = _run_streaming) -> Path:
+    """The wheel of `art` in `cache`, fetched with pip if it is not there yet."""
+    have = find_wheel(art, cache)
+    if have is not None:
+        return have
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar", "on",
+           *art.pip_tags, f"{art.dist}=={art.version}", "-d", str(cache)]
+    code, tail = run(cmd)
+    wheel = find_wheel(art, cache)
+    if code != 0 or wheel is None:
+        raise UpstreamError(f"{art.label}: download failed (pip exit code {code}); needed a wheel "
+                            f"{art.wheel_prefix}*.whl in {cache}, found "
+                            f"{'none' if wheel is None else wheel.name}.\n  command: {' '.join(cmd)}\n  "
+                            + "\n  ".join(tail.splitlines()[-8:]))
+    return wheel
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _selected(names: Iterable[str], members: Sequence[str]) -> list[str]:
+    return [n for n in names if not n.endswith("/") and any(n == m or (m.endswith("/") and n.startswith(m))
+                                                           for m in members)]
+
+
+def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
+    """Unpack art.members of `wheel` into vendor/<dist>-<version>/, atomically, with a stamp."""
+    target = vendor / art.folder
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+            missing = [r for r in art.required if r not in names]
+            if missing:
+                raise UpstreamError(f"{art.label}: wheel {wheel.name} lacks {', '.join(missing)} (needed to run "
+                                    f"{art.what or art.key}); it holds {len(names)} files, e.g. "
+                                    f"{', '.join(names[:3])}")
+            chosen = _selected(names, art.members)
+            vendor.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{art.folder}.", dir=vendor))
+            try:
+                for name in chosen:
+                    dest = (staging / name).resolve()
+                    if staging.resolve() not in dest.parents:
+                        raise UpstreamError(f"{art.label}: wheel {wheel.name} has a member outside its folder: "
+                                            f"{name!r}")
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(name) as src, dest.open("wb") as out:
+                        shutil.copyfileobj(src, out)
+                (staging / STAMP).write_text(f"{wheel.name}\n{sha256(wheel)}\n{len(chosen)} files\n")
+                if target.exists():
+                    shutil.rmtree(target)
+                staging.rename(target)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+    except zipfile.BadZipFile as exc:
+        raise UpstreamError(f"{art.label}: {wheel} is not a readable wheel ({exc}); delete it and run again") from exc
+    return target
+
+
+def fetch(art: Artifact, *, cache: Path | None = None, vendor: Path | None = None, run: Runner = _run_streaming,
+          log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Path:
+    """Make `art` present in .vendor/ (idempotent): its folder."""
+    vendor = vendor or vendor_dir()
+    have = unpacked(art, vendor)
+    if have is not None:
+        log(f"upstream: {art.label}: present in {have}")
+        return have
+    wheel = download(art, cache or wheel_cache(), run)
+    folder = extract(art, wheel, vendor)
+    log(f"upstream: {art.label}: unpacked {', '.join(art.members)} into {folder}")
+    return folder
+
+
+# --- apache-tvm-ffi --------------------------------------------------------------------------------------------
+def installed_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def tvm_ffi_problem() -> str | None:
+    """None when the pinned apache-tvm-ffi is importable here, else what is wrong (needed and found)."""
+    found = installed_version(TVM_FFI_DIST)
+    if found == TVM_FFI_VERSION:
+        return None
+    return (f"needs {TVM_FFI_DIST}=={TVM_FFI_VERSION} (what sglang 0.5.18/0.5.19 build with), found "
+            f"{found or 'none'} in {sys.prefix}: run `make upstream`")
+
+
+def install_tvm_ffi(run: Runner = _run_streaming, cache: Path | None = None) -> None:
+    """pip install the pinned apache-tvm-ffi into this interpreter's environment (from the cache if there)."""
+    if tvm_ffi_problem() is None:
+        return
+    cache = cache or wheel_cache()
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--find-links", str(cache),
+           f"{TVM_FFI_DIST}=={TVM_FFI_VERSION}", "typing-extensions>=4.5"]
+    code, tail = run(cmd)
+    if code != 0:
+        raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION}: install failed (pip exit code {code})\n  "
+                            + "\n  ".join(tail.splitlines()[-8:]))
+
+
+# --- what to fetch ---------------------------------------------------------------------------------------------
+def has_gpu() -> bool:
+    """An NVIDIA GPU is visible (nvidia-smi lists one); no torch needed."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def plan(*, everything: bool, gpu: bool, only: Sequence[str] = ()) -> list[Artifact]:
+    if only:
+        return [artifact(k) for k in only]
+    return [a for a in ARTIFACTS if everything or gpu or not a.gpu_only]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpu-memsafety upstream", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--all", action="store_true", help="also the GPU-only wheels on a machine without a GPU")
+    parser.add_argument("--only", action="append", default=[], metavar="KEY", help="one artifact (repeatable)")
+    parser.add_argument("--if-missing", action="store_true",
+                        help="fetch only what is missing, and only on a GPU machine (what `make sanitize` runs)")
+    parser.add_argument("--no-tvm-ffi", action="store_true", help="do not install apache-tvm-ffi")
+    parser.add_argument("--list", action="store_true", help="print the catalogue and what is present")
+    args = parser.parse_args(argv)
+    if args.list:
+        for art in ARTIFACTS:
+            have = unpacked(art)
+            print(f"{art.key:16} {art.label:28} {'present' if have else 'missing':8} "
+                  f"{'(GPU only) ' if art.gpu_only else ''}{art.what}")
+        print(f"{'tvm-ffi':16} {TVM_FFI_DIST + ' ' + TVM_FFI_VERSION:28} "
+              f"{'present' if tvm_ffi_problem() is None else 'missing'}")
+        return 0
+    gpu = has_gpu()
+    if args.if_missing and not gpu:
+        return 0          # a CPU machine fetches nothing by itself; the cases say how to get what they need
+    todo = plan(everything=args.all, gpu=gpu, only=args.only)
+    if args.if_missing:
+        todo = [a for a in todo if unpacked(a) is None]
+        if not todo and tvm_ffi_problem() is None:
+            return 0
+    from gpu_memsafety.util.progress import progress
+
+    failures: list[str] = []
+    with progress("make upstream", total=len(todo) + (0 if args.no_tvm_ffi else 1), unit="artifacts") as bar:
+        for art in todo:
+            try:
+                fetch(art)
+            except UpstreamError as exc:
+                failures.append(str(exc))
+            bar.advance(1, note=art.label)
+        if not args.no_tvm_ffi:
+            try:
+                install_tvm_ffi()
+            except UpstreamError as exc:
+                failures.append(str(exc))
+            bar.advance(1, note=f"{TVM_FFI_DIST} {TVM_FFI_VERSION}")
+    skipped = [a for a in ARTIFACTS if a not in todo and unpacked(a) is None]
+    if skipped and not args.only:
+        print("upstream: not fetched on this machine (no GPU; `--all` fetches them): "
+              + ", ".join(a.label for a in skipped), file=sys.stderr)
+    for message in failures:
+        print(f"upstream: FAILED: {message}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Detectors beyond memcheck: poison, uninit (fill check), guard-page reruns, racecheck/synccheck hazards."""

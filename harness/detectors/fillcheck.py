@@ -1,0 +1,257 @@
+"""Uninit mode, the worker side: run a case with every byte the host does not write in two fill patterns.
+
+Why: a kernel that accumulates into a `torch.empty` output, or a launch grid one block short, corrupts results
+silently; no guard, sanitizer placement or poison sees it, because nothing goes out of bounds. Every guarded
+buffer's tensor bytes start as a fill value (the arena writes it, then the adapter writes what it means to);
+guards and row padding keep the 0xA5 marker in every run. Then:
+
+1. run A with fill 0xA5 (the same bytes as a guard-mode run), run B with fill 0x5A (every bit flipped);
+2. an element whose every byte holds 0xA5 after A and 0x5A after B was written by nobody (or copied from
+   bytes nobody wrote): inside a declared output (`RunInfo.outputs`) its bytes are unwritten output bytes;
+3. any other byte, or output element, that differs between A and B depends on bytes nobody wrote. Only then:
+   run A again (C) to set aside bytes that differ between two runs of the same fill (atomics, races: not
+   judged, counted), and one run per buffer with only that buffer's fill changed; a buffer whose fill change
+   changes anything besides its own never-written bytes is one the kernel read before anyone wrote it.
+   Run-to-run noise is not only where C happened to differ from A: a float sum whose atomics land in another
+   order rounds differently, in other elements, on every run. So in a floating-point buffer or output where C
+   differs from A, a difference counts only beyond NOISE_FACTOR times the largest difference between A and C
+   (the two fills are 32 orders of magnitude apart as fp32: a value that read them moves far more than a
+   rounding does); elsewhere bytes are compared exactly, minus those that differed between A and C.
+
+A clean case costs two runs; a case with a read of never-written memory 3 + (number of buffers). Everything is
+compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
+keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/detectors/uninit.py
+(pure) turns it into findings.
+
+What it cannot see: a read of never-written bytes whose value does not reach any result (masked, multiplied
+by 0, or the same for both fills), and bytes of buffers the adapter did not allocate through the context.
+Output bytes are the span from an output tensor's first to its last element; bytes inside it that are row
+padding keep their marker and are never counted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gpu_memsafety.placement.guard import _runs_from_sorted
+from gpu_memsafety.detectors.uninit import NOISE_FACTOR
+
+# 0xA5 is the guard marker, so run A is a guard-mode run; 0x5A flips every bit. As fp32 and bf16 they are
+# about -2.9e-16 and +1.5e16, as int32 -1.5e9 and +1.5e9, as fp8 e4m3 -0.2 and 20: a result computed from
+# them differs between the runs almost whatever the arithmetic.
+FILLS = (0xA5, 0x5A)
+
+
+@dataclass
+class _Run:
+    ctx: Any
+    info: Any
+
+    def body(self, name: str) -> torch.Tensor:
+        return self.ctx.arena.buffers[name].body()
+
+    def output(self, name: str) -> torch.Tensor:
+        return _as_bytes(self.info.outputs[name])
+
+
+def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None) -> _Run:
+    ctx = worker.context(case, fill=fill, fill_for=fill_for)
+    info = adapter(case, ctx)
+    worker._sync()
+    return _Run(ctx, info)
+
+
+def _release(worker: Any, run: _Run) -> None:
+    """Give a finished comparison run's buffers back: only run A's arena must live to the end (its buffer map
+    is the case's). No sanitizer runs in this mode, so a reused address misleads nobody."""
+    if run.ctx.arena in worker.keep:
+        worker.keep.remove(run.ctx.arena)
+    run.ctx = run.info = None
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """[numel, itemsize] uint8 view of a tensor's values (a copy when it is not contiguous)."""
+    flat = t.detach().reshape(-1).contiguous()
+    return flat.view(torch.uint8).reshape(flat.numel(), -1)
+
+
+def _runs(mask: torch.Tensor) -> list[list[int]]:
+    return [[s, e] for s, e in _runs_from_sorted(torch.nonzero(mask.reshape(-1)).flatten(), 0)]
+
+
+def _output_spans(run: _Run) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Per arena buffer, a mask of its bytes that some declared output covers; and the outputs that are not
+    inside any arena buffer (compared value by value)."""
+    masks: dict[str, torch.Tensor] = {}
+    external: list[str] = []
+    for key, t in run.info.outputs.items():
+        hit = _owner(run, t)
+        if hit is None:
+            external.append(key)
+            continue
+        name, start, end = hit
+        mask = masks.setdefault(name, torch.zeros(run.body(name).numel(), dtype=torch.bool, device=t.device))
+        mask[start:end] = True
+    return masks, external
+
+
+def _owner(run: _Run, t: torch.Tensor) -> tuple[str, int, int] | None:
+    if t.numel() == 0:
+        return None
+    extent = (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+    for name, buf in run.ctx.arena.buffers.items():
+        lo = buf.tensor_addr
+        if t.device == buf.storage.device and lo <= t.data_ptr() < lo + buf.layout.nbytes:
+            start = t.data_ptr() - lo
+            return name, start, min(start + extent, buf.layout.nbytes)
+    return None
+
+
+def _whole_elements(run: _Run, name: str, mask: torch.Tensor, *, any_byte: bool = False) -> torch.Tensor:
+    """Bytes of elements whose every byte (any_byte: any byte) is in the mask. A written float whose low
+    bytes happen to equal the fill is written, not unwritten; a float that changed from run to run is noise
+    in all its bytes, also the ones that happened to come out the same."""
+    size = run.ctx.arena.buffers[name].tensor.element_size()
+    if size == 1 or mask.numel() % size:
+        return mask
+    rows = mask.view(-1, size)
+    hit = rows.any(dim=1, keepdim=True) if any_byte else rows.all(dim=1, keepdim=True)
+    return hit.expand(-1, size).reshape(-1)
+
+
+def _changed_elements(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x != y).any(dim=1)
+
+
+def _values(run: _Run, name: str) -> torch.Tensor | None:
+    """A buffer's bytes as fp32 values when its dtype is floating point (None: compare bytes exactly)."""
+    return run.ctx.arena.buffers[name].float_values()
+
+
+def _out_values(run: _Run, key: str) -> torch.Tensor | None:
+    t = run.info.outputs[key]
+    return t.detach().reshape(-1).float() if t.dtype.is_floating_point else None
+
+
+def _far(x: torch.Tensor, y: torch.Tensor, tol: float) -> torch.Tensor:
+    """Elements that differ by more than tol (a NaN on one side only, or an infinite difference, always does)."""
+    same = (x == y) | (torch.isnan(x) & torch.isnan(y))
+    return ~same & ~((x - y).abs() <= tol)
+
+
+def _noise_scale(x: torch.Tensor | None, y: torch.Tensor | None) -> float | None:
+    """The largest difference between two runs of the same fill, for floating-point values that differ at all
+    (inf when a difference is not finite); None where there is nothing to scale by (bytes, or no noise)."""
+    if x is None or y is None:
+        return None
+    differ = _far(x, y, 0.0)
+    if not bool(differ.any()):
+        return None
+    d = (x - y).abs()[differ]
+    return float(d.max()) if bool(torch.isfinite(d).all()) else math.inf
+
+
+def _beyond(x: torch.Tensor, y: torch.Tensor, scale: float, itemsize: int = 1) -> torch.Tensor:
+    """Elements (as a byte mask when itemsize > 1) whose difference exceeds NOISE_FACTOR x the noise scale."""
+    far = _far(x, y, NOISE_FACTOR * scale)
+    return far.repeat_interleave(itemsize) if itemsize > 1 else far
+
+
+def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
+    fill_a, fill_b = FILLS
+    a = _launch(worker, adapter, case, fill=fill_a)
+    b = _launch(worker, adapter, case, fill=fill_b)
+    names = list(a.ctx.arena.buffers)
+    out_masks, external = _output_spans(a)
+    never = {n: _whole_elements(a, n, (a.body(n) == fill_a) & (b.body(n) == fill_b)) for n in names}
+    changed = {n: (a.body(n) != b.body(n)) & ~never[n] for n in names}
+    ext_changed = {k: _changed_elements(a.output(k), b.output(k)) for k in external}
+    report: dict[str, Any] = {
+        "fills": list(FILLS), "runs": 2, "outputs": sorted(a.info.outputs), "external_outputs": sorted(external),
+        "unwritten": {n: r for n, m in out_masks.items() if (r := _runs(never[n] & m))},
+        "read": {}, "nondeterministic": {}, "unexplained": {},
+    }
+    if any(bool(m.any()) for m in changed.values()) or any(bool(m.any()) for m in ext_changed.values()):
+        _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external)
+    _release(worker, b)
+    guard = {n: [r.__dict__ for r in rs] for n, rs in a.ctx.arena.verify().items()}
+    return {"kernel": a.info.kernel, "launches": a.info.launches, "arch": a.ctx.arch(),
+            "buffers": a.ctx.arena.buffer_map(), "watched": sorted(a.ctx.watched), "guard": guard,
+            "markers_checked": True, "uninit": report}
+
+
+def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: dict[str, Any],
+               changed: dict[str, torch.Tensor], ext_changed: dict[str, torch.Tensor], external: list[str]) -> None:
+    """Set aside run-to-run noise (a second run of fill A), then find the buffers whose fill is read."""
+    fill_a, fill_b = FILLS
+    c = _launch(worker, adapter, case, fill=fill_a)
+    report["runs"] += 1
+    noise = {n: _whole_elements(a, n, a.body(n) != c.body(n), any_byte=True) for n in changed}
+    noise.update({f"output:{k}": _changed_elements(a.output(k), c.output(k)) for k in external})
+    scale = {n: _noise_scale(_values(a, n), _values(c, n)) for n in changed}
+    scale.update({f"output:{k}": _noise_scale(_out_values(a, k), _out_values(c, k)) for k in external})
+    _release(worker, c)
+    report["nondeterministic"] = {k: int(m.sum()) for k, m in noise.items() if bool(m.any())}
+    report["noise_scale"] = {k: (v if math.isfinite(v) else "unbounded") for k, v in scale.items() if v is not None}
+    diff = _Diff(a, noise, scale)
+    stable = {n: m & diff.buffer(b, n, m) for n, m in changed.items()}
+    stable_ext = {k: m & diff.output(b, k, m) for k, m in ext_changed.items()}
+    if not any(bool(m.any()) for m in [*stable.values(), *stable_ext.values()]):
+        return
+    for name in changed:
+        d = _launch(worker, adapter, case, fill=fill_a, fill_for={name: fill_b})
+        report["runs"] += 1
+        effects = _effects(a, d, name, diff, external)
+        if effects:
+            own = diff.buffer(d, name, a.body(name) != d.body(name))
+            report["read"][name] = {"ranges": _runs(own), "effects": effects}
+        _release(worker, d)
+    if not report["read"]:
+        report["unexplained"] = {
+            **{n: {"bytes": int(m.sum()), "ranges": _runs(m)} for n, m in stable.items() if bool(m.any())},
+            **{f"output:{k}": {"elements": int(m.sum()), "of": int(m.numel())} for k, m in stable_ext.items() if bool(m.any())}}
+
+
+@dataclass
+class _Diff:
+    """What counts as a difference from run A: bytes that changed, minus A-vs-C noise; for floating-point values
+    with run-to-run noise, only differences beyond NOISE_FACTOR x its scale (one place for the rule)."""
+
+    a: _Run
+    noise: dict[str, torch.Tensor]
+    scale: dict[str, float | None]
+
+    def buffer(self, other: _Run, name: str, changed: torch.Tensor) -> torch.Tensor:
+        scale = self.scale.get(name)
+        if scale is None:
+            return changed & ~self.noise[name]
+        size = self.a.ctx.arena.buffers[name].tensor.element_size()
+        return changed & _beyond(_values(self.a, name), _values(other, name), scale, size)
+
+    def output(self, other: _Run, key: str, changed: torch.Tensor) -> torch.Tensor:
+        scale = self.scale.get(f"output:{key}")
+        if scale is None:
+            return changed & ~self.noise[f"output:{key}"]
+        return changed & _beyond(_out_values(self.a, key), _out_values(other, key), scale)
+
+
+def _effects(a: _Run, d: _Run, name: str, diff: _Diff, external: list[str]) -> dict[str, Any]:
+    """What changed when only `name`'s fill changed, besides `name`'s own never-written bytes."""
+    fill_a, fill_b = FILLS
+    effects: dict[str, Any] = {}
+    for other in diff.noise:
+        if other.startswith("output:"):
+            continue
+        changed = diff.buffer(d, other, a.body(other) != d.body(other))
+        if other == name:
+            changed &= ~_whole_elements(a, name, (a.body(name) == fill_a) & (d.body(name) == fill_b))
+        if bool(changed.any()):
+            effects[other] = {"bytes": int(changed.sum()), "ranges": _runs(changed)}
+    for key in external:
+        changed = diff.output(d, key, _changed_elements(a.output(key), d.output(key)))
+        if bool(changed.any()):
+            effects[f"output:{key}"] = {"elements": int(changed.sum()), "of": int(changed.numel())}
+    return effects

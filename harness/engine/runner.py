@@ -1,0 +1,358 @@
+"""The parent side: run cases in worker processes, optionally under compute-sanitizer. It only runs processes.
+
+One batch of cases runs in one worker process (addresses stay unique, attribution stays exact). The runner
+watches per-case start marks to enforce per-case deadlines, kills a hung worker's whole process group,
+reruns the cases after a lost CUDA context in a fresh process, and hands what each process left behind (a
+`judge.Batch`: typed worker results, cases that timed out or died, the sanitizer's output) to the judge,
+which decides every outcome (harness/judge/rules.py). What each mode runs is the policy table in harness/engine/modes.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from gpu_memsafety.placement import layout as L
+from gpu_memsafety.detectors import pageprobe
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.engine.job import FAULT, Job, JobCase, WorkerResult
+from gpu_memsafety.judge.rules import Batch, Judge, Machine, read_sanitizer
+from gpu_memsafety.model import CaseResult, Outcome
+from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
+from gpu_memsafety.util.paths import inherited_pythonpath
+from gpu_memsafety.scenario.definition import Case, Scenario
+
+# Python + torch import, CUDA init, and under a sanitizer its attach: the time allowed before the first case starts.
+STARTUP_S = 120.0
+SANITIZER_STARTUP_S = 300.0
+# Relaunch budget after lost contexts or crashes, so a kernel that always kills its process cannot loop forever.
+MAX_RELAUNCHES = 64
+
+
+@dataclass
+class RunOptions:
+    mode: Mode
+    workdir: Path
+    cuda_visible_devices: str | None = None
+    gpu_available: bool = False
+    sanitizer: Any = None              # gpu_memsafety.sanitizer.tool lookup result
+    seed: int = 0
+    guard: int = L.DEFAULT_GUARD
+    flush_backend: str = "auto"        # "auto" (VMM where available) or "torch"
+    cover: str = COVER_SCENARIO        # which buffers are covered: each scenario's `cover`, or "all" / "watched"
+    iterations: int = 10               # stress mode
+    timeout_scale: float = 1.0
+    keep_going_after_fault: bool = True
+    debug: bool = False
+    allow_unsupported: bool = False    # a case that could not run on a GPU machine is a skip, not a failure
+    python: str = sys.executable
+    on_result: Callable[[CaseResult], None] | None = None
+    gpu_missing_reason: str = ""       # why gpu_available is False, e.g. "CUDA_VISIBLE_DEVICES is set and empty"
+
+
+class Runner:
+    def __init__(self, options: RunOptions) -> None:
+        if options.cover not in COVER_OPTIONS:
+            raise ValueError(f"cover {options.cover!r} is not one of {', '.join(COVER_OPTIONS)}")
+        self.o = options
+        self.o.workdir.mkdir(parents=True, exist_ok=True)
+        self._batch = 0
+        # Cases to rerun one per process: their batch had sanitizer records that map to no buffer, and only
+        # a process of their own can say which case made them (the judge asks for it).
+        self._alone: set[str] = set()
+        # One entry per worker process: where its time went (start-up before the first case, the cases,
+        # the exit after the last one: the sanitizer writing its report).
+        self.processes: list[dict[str, Any]] = []
+        found = getattr(self.o.sanitizer, "found", None)
+        self.judge = Judge(options.mode, Machine(gpu=options.gpu_available, allow_unsupported=options.allow_unsupported,
+                                                   gpu_missing_reason=options.gpu_missing_reason),
+                           sanitizer_missing=self._sanitizer_missing() if options.mode.sanitizer else "",
+                           sanitizer_describe=f"compute-sanitizer {found.version} ({found.path})" if found else "")
+
+    # -- public -------------------------------------------------------------------------------------
+    def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
+        """Run the cases in as few processes as possible; every case gets exactly one CaseResult."""
+        pending = list(items)
+        results: list[CaseResult] = []
+        relaunches = 0
+        while pending:
+            runnable = []
+            for scenario, case in pending:
+                gated = self.judge.gate(scenario, case)
+                if gated is not None:
+                    results.append(self._emit(gated))
+                else:
+                    runnable.append((scenario, case))
+            if not runnable:
+                break
+            alone = [x for x in runnable if x[1].id in self._alone]
+            batch = alone[:1] or runnable
+            done, rest = self._run_batch(batch)
+            results.extend(self._emit(r) for r in done)
+            pending = rest + [x for x in runnable if not any(x is b for b in batch)]
+            relaunches += 0 if alone else 1
+            if relaunches > MAX_RELAUNCHES and pending:
+                results.extend(self._emit(self.judge.lost(s, c, Outcome.UNRESOLVED, "not run: relaunch budget exhausted"))
+                               for s, c in pending)
+                break
+        return results
+
+    def _sanitizer_missing(self) -> str:
+        """Why the mode's sanitizer cannot run here; "" when it can."""
+        if not self.o.gpu_available:
+            return f"{self.o.mode.sanitizer} needs a CUDA GPU; found none"
+        if self.o.sanitizer is not None and self.o.sanitizer.found is not None:
+            return ""
+        searched = ", ".join(str(p) for p in getattr(self.o.sanitizer, "searched", [])) or "nothing"
+        return f"compute-sanitizer not found (searched: {searched})"
+
+    # -- one process --------------------------------------------------------------------------------
+    def _run_batch(self, items: list[tuple[Scenario, Case]]) -> tuple[list[CaseResult], list[tuple[Scenario, Case]]]:
+        self._batch += 1
+        out = self.o.workdir / f"batch-{self._batch:03d}"
+        out.mkdir(parents=True, exist_ok=True)
+        sanitized = self.judge.sanitize()
+        job = self._job(items, out, sanitized)
+        job_path = out / "job.json"
+        job_path.write_text(json.dumps(job.to_json(), indent=1))
+        argv = [self.o.python, "-m", "gpu_memsafety.engine.worker", str(job_path)]
+        xml_path = out / "sanitizer.xml"
+        if sanitized:
+            from gpu_memsafety.sanitizer import tool as san
+            argv = san.memcheck_command(self.o.sanitizer.found, tool=self.o.mode.sanitizer, xml_path=xml_path,
+                                        target_argv=argv)
+        spawned = time.time()
+        batch = self._supervise(argv, items, out, sanitized)
+        self.processes.append(_process_times(out, len(items), sanitized, spawned, time.time(), batch.returncode))
+        if sanitized:
+            batch.sanitizer = read_sanitizer(self.o.mode.sanitizer or "", batch.log,
+                                             xml_path.read_bytes() if xml_path.exists() else None,
+                                             exit_code=batch.returncode, timed_out=bool(batch.timed_out),
+                                             describe=self.judge.sanitizer_describe)
+        (out / "argv.json").write_text(json.dumps(argv))
+        judged = self.judge.judge_batch(items, batch)
+        if judged.alone:
+            self._alone.update(judged.alone)
+            (out / "rerun-alone.txt").write_text(judged.note + "\n")
+        done = list(judged.done)
+        for index, (result, probing) in sorted(judged.probe.items()):
+            scenario, case = items[index]
+            self._probe_pages(scenario, case, probing)
+            done.append(self.judge.judge_probed(scenario, case, result, probing))
+        return done, [items[i] for i in judged.rest]
+
+    def _probe_pages(self, scenario: Scenario, case: Case, probing: pageprobe.Probing) -> None:
+        """Run a guard-page fault's reruns (harness/detectors/pageprobe.py plans them, round by round): each round's probes
+        as entries of one worker process, a fresh process after each fault (the context is lost), until the plan
+        has nothing left or the case's rerun budget (RERUN_BUDGET_FACTOR x its deadline) is spent."""
+        budget = self._deadline(scenario, False) * pageprobe.RERUN_BUDGET_FACTOR
+        began = time.monotonic()
+        while probes := probing.next_round():
+            pending = list(probes)
+            while pending:
+                if time.monotonic() - began > budget:
+                    probing.stop(f"rerun budget of {budget:.0f} s for this case spent", pending)
+                    return
+                runs, pending = self._run_probes(scenario, case, pending)
+                probing.record(runs)
+
+    def _run_probes(self, scenario: Scenario, case: Case,
+                    probes: list[pageprobe.Probe]) -> tuple[list[pageprobe.ProbeRun], list[pageprobe.Probe]]:
+        """One worker process for `probes` of one case (the same case once per probe, each with its placements):
+        what ran, and the probes the process never started (it ended in an earlier one's fault)."""
+        self._batch += 1
+        out = self.o.workdir / f"batch-{self._batch:03d}-pages"
+        out.mkdir(parents=True, exist_ok=True)
+        items = [(scenario, case)] * len(probes)
+        job = self._job(items, out, False, placements=[p.placements() for p in probes])
+        job_path = out / "job.json"
+        job_path.write_text(json.dumps(job.to_json(), indent=1))
+        argv = [self.o.python, "-m", "gpu_memsafety.engine.worker", str(job_path)]
+        spawned = time.time()
+        batch = self._supervise(argv, items, out, False)
+        self.processes.append({**_process_times(out, len(items), False, spawned, time.time(), batch.returncode),
+                               "guard_page_reruns": [p.label for p in probes]})
+        (out / "argv.json").write_text(json.dumps(argv))
+        runs: list[pageprobe.ProbeRun] = []
+        for index, probe in enumerate(probes):
+            res = batch.results.get(index)
+            if res is not None:
+                written = tuple(sorted(name for name, changed in (res.guard or {}).items() if changed))
+                runs.append(pageprobe.ProbeRun(probe, res.status, res.seconds, res.message, written))
+            elif index in batch.timed_out:
+                runs.append(pageprobe.ProbeRun(probe, "timeout", batch.timed_out[index], "no result; worker killed"))
+            elif index in batch.crashed:
+                runs.append(pageprobe.ProbeRun(probe, "crashed", 0.0, batch.crashed[index]))
+        rest = probes[len(runs):]       # entries run in order: those after a fault never started
+        if not runs and rest:
+            # the process ended before any rerun started: say so for each rather than start it again forever
+            why = f"worker exited with code {batch.returncode} before this rerun started"
+            return [pageprobe.ProbeRun(p, "crashed", 0.0, why) for p in rest], []
+        return runs, rest
+
+    def _job(self, items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
+             placements: Sequence[dict[str, str] | None] | None = None) -> Job:
+        entries = [JobCase.from_json(registry.case_job(s, c)) for s, c in items]
+        if placements is not None:
+            entries = [replace(e, placements=p) for e, p in zip(entries, placements)]
+        return Job(cases=tuple(entries), out_dir=str(out), mode=self.o.mode.name,
+                   watch_placement=self.o.mode.placement(sanitized), cover=self.o.cover, seed=self.o.seed, guard=self.o.guard,
+                   flush_backend=self.o.flush_backend, iterations=self.o.iterations, debug=self.o.debug)
+
+    def _env(self, sanitized: bool) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = inherited_pythonpath(env, self.o.python)   # the invoking run's import path (a host repository's too)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.o.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.o.cuda_visible_devices
+        if not self.o.gpu_available:
+            env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)    # a user's interpreter setting would run the GPU cases on the CPU
+        env[SUPERVISOR_ENV] = str(os.getpid())  # the worker leaves when this process is gone (no orphans)
+        for key, value in self.o.mode.env().items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        if sanitized:
+            env.update(getattr(self.o.sanitizer.found, "env", {}) or {})
+        return env
+
+    def _deadline(self, scenario: Scenario, sanitized: bool) -> float:
+        return self.o.mode.deadline(scenario.timeout_s, sanitized=sanitized, iterations=self.o.iterations,
+                                    scale=self.o.timeout_scale)
+
+    def _supervise(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Batch:
+        batch = Batch()
+        log_path = out / "worker.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, env=self._env(sanitized), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
+            try:
+                batch.returncode = self._watch(proc, items, out, sanitized, batch)
+            except BaseException:
+                # Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the plugin), anything: the worker's whole
+                # process group (the sanitizer and its target) goes with us, never left running.
+                self._kill(proc)
+                proc.wait()
+                raise
+        batch.log = log_path.read_text(errors="replace")
+        for index in range(len(items)):
+            result_path = out / f"{index}.json"
+            if result_path.exists():
+                batch.results[index] = WorkerResult.from_json(json.loads(result_path.read_text()))
+            elif (out / f"{index}.started").exists() and index not in batch.timed_out:
+                why = f"worker exited with code {batch.returncode} while running this case"
+                buffers = out / f"{index}.buffers.json"
+                if buffers.exists():
+                    # Died in the launch with its buffers known: judged like a fault (memcheck may explain it).
+                    batch.results[index] = WorkerResult.from_json({"case_id": items[index][1].id, "status": FAULT,
+                                                                   "message": why, **json.loads(buffers.read_text())})
+                else:
+                    batch.crashed[index] = why
+        return batch
+
+    def _watch(self, proc: subprocess.Popen[bytes], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
+               batch: Batch) -> int:
+        started_at = time.monotonic()
+        startup = (SANITIZER_STARTUP_S if sanitized else STARTUP_S) * self.o.timeout_scale
+        while True:
+            code = proc.poll()
+            if code is not None:
+                return code
+            current = self._current(items, out)
+            now = time.monotonic()
+            if current is None:
+                if now - started_at > startup and not any((out / f"{i}.started").exists() for i in range(len(items))):
+                    self._kill(proc)
+                    batch.timed_out[0] = now - started_at
+                    return proc.wait()
+            else:
+                index, t_start = current
+                limit = self._deadline(items[index][0], sanitized)
+                if time.time() - t_start > limit:
+                    self._kill(proc)
+                    batch.timed_out[index] = limit
+                    return proc.wait()
+            time.sleep(0.05)
+
+    @staticmethod
+    def _current(items: list[tuple[Scenario, Case]], out: Path) -> tuple[int, float] | None:
+        for index in range(len(items) - 1, -1, -1):
+            started = out / f"{index}.started"
+            if started.exists():
+                if (out / f"{index}.json").exists():
+                    return None
+                try:
+                    return index, float(started.read_text() or time.time())
+                except ValueError:
+                    return index, time.time()
+        return None
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _emit(self, result: CaseResult) -> CaseResult:
+        if self.o.on_result:
+            self.o.on_result(result)
+        return result
+
+
+# Environment variable naming the process that supervises a worker; the worker exits when it is gone.
+SUPERVISOR_ENV = "GPU_MEMSAFETY_SUPERVISOR_PID"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the supervising thread's process dies (Linux prctl), so a
+    killed pytest worker leaves no worker (or sanitizer) behind; the worker answers it by killing its process
+    group. The worker also watches SUPERVISOR_ENV, which covers a sanitizer's target, a grandchild."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _process_times(out: Path, cases: int, sanitized: bool, spawned: float, ended: float, code: int | None) -> dict[str, Any]:
+    """Start-up (spawn to the first case's start mark), run (to the last result), exit (to the process end)."""
+    def mark(name: str) -> float | None:
+        try:
+            return float((out / name).read_text() or "nan") if name.endswith(".started") else (out / name).stat().st_mtime
+        except (OSError, ValueError):
+            return None
+    first = mark("0.started")
+    results = [t for t in (mark(f"{i}.json") for i in range(cases)) if t is not None]
+    last = max(results) if results else None
+    return {"dir": out.name, "cases": cases, "results": len(results), "sanitized": sanitized, "exit_code": code,
+            "wall_s": round(ended - spawned, 3),
+            "startup_s": round(first - spawned, 3) if first is not None else None,
+            "run_s": round(last - first, 3) if first is not None and last is not None else None,
+            "exit_s": round(ended - last, 3) if last is not None else None}
+
+
+def unfinished_cases(workdir: Path) -> list[str]:
+    """Case ids that the newest worker process under `workdir` started and never finished (a start mark, no
+    result): what was running when that process, or the one supervising it, was killed."""
+    jobs = sorted(Path(workdir).glob("**/batch-*/job.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    if not jobs:
+        return []
+    try:
+        cases = json.loads(jobs[0].read_text())["cases"]
+    except (OSError, ValueError, KeyError):
+        return []
+    out = jobs[0].parent
+    return [Case.from_json(case).id for index, case in enumerate(cases)
+            if (out / f"{index}.started").exists() and not (out / f"{index}.json").exists()]

@@ -1,0 +1,1 @@
+"""The judge: rules from evidence to an outcome, expectations against findings (verdict), baselines."""

@@ -1,0 +1,258 @@
+"""Baselines: findings a project has looked at and accepted for now, checked in beside the code.
+
+A finding that no scenario expects fails the run, which is right for a regression gate but leaves a team
+stuck when it adopts the harness on code that already has findings, or waits for an upstream fix. The
+baseline file lists such findings by case id and Finding.key() (address-free, so stable across runs), each
+with the reason and upstream issue. `compare` then splits a run's findings into new ones (these fail the
+run), accepted ones, and accepted entries that did not show up (listed so the file gets cleaned, never
+failing). Findings of cases whose outcome is "expected finding" are already accepted by their scenario's
+strict expectation, which names the upstream issue; the baseline does not have to repeat them.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from gpu_memsafety.util.fsutil import atomic_write_text
+from gpu_memsafety.model import DETECTORS, CaseResult, Finding, Outcome
+from gpu_memsafety.report import ReportError, FieldChecker, describe_finding, read_json_file, upstream_of, visible
+
+BASELINE_SCHEMA = "gpu-memsafety-baseline/1"
+# Hand-maintained lists of accepted findings stay small; anything near this is not a baseline.
+MAX_BASELINE_BYTES = 16 * 1024 * 1024
+DEFAULT_REASON = "recorded from a run by write_baseline; replace with why this finding is accepted"
+# Outcomes after which a case's detectors ran to the end, so an accepted finding that is absent is really gone.
+_CHECKED = (Outcome.CLEAN, Outcome.FINDING, Outcome.EXPECTED_FINDING, Outcome.UNEXPECTEDLY_CLEAN)
+
+
+class BaselineError(ReportError):
+    """A baseline file that cannot be used: names the file and says what is wrong."""
+
+
+@dataclass(frozen=True)
+class AcceptedFinding:
+    case: str          # case id
+    finding: str       # Finding.key()
+    reason: str
+    upstream: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"case": self.case, "finding": self.finding, "reason": self.reason, "upstream": self.upstream}
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """The key's fields (Finding.key(): detector:kind:kernel:buffer:region:bytes; a kernel may hold ':')."""
+        return key_fields(self.finding)
+
+    def accepts(self, case: str, finding: Finding) -> bool:
+        """Same case, and the same detector, kind, buffer and region, field by field (never a string that
+        happens to read the same), and the same kernel and byte count."""
+        if case != self.case:
+            return False
+        want = self.fields
+        got = {"detector": finding.detector, "kind": finding.kind, "kernel": finding.kernel, "buffer": finding.buffer,
+               "region": finding.region, "bytes": str(finding.bytes)}
+        return all(want[k] == got[k] for k in KEY_FIELDS)
+
+
+KEY_FIELDS = ("detector", "kind", "kernel", "buffer", "region", "bytes")
+
+
+def key_fields(key: str) -> dict[str, str]:
+    head = key.split(":", 2)
+    tail = head[-1].rsplit(":", 3) if len(head) == 3 else []
+    if len(head) != 3 or len(tail) != 4:
+        raise ValueError(f"{key!r} is not detector:kind:kernel:buffer:region:bytes (Finding.key())")
+    return dict(zip(KEY_FIELDS, [head[0], head[1], *tail]))
+
+
+@dataclass(frozen=True)
+class Baseline:
+    accepted: tuple[AcceptedFinding, ...] = ()
+
+    def entry(self, case: str, key: str) -> AcceptedFinding | None:
+        return next((a for a in self.accepted if a.case == case and a.finding == key), None)
+
+    def accepting(self, case: str, finding: Finding) -> AcceptedFinding | None:
+        return next((a for a in self.accepted if a.accepts(case, finding)), None)
+
+
+@dataclass(frozen=True)
+class SeenFinding:
+    """A finding of this run, with the case that produced it."""
+
+    case: str
+    finding: Finding
+
+    @property
+    def key(self) -> str:
+        return self.finding.key()
+
+
+@dataclass
+class BaselineDiff:
+    new: list[SeenFinding] = field(default_factory=list)                  # not accepted: fail the run
+    accepted: list[tuple[SeenFinding, AcceptedFinding]] = field(default_factory=list)
+    expected: list[SeenFinding] = field(default_factory=list)             # covered by a scenario expectation
+    disappeared: list[AcceptedFinding] = field(default_factory=list)      # case checked, finding gone
+    unchecked: list[AcceptedFinding] = field(default_factory=list)        # case absent or did not finish
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.new)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "failed": self.failed,
+            "new": [_seen_json(s) for s in self.new],
+            "accepted": [{**_seen_json(s), "reason": a.reason, "upstream": a.upstream} for s, a in self.accepted],
+            "expected": [_seen_json(s) for s in self.expected],
+            "disappeared": [a.to_json() for a in self.disappeared],
+            "unchecked": [a.to_json() for a in self.unchecked],
+        }
+
+
+def _seen_json(seen: SeenFinding) -> dict[str, str]:
+    return {"case": seen.case, "finding": seen.key}
+
+
+# ---------------------------------------------------------------------------------------------- load
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read and validate a baseline file; raises BaselineError naming the file and the problem."""
+    data = read_json_file(path, limit=MAX_BASELINE_BYTES, error=BaselineError)
+    check = FieldChecker(path, BaselineError)
+    doc = check.obj(data, "top level")
+    check.schema(doc, BASELINE_SCHEMA, "baseline")
+    entries = [_entry(check, item, f"accepted[{i}]") for i, item in enumerate(check.field(doc, "accepted", list, ""))]
+    _reject_duplicates(check, entries)
+    return Baseline(tuple(entries))
+
+
+def _entry(check: FieldChecker, item: Any, where: str) -> AcceptedFinding:
+    item = check.obj(item, where)
+    case, finding, reason = (check.field(item, key, str, where) for key in ("case", "finding", "reason"))
+    upstream = check.field(item, "upstream", str, where) if "upstream" in item else ""
+    for key, value in (("case", case), ("finding", finding), ("reason", reason)):
+        if not value.strip():
+            raise check.fail(f"{where}.{key}", "is empty" + ("; say why it is accepted" if key == "reason" else ""))
+    _check_key(check, finding, f"{where}.finding")
+    return AcceptedFinding(case, finding, reason, upstream)
+
+
+def _check_key(check: FieldChecker, key: str, where: str) -> None:
+    """An accepted finding names its detector, kind, buffer and region: a key that does not is refused."""
+    try:
+        fields = key_fields(key)
+    except ValueError as exc:
+        raise check.fail(where, str(exc)) from None
+    if fields["detector"] not in DETECTORS:
+        raise check.fail(where, f"detector {fields['detector']!r} is not one of {', '.join(DETECTORS)}")
+    for name in ("kind", "buffer", "region"):
+        if not fields[name].strip():
+            raise check.fail(where, f"names no {name}: an accepted finding must match on detector, kind, buffer and region")
+    if not fields["bytes"].isdigit():
+        raise check.fail(where, f"bytes {fields['bytes']!r} is not a count")
+
+
+def _reject_duplicates(check: FieldChecker, entries: Sequence[AcceptedFinding]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for index, entry in enumerate(entries):
+        if (entry.case, entry.finding) in seen:
+            raise check.fail(f"accepted[{index}]", f"repeats case {entry.case!r} finding {entry.finding!r}")
+        seen.add((entry.case, entry.finding))
+
+
+# ------------------------------------------------------------------------------------------- compare
+
+
+def compare(results: Sequence[CaseResult], baseline: Baseline) -> BaselineDiff:
+    """Split this run's findings against the baseline; see BaselineDiff for the five lists."""
+    diff = BaselineDiff()
+    seen_keys: set[tuple[str, str]] = set()
+    for result in results:
+        for finding in result.findings:
+            seen = SeenFinding(result.case_id, finding)
+            seen_keys.add((seen.case, seen.key))
+            _place(diff, seen, baseline.accepting(seen.case, finding), result.outcome)
+    checked = {r.case_id for r in results if r.outcome in _CHECKED}
+    for entry in baseline.accepted:
+        if (entry.case, entry.finding) not in seen_keys:
+            (diff.disappeared if entry.case in checked else diff.unchecked).append(entry)
+    return diff
+
+
+def _place(diff: BaselineDiff, seen: SeenFinding, entry: AcceptedFinding | None, outcome: Outcome) -> None:
+    if entry is not None:
+        diff.accepted.append((seen, entry))
+    elif outcome is Outcome.EXPECTED_FINDING:
+        diff.expected.append(seen)
+    else:
+        diff.new.append(seen)
+
+
+def render_diff(diff: BaselineDiff) -> str:
+    """Plain text for the terminal: what fails, what is accepted, what the baseline can lose."""
+    sections = [
+        _section("NEW findings (not in the baseline; these fail the run)",
+                 [f"{s.case}: {describe_finding(s.finding)}\n      key = {s.key}" for s in diff.new]),
+        _section("Accepted by the baseline",
+                 [f"{s.case}: {s.key} ({a.reason}{_up(a.upstream)})" for s, a in diff.accepted]),
+        _section("Accepted entries not seen (case ran; remove them from the baseline)",
+                 [f"{a.case}: {a.finding}" for a in diff.disappeared]),
+        _section("Accepted entries not checked (case absent or did not finish)",
+                 [f"{a.case}: {a.finding}" for a in diff.unchecked]),
+    ]
+    text = "\n\n".join(s for s in sections if s) + "\n" if any(sections) else "baseline: nothing to report\n"
+    return visible(text)  # reasons from the baseline file, kernel names: control characters shown as escapes
+
+
+def _section(title: str, lines: Sequence[str]) -> str:
+    return "\n".join([f"{title}:", *(f"  {line}" for line in lines)]) if lines else ""
+
+
+def _up(upstream: str) -> str:
+    return f"; upstream {upstream}" if upstream else ""
+
+
+# --------------------------------------------------------------------------------------------- write
+
+
+def baseline_from_results(
+    results: Sequence[CaseResult],
+    *,
+    previous: Baseline | None = None,
+    reason: str = DEFAULT_REASON,
+    include_expected: bool = False,
+) -> Baseline:
+    """Accept every finding of a run; reasons and upstream issues of `previous` entries are kept."""
+    entries: dict[tuple[str, str], AcceptedFinding] = {}
+    for result in results:
+        if result.outcome is Outcome.EXPECTED_FINDING and not include_expected:
+            continue
+        for finding in result.findings:
+            key = (result.case_id, finding.key())
+            old = previous.entry(*key) if previous else None
+            entries[key] = old or AcceptedFinding(*key, reason, upstream_of(result.to_json()))
+    return Baseline(tuple(entries[key] for key in sorted(entries)))
+
+
+def baseline_json(baseline: Baseline) -> dict[str, Any]:
+    return {"schema": BASELINE_SCHEMA, "accepted": [a.to_json() for a in baseline.accepted]}
+
+
+def write_baseline(
+    results: Sequence[CaseResult],
+    path: str | os.PathLike[str],
+    *,
+    previous: Baseline | None = None,
+    reason: str = DEFAULT_REASON,
+    include_expected: bool = False,
+) -> Path:
+    """(Re)create a baseline file from a run, atomically, sorted by case and key so diffs stay small."""
+    baseline = baseline_from_results(results, previous=previous, reason=reason, include_expected=include_expected)
+    return atomic_write_text(path, json.dumps(baseline_json(baseline), indent=2) + "\n")

@@ -1,0 +1,1 @@
+"""Scenario definition and discovery: the frozen definition, the adapter contract, the run context, the registry."""

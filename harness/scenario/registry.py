@@ -1,0 +1,384 @@
+"""Scenario discovery: where scenario definitions come from, and the one set every entry point sees.
+
+A scenario is a Python file that defines `SCENARIO = Scenario(...)` at top level. They are found in:
+
+1. the repository's `scenarios/` directory;
+2. directories given with `--scenario-path DIR` (pytest, `python -m gpu_memsafety list|repro|bench|new`;
+   `make sanitize SCENARIO_PATH=DIR`), and in the `GPU_MEMSAFETY_SCENARIO_PATH` environment variable
+   (os.pathsep-separated; the entry points set it for their child processes, so workers and benchmark
+   children see the same set);
+3. the ini option `scenario_paths` of the pytest configuration file in use (pytest.ini, pyproject.toml's
+   [tool.pytest.ini_options], tox.ini, setup.cfg), relative to that file;
+4. installed packages that declare an entry point in the group `gpu_memsafety.scenarios`: its value names a
+   module that defines SCENARIO, or a package whose directory holds scenario files.
+
+Only the top level of a directory is searched, and only files that assign `SCENARIO` at top level are
+scenarios (decided by parsing, before anything is imported), so a kernel module or a test file may sit
+beside its scenario. A scenario file is imported from its path under a private module name, with its
+directory on sys.path (after the repository root), so `import my_kernel` finds the module beside it. The
+worker imports a case's scenario from the same file (the `Source` travels with the job), never by name.
+A name defined twice is an error naming both files.
+"""
+from __future__ import annotations
+
+import ast
+import configparser
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterable, Mapping, Sequence
+
+from gpu_memsafety.util.paths import SCENARIO_DIR
+from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
+
+ENV_VAR = "GPU_MEMSAFETY_SCENARIO_PATH"
+ENTRY_POINT_GROUP = "gpu_memsafety.scenarios"
+INI_OPTION = "scenario_paths"
+_REPO_PACKAGE = "gpu_memsafety.scenarios"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one scenario definition lives: its file, and the module name it is imported under.
+
+    `module` is an importable dotted name for the repository's scenarios and for installed (entry point)
+    ones; for a file found through a scenario path it is None and the file is imported from its path.
+    `origin` says which search found it, for messages.
+    """
+
+    file: str
+    module: str | None = None
+    origin: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "module": self.module, "origin": self.origin}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Source":
+        return cls(str(data["file"]), data.get("module"), str(data.get("origin", "")))
+
+
+# ----------------------------------------------------------------------------------------- search paths
+
+def env_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
+    raw = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    return [Path(p) for p in raw.split(os.pathsep) if p.strip()]
+
+
+def configure(paths: Iterable[str | Path] = ()) -> list[Path]:
+    """Add scenario directories for this process and every child it starts (through the environment).
+    Relative paths are resolved against the current directory. Returns the full extra path list."""
+    extra = [p.resolve() for p in env_paths()]
+    for raw in paths:
+        path = Path(raw).expanduser().resolve()
+        if path not in extra:
+            extra.append(path)
+    if extra:
+        os.environ[ENV_VAR] = os.pathsep.join(str(p) for p in extra)
+    _cache.clear()
+    return extra
+
+
+INI_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def find_inifile(start: Path) -> Path | None:
+    """The configuration file pytest would use when run from `start` without arguments: the first of
+    pytest.ini, .pytest.ini, pyproject.toml (with a [tool.pytest.ini_options] table), tox.ini ([pytest])
+    or setup.cfg ([tool:pytest]) in `start` or the nearest directory above it."""
+    for directory in (start.resolve(), *start.resolve().parents):
+        for name in INI_NAMES:
+            path = directory / name
+            if path.is_file() and _ini_section(path) is not None:
+                return path
+    return None
+
+
+def _ini_section(path: Path) -> dict[str, Any] | None:
+    """The pytest section of a configuration file as a dict, or None when the file has none."""
+    if path.name == "pyproject.toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ScenarioError(str(path), INI_OPTION, f"cannot read {path}: {exc}") from None
+        table = data.get("tool", {}).get("pytest", {})
+        return table.get("ini_options", table or None) if isinstance(table, dict) else None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (OSError, configparser.Error) as exc:
+        raise ScenarioError(str(path), INI_OPTION, f"cannot read {path}: {exc}") from None
+    for section in ("pytest", "tool:pytest"):
+        if path.name == "setup.cfg" and section == "pytest":
+            continue
+        if parser.has_section(section):
+            return dict(parser.items(section))
+    return {} if path.name in ("pytest.ini", ".pytest.ini") else None
+
+
+def ini_paths(inifile: Path | None) -> list[Path]:
+    """`scenario_paths` of a pytest configuration file, resolved against the file's directory."""
+    if inifile is None:
+        return []
+    section = _ini_section(inifile) or {}
+    value = section.get(INI_OPTION)
+    if value is None:
+        return []
+    entries = value.split() if isinstance(value, str) else value
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ScenarioError(str(inifile), INI_OPTION, f"expected a list of directories, got {value!r}")
+    return [(inifile.parent / e).resolve() for e in entries]
+
+
+# ------------------------------------------------------------------------------------------------ discovery
+
+def is_scenario_file(path: Path) -> bool:
+    """A top-level .py file (not _private) that assigns SCENARIO at top level; decided without importing."""
+    if path.suffix != ".py" or path.name.startswith("_") or not path.is_file():
+        return False
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, OSError):
+        return True    # let the import report the real error, naming the file
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "SCENARIO" for t in targets):
+            return True
+    return False
+
+
+def _dir_sources(directory: Path, origin: str) -> list[Source]:
+    if not directory.exists():
+        raise ScenarioError(str(directory), "scenario path", f"{directory} does not exist ({origin})")
+    if directory.is_file():     # one scenario file
+        if not is_scenario_file(directory):
+            raise ScenarioError(str(directory), "scenario path", f"{directory} is not a scenario file: it defines no "
+                                f"SCENARIO = Scenario(...) ({origin})")
+        return [Source(str(directory.resolve()), None, origin)]
+    if not directory.is_dir():
+        raise ScenarioError(str(directory), "scenario path", f"{directory} is not a directory ({origin})")
+    found = []
+    repo = directory.resolve() == SCENARIO_DIR
+    for path in sorted(directory.iterdir()):
+        if is_scenario_file(path):
+            module = f"{_REPO_PACKAGE}.{path.stem}" if repo else None
+            found.append(Source(str(path.resolve()), module, origin))
+    if not found and not repo:
+        raise ScenarioError(str(directory), "scenario path",
+                            f"no scenario in {directory} ({origin}): a scenario file defines SCENARIO = Scenario(...)")
+    return found
+
+
+def _entry_point_sources() -> list[Source]:
+    from importlib.metadata import entry_points
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        origin = f"entry point {ep.name} = {ep.value}"
+        module_name = ep.value.split(":", 1)[0].strip()
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError) as exc:
+            raise ScenarioError(ep.name, "entry point", f"{origin}: cannot find module {module_name!r}: {exc}") from None
+        if spec is None or spec.origin is None:
+            raise ScenarioError(ep.name, "entry point", f"{origin}: no module {module_name!r} is installed")
+        if spec.submodule_search_locations:     # a package: its directory's scenario files
+            for directory in spec.submodule_search_locations:
+                for src in _dir_sources(Path(directory), origin):
+                    found.append(Source(src.file, f"{module_name}.{Path(src.file).stem}", origin))
+        else:
+            found.append(Source(str(Path(spec.origin).resolve()), module_name, origin))
+    return found
+
+
+def _package_path_extras() -> list[Path]:
+    """Directories a site hook appended to the `scenarios` package's __path__ (how scenarios were kept outside
+    the repository before scenario paths): still found, imported as scenarios.<name> as before."""
+    package = sys.modules.get(_REPO_PACKAGE)
+    if package is None or Path(str(getattr(package, "__file__", "") or "/")).resolve().parent != SCENARIO_DIR:
+        return []
+    return [Path(p).resolve() for p in getattr(package, "__path__", []) if Path(p).resolve() != SCENARIO_DIR]
+
+
+def sources(paths: Sequence[Path] | None = None, *, entry_points: bool = True) -> list[Source]:
+    """Every scenario file: the repository's, then `paths` (default: the configured ones), then entry points."""
+    found = _dir_sources(SCENARIO_DIR, "the repository's scenarios/")
+    seen = {s.file for s in found}
+    for directory in _package_path_extras():   # the old way: a site hook extending the `scenarios` package
+        for src in _dir_sources(directory, f"{directory} on the scenarios package's path (prefer --scenario-path)"):
+            if src.file not in seen:
+                found.append(Source(src.file, f"{_REPO_PACKAGE}.{Path(src.file).stem}", src.origin))
+                seen.add(src.file)
+    for directory in (env_paths() if paths is None else paths):
+        for src in _dir_sources(Path(directory).resolve(), f"scenario path {directory}"):
+            if src.file not in seen:
+                found.append(src)
+                seen.add(src.file)
+    if entry_points:
+        for src in _entry_point_sources():
+            if src.file not in seen:
+                found.append(src)
+                seen.add(src.file)
+    return found
+
+
+# --------------------------------------------------------------------------------------------------- loading
+
+def _private_name(file: Path) -> str:
+    digest = hashlib.sha1(str(file.parent).encode()).hexdigest()[:10]
+    return f"_gpu_memsafety_scenario_{digest}_{file.stem}"
+
+
+def _add_to_path(directory: Path) -> None:
+    """Make modules beside a scenario importable (first on sys.path, as pytest's rootdir-relative imports do:
+    the harness itself lives under the one name `gpu_memsafety`, which a user's module cannot shadow by accident)."""
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+
+def import_source(source: Source) -> ModuleType:
+    file = Path(source.file)
+    if source.module is not None:
+        if source.module.startswith(f"{_REPO_PACKAGE}.") and file.parent != SCENARIO_DIR:
+            _add_to_path(file.parent)   # a folder a site hook added to the package's path: modules beside it import too
+        return importlib.import_module(source.module)
+    name = _private_name(file)
+    if name in sys.modules:
+        return sys.modules[name]
+    if not file.is_file():
+        raise ScenarioError(file.stem, "file", f"scenario file {file} does not exist")
+    _add_to_path(file.parent)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ScenarioError(file.stem, "file", f"cannot import {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_source(source: Source) -> Scenario:
+    """Import a scenario file and return its SCENARIO, tagged with where it came from. An exception while
+    importing it becomes a ScenarioError naming the file and the line, not a bare traceback."""
+    try:
+        module = import_source(source)
+    except ScenarioError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any error in a user's file is reported with the file's name
+        import traceback
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+        where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        raise ScenarioError(Path(source.file).stem, "file", f"importing {source.file} failed: "
+                            f"{type(exc).__name__}: {exc}{where}") from exc
+    scenario = getattr(module, "SCENARIO", None)
+    if not isinstance(scenario, Scenario):
+        raise ScenarioError(Path(source.file).stem, "SCENARIO",
+                            f"{source.file} defines no Scenario named SCENARIO (found {type(scenario).__name__})")
+    scenario.bind_source(source)
+    return scenario
+
+
+def load(module_name: str) -> Scenario:
+    """A scenario by importable module name (e.g. `gpu_memsafety.scenarios.planted_oob`)."""
+    module = importlib.import_module(module_name)
+    scenario = getattr(module, "SCENARIO", None)
+    if not isinstance(scenario, Scenario):
+        raise ScenarioError(module_name, "SCENARIO", "module defines no Scenario named SCENARIO")
+    if scenario.source is None and getattr(module, "__file__", None):
+        scenario.bind_source(Source(str(Path(module.__file__).resolve()), module_name, "import"))
+    return scenario
+
+
+_cache: dict[tuple[Any, ...], dict[str, Scenario]] = {}
+
+
+def discover(paths: Sequence[Path] | None = None, *, entry_points: bool = True) -> dict[str, Scenario]:
+    """name -> Scenario over every source; a name defined twice is an error naming both files."""
+    key = (tuple(str(p) for p in (env_paths() if paths is None else paths)), entry_points)
+    if key in _cache:
+        return dict(_cache[key])
+    found: dict[str, Scenario] = {}
+    for source in sources(paths, entry_points=entry_points):
+        scenario = load_source(source)
+        if scenario.name in found:
+            first = found[scenario.name].source
+            raise ScenarioError(scenario.name, "name", f"defined twice: in {first.file if first else '?'} and in "
+                                f"{source.file}; rename one of them")
+        found[scenario.name] = scenario
+    _cache[key] = found
+    return dict(found)
+
+
+def all_scenarios() -> dict[str, Scenario]:
+    return discover()
+
+
+def scenario_files() -> set[Path]:
+    return {Path(s.file) for s in sources()}
+
+
+def scenario_modules() -> list[str]:
+    """The repository's own scenario modules, by importable name."""
+    return sorted(s.module for s in _dir_sources(SCENARIO_DIR, "") if s.module)
+
+
+def scenario_dirs() -> list[Path]:
+    """Every directory that holds a scenario file."""
+    return sorted({Path(s.file).parent for s in sources()})
+
+
+def get(name: str) -> Scenario:
+    scenarios = all_scenarios()
+    if name not in scenarios:
+        raise ScenarioError(name, "name", f"no such scenario; known: {sorted(scenarios)}")
+    return scenarios[name]
+
+
+def case_job(scenario: Scenario, case: Case) -> dict[str, Any]:
+    """A case as a worker job lists it: the case, and the file its scenario was found in (the worker imports
+    that file, never a module guessed from the scenario's name)."""
+    source = scenario.source
+    return {**case.to_json(), "source": source.to_json() if source is not None else None}
+
+
+def split_case_id(case_id: str) -> tuple[str, str | None]:
+    """`planted_oob[overwrite-triton-n4000-x1]` -> ("planted_oob", "overwrite-triton-n4000-x1");
+    a bare scenario name -> (name, None). Also accepts a pytest node id (`.../planted_oob.py::ID`)."""
+    text = case_id.strip().rsplit("::", 1)[-1]
+    if "[" not in text:
+        return text, None
+    if not text.endswith("]"):
+        raise ScenarioError(text.split("[", 1)[0], "case id", f"{case_id!r} is not NAME[VARIANT-LABEL]")
+    name, inner = text[:-1].split("[", 1)
+    return name, inner
+
+
+def find_case(case_id: str) -> tuple[Scenario, Case]:
+    name, inner = split_case_id(case_id)
+    scenario = get(name)
+    if inner is None:
+        raise ScenarioError(name, "case id", f"{case_id!r} names a scenario, not a case; ids look like "
+                            f"{scenario.build()[0].id}")
+    wanted = f"{name}[{inner}]"
+    for case in scenario.build():
+        if case.id == wanted:
+            return scenario, case
+    raise ScenarioError(scenario.name, "cases", f"no case with id {wanted}; `python -m gpu_memsafety list --scenario "
+                        f"{name}` lists them")

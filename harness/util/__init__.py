@@ -1,0 +1,1 @@
+"""Small helpers with no domain knowledge: atomic file writes, progress on stderr."""
