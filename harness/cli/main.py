@@ -20,9 +20,10 @@ DELEGATED = {
     "merge": "combine report.json files from several runners into one matrix",
     "bench": "time every mode on the GPU (what each detector costs)",
     "upstream": "fetch the published upstream code the scenarios run, by exact version (make upstream)",
+    "simulate": "predict a measured run's wall time on N GPUs from its own costs",
 }
 # Delegated commands that read no scenarios: scenario options before them are not theirs.
-NO_SCENARIOS = ("merge", "upstream")
+NO_SCENARIOS = ("merge", "upstream", "simulate")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,7 +169,8 @@ def _main(args: list[str]) -> int:
 def _delegate(command: str) -> Callable[[list[str]], int]:
     import importlib
     module = {"repro": "gpu_memsafety.cli.repro", "merge": "gpu_memsafety.report.merge",
-              "bench": "gpu_memsafety.cli.bench", "upstream": "gpu_memsafety.cli.upstream"}[command]
+              "bench": "gpu_memsafety.cli.bench", "upstream": "gpu_memsafety.cli.upstream",
+              "simulate": "gpu_memsafety.cli.simulate"}[command]
     main: Callable[[list[str]], int] = importlib.import_module(module).main
     return main
 

@@ -1,0 +1,43 @@
+"""`gpu-memsafety simulate`: a measured run's wall time predicted for N GPUs from its own costs (cli/simulate.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gpu_memsafety.cli import simulate
+from gpu_memsafety.util.paths import CHECKOUT
+
+RUN18 = CHECKOUT / "evidence" / "h200" / "run18-package-matrix" / "reports" / "matrix" / "report.json"
+
+
+def _doc(n: int, seconds: float, restarts: int = 0) -> dict:
+    processes = [{"startup_s": 2.0}] * (1 + restarts)
+    return {"run": {"workers": 1, "batches": [{"name": "s.b001", "cases": n, "processes": processes,
+                                                "gpu": {"uuid": "GPU-0"}}]},
+            "cases": [{"id": f"s[v-{i}]", "scenario": "s", "outcome": "clean", "duration_s": seconds} for i in range(n)]}
+
+
+def test_costs_come_from_the_report_restarts_included() -> None:
+    jobs, startup, per_case = simulate.costs_of(_doc(4, 10.0, restarts=2))
+    assert startup == 2.0 and per_case == {"s": 0.5}
+    assert [j.cost for j in jobs] == [11.0] * 4          # 10 s + half a restart of 2 s each
+
+
+def test_more_gpus_never_slower_and_never_beyond_linear_or_the_longest_batch() -> None:
+    jobs, startup, _ = simulate.costs_of(_doc(64, 3.0))
+    one = simulate.predict(jobs, 1, 1, startup)
+    for n in (2, 4, 8):
+        p = simulate.predict(jobs, n, 1, startup)
+        assert one.wall_s / n - 1e-9 <= p.wall_s <= one.wall_s
+        assert p.wall_s >= p.longest_batch_s
+
+
+def test_the_command_on_a_committed_h200_report(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "simulate", str(RUN18), "--gpus", "1,2,4"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stdout.splitlines() if " GPU(s), " in l]
+    assert [l.split(" GPU(s)")[0] for l in lines] == ["1", "2", "4"]
+    bad = subprocess.run([sys.executable, "-m", "gpu_memsafety", "simulate", str(tmp_path / "none.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "error:" in bad.stderr
