@@ -64,7 +64,7 @@ def picture_svg(pic: Picture, width: int = WIDTH) -> str:
     for mark in pic.marks:
         lo, hi = pic.span(mark)
         x0 = pad + lo * inner
-        w = max((hi - lo) * inner, 2.5)
+        w = max((hi - lo) * inner, 4.0)     # a 1-byte range must still show
         tip = f"<title>{text(mark.text())}</title>"
         parts.append(f'<rect x="{x0:.1f}" y="{bar_y}" width="{w:.1f}" height="{bar_h}" fill="{MARK}" '
                      f'fill-opacity="0.45">{tip}</rect>')
