@@ -16,7 +16,8 @@ EVIDENCE = ROOT / "evidence" / "h200"
 MATRIX = EVIDENCE / "run15-cover-matrix" / "reports" / "matrix-all" / "report.json"
 LAST_EXPERT = EVIDENCE / "run3-last-expert" / "sanitize-last-expert" / "report.json"
 UPSTREAM = EVIDENCE / "run9-upstream-real-kernels" / "padded-stride-sglang" / "report.json"
-EVIDENCE_REPORTS = (MATRIX, LAST_EXPERT, UPSTREAM)
+PACKAGE_MATRIX = EVIDENCE / "run18-package-matrix" / "reports" / "matrix" / "report.json"   # after the package move
+EVIDENCE_REPORTS = (MATRIX, LAST_EXPERT, UPSTREAM, PACKAGE_MATRIX)
 
 RUN_ROOT = "/runner/work/kernels"
 HOSTILE = "evil\x1b[31m <script>alert(1)</script> [x](http://e.test) %0A::error::x, a:b\u202e"

@@ -1,5 +1,5 @@
-"""`python -m gpu_memsafety COMMAND`: env, list, new, repro, merge, bench, upstream, baseline, history, render
-(`python -m gpu_memsafety COMMAND --help`).
+"""`python -m gpu_memsafety COMMAND`: env, list, new, repro, merge, bench, upstream, simulate, baseline, history,
+render (`python -m gpu_memsafety COMMAND --help`).
 
 Every command that reads scenarios sees the same set as pytest and `make sanitize`: the repository's
 scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `scenario_paths` ini option
