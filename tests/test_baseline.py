@@ -98,8 +98,10 @@ def test_write_then_load_accepts_the_whole_run(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     assert data["schema"] == BASELINE_SCHEMA
     assert [e["case"] for e in data["accepted"]] == sorted([PACKED, REVERSE])
-    baseline = load_baseline(path)
-    assert all(a.reason == DEFAULT_REASON for a in baseline.accepted)
+    assert DEFAULT_REASON == "" and all(e["reason"] == "" and e["seen"] for e in data["accepted"])
+    with pytest.raises(BaselineError, match=r"accepted\[0\]\.reason: is empty; say why this finding is accepted"):
+        load_baseline(path)                      # refused until every reason is filled in
+    baseline = load_baseline(path, require_reasons=False)
     diff = compare(run_results(), baseline)
     assert (diff.new, diff.disappeared, len(diff.accepted)) == ([], [], 2)
 
@@ -107,7 +109,7 @@ def test_write_then_load_accepts_the_whole_run(tmp_path: Path) -> None:
 def test_rewriting_keeps_reasons_and_can_include_expected_findings(tmp_path: Path) -> None:
     previous = Baseline((accepted(PACKED, PADDING_OVERWRITE, "sglang ships the packed kernel", "sgl-project/sglang#1"),))
     path = write_baseline(run_results(), tmp_path / "b.json", previous=previous, include_expected=True)
-    entries = {a.case: a for a in load_baseline(path).accepted}
+    entries = {a.case: a for a in load_baseline(path, require_reasons=False).accepted}
     assert entries[PACKED].reason == "sglang ships the packed kernel"
     assert entries[PACKED].upstream == "sgl-project/sglang#1"
     assert entries[OOB].upstream == UPSTREAM

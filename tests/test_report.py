@@ -189,7 +189,8 @@ def test_report_round_trips_through_disk(tmp_path: Path) -> None:
     results = sample_results()
     report = sample_report(results)
     paths = write_reports(report, tmp_path / "out")
-    assert {p.name for p in paths.values()} == {"report.json", "junit.xml", "summary.md"}
+    assert {p.name for p in paths.values()} == {"report.json", "junit.xml", "summary.md", "report.sarif", "report.html",
+                                               "gl-code-quality-report.json"}
     loaded = load_report(paths["json"])
     assert loaded == report
     assert loaded["schema"] == REPORT_SCHEMA

@@ -402,7 +402,7 @@ def test_start_replaces_the_previous_reports_with_this_runs_did_not_finish_set(t
     assert doc["summary"]["status"] == INTERRUPTED
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("## ❌ GPU memory safety — did not finish: run new-run started 2026-11-30T07:00:00Z")
-    for name in ("report.json", "junit.xml", "summary.md"):
+    for name in ("report.json", "junit.xml", "summary.md", "report.sarif", "report.html", "gl-code-quality-report.json"):
         text = (tmp_path / name).read_text()
         assert "new-run" in text and "old-run" not in text, name
 

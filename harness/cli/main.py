@@ -1,4 +1,5 @@
-"""`python -m gpu_memsafety COMMAND`: env, list, new, repro, merge, bench (`python -m gpu_memsafety COMMAND --help`).
+"""`python -m gpu_memsafety COMMAND`: env, list, new, repro, merge, bench, upstream, simulate, baseline, history,
+render (`python -m gpu_memsafety COMMAND --help`).
 
 Every command that reads scenarios sees the same set as pytest and `make sanitize`: the repository's
 scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `scenario_paths` ini option
@@ -21,9 +22,12 @@ DELEGATED = {
     "bench": "time every mode on the GPU (what each detector costs)",
     "upstream": "fetch the published upstream code the scenarios run, by exact version (make upstream)",
     "simulate": "predict a measured run's wall time on N GPUs from its own costs",
+    "baseline": "write a baseline from a report (reasons to fill in), or check a report against one",
+    "history": "which cases changed outcome across runs, and a plot of findings per kernel",
+    "render": "write every report format (HTML, SARIF, JUnit, ...) from a report.json",
 }
 # Delegated commands that read no scenarios: scenario options before them are not theirs.
-NO_SCENARIOS = ("merge", "upstream", "simulate")
+NO_SCENARIOS = ("merge", "upstream", "simulate", "history", "render")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,7 +166,9 @@ def _delegate(command: str) -> Callable[[list[str]], int]:
     import importlib
     module = {"repro": "gpu_memsafety.cli.repro", "merge": "gpu_memsafety.report.merge",
               "bench": "gpu_memsafety.cli.bench", "upstream": "gpu_memsafety.cli.upstream",
-              "simulate": "gpu_memsafety.cli.simulate"}[command]
+              "simulate": "gpu_memsafety.cli.simulate",
+              "baseline": "gpu_memsafety.cli.baseline", "history": "gpu_memsafety.cli.history",
+              "render": "gpu_memsafety.cli.render"}[command]
     main: Callable[[list[str]], int] = importlib.import_module(module).main
     return main
 

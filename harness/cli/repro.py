@@ -60,10 +60,17 @@ def pick(scenario: Scenario, variant: str | None, pins: dict[str, Any]) -> Case:
 
 
 def answer(result: CaseResult, seconds: float) -> str:
+    """The outcome, each finding in words and, where it has a buffer, the picture of that buffer as a text strip
+    (front guard, rows, padding, unused rows, back guard; the touched bytes marked and named)."""
     from gpu_memsafety.report import describe_finding, visible
+    from gpu_memsafety.report.picture import BUFFERS, drawable, picture, strip
+    records = result.details.get(BUFFERS) or {}
     lines = [f"[{result.mode}] {result.case_id}: {result.outcome.label} in {seconds:.1f} s",
              f"  expected: {result.expected}", f"  verdict: {result.message.splitlines()[0] if result.message else ''}"]
-    lines += [f"  - {describe_finding(f)}" for f in result.findings]
+    for f in result.findings:
+        lines.append(f"  - {describe_finding(f)}")
+        if drawable(f):
+            lines += ["      " + line for line in strip(picture(f, records.get(f.buffer))).splitlines()]
     for d in result.detectors:
         if not d.ran:
             lines.append(f"  ({d.detector} did not run: {d.detail})")

@@ -5,7 +5,9 @@ stuck when it adopts the harness on code that already has findings, or waits for
 baseline file lists such findings by case id and Finding.key() (address-free, so stable across runs), each
 with the reason and upstream issue. `compare` then splits a run's findings into new ones (these fail the
 run), accepted ones, and accepted entries that did not show up (listed so the file gets cleaned, never
-failing). Findings of cases whose outcome is "expected finding" are already accepted by their scenario's
+failing): stale when the case ran to the end or no longer exists, unchecked when it did not run to the end
+here. `gpu-memsafety baseline write` writes a file from a report with every reason empty, and a run refuses
+a file with an empty reason, so none is accepted without one. Findings of cases whose outcome is "expected finding" are already accepted by their scenario's
 strict expectation, which names the upstream issue; the baseline does not have to repeat them.
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from gpu_memsafety.util.fsutil import atomic_write_text
 from gpu_memsafety.model import DETECTORS, CaseResult, Finding, Outcome
@@ -23,7 +25,8 @@ from gpu_memsafety.report import ReportError, FieldChecker, describe_finding, re
 BASELINE_SCHEMA = "gpu-memsafety-baseline/1"
 # Hand-maintained lists of accepted findings stay small; anything near this is not a baseline.
 MAX_BASELINE_BYTES = 16 * 1024 * 1024
-DEFAULT_REASON = "recorded from a run by write_baseline; replace with why this finding is accepted"
+# The reason `write` leaves: empty, to fill in (load_baseline refuses an empty reason).
+DEFAULT_REASON = ""
 # Outcomes after which a case's detectors ran to the end, so an accepted finding that is absent is really gone.
 _CHECKED = (Outcome.CLEAN, Outcome.FINDING, Outcome.EXPECTED_FINDING, Outcome.UNEXPECTEDLY_CLEAN)
 
@@ -38,9 +41,11 @@ class AcceptedFinding:
     finding: str       # Finding.key()
     reason: str
     upstream: str = ""
+    seen: str = ""     # the finding in words, written to help fill in the reason; never matched on
 
     def to_json(self) -> dict[str, str]:
-        return {"case": self.case, "finding": self.finding, "reason": self.reason, "upstream": self.upstream}
+        data = {"case": self.case, "finding": self.finding, "reason": self.reason, "upstream": self.upstream}
+        return {**data, "seen": self.seen} if self.seen else data
 
     @property
     def fields(self) -> dict[str, str]:
@@ -98,6 +103,7 @@ class BaselineDiff:
     accepted: list[tuple[SeenFinding, AcceptedFinding]] = field(default_factory=list)
     expected: list[SeenFinding] = field(default_factory=list)             # covered by a scenario expectation
     disappeared: list[AcceptedFinding] = field(default_factory=list)      # case checked, finding gone
+    removed: list[AcceptedFinding] = field(default_factory=list)          # the case no longer exists
     unchecked: list[AcceptedFinding] = field(default_factory=list)        # case absent or did not finish
 
     @property
@@ -111,8 +117,17 @@ class BaselineDiff:
             "accepted": [{**_seen_json(s), "reason": a.reason, "upstream": a.upstream} for s, a in self.accepted],
             "expected": [_seen_json(s) for s in self.expected],
             "disappeared": [a.to_json() for a in self.disappeared],
+            "removed": [a.to_json() for a in self.removed],
             "unchecked": [a.to_json() for a in self.unchecked],
         }
+
+    def to_report(self, file: str, entries: int) -> dict[str, Any]:
+        """`run.baseline` of a report (gpu_memsafety.report.baselines reads it): the file, how many entries it
+        has and accepted here, and the entries that matched nothing: stale (with why) and unchecked."""
+        stale = ([{**a.to_json(), "why": "the case ran and this finding is gone"} for a in self.disappeared]
+                 + [{**a.to_json(), "why": "no such case any more"} for a in self.removed])
+        return {"file": file, "entries": entries, "accepted": len(self.accepted), "stale": stale,
+                "unchecked": [{**a.to_json(), "why": "the case did not run to the end here"} for a in self.unchecked]}
 
 
 def _seen_json(seen: SeenFinding) -> dict[str, str]:
@@ -122,26 +137,31 @@ def _seen_json(seen: SeenFinding) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------- load
 
 
-def load_baseline(path: str | os.PathLike[str]) -> Baseline:
-    """Read and validate a baseline file; raises BaselineError naming the file and the problem."""
+def load_baseline(path: str | os.PathLike[str], *, require_reasons: bool = True) -> Baseline:
+    """Read and validate a baseline file; raises BaselineError naming the file and the problem. An empty reason
+    is refused unless `require_reasons` is False (rewriting a file that still has some to fill in)."""
     data = read_json_file(path, limit=MAX_BASELINE_BYTES, error=BaselineError)
     check = FieldChecker(path, BaselineError)
     doc = check.obj(data, "top level")
     check.schema(doc, BASELINE_SCHEMA, "baseline")
-    entries = [_entry(check, item, f"accepted[{i}]") for i, item in enumerate(check.field(doc, "accepted", list, ""))]
+    entries = [_entry(check, item, f"accepted[{i}]", require_reasons)
+               for i, item in enumerate(check.field(doc, "accepted", list, ""))]
     _reject_duplicates(check, entries)
     return Baseline(tuple(entries))
 
 
-def _entry(check: FieldChecker, item: Any, where: str) -> AcceptedFinding:
+def _entry(check: FieldChecker, item: Any, where: str, require_reasons: bool = True) -> AcceptedFinding:
     item = check.obj(item, where)
     case, finding, reason = (check.field(item, key, str, where) for key in ("case", "finding", "reason"))
     upstream = check.field(item, "upstream", str, where) if "upstream" in item else ""
+    seen = check.field(item, "seen", str, where) if "seen" in item else ""
     for key, value in (("case", case), ("finding", finding), ("reason", reason)):
-        if not value.strip():
-            raise check.fail(f"{where}.{key}", "is empty" + ("; say why it is accepted" if key == "reason" else ""))
+        if not value.strip() and (key != "reason" or require_reasons):
+            raise check.fail(f"{where}.{key}", "is empty" + (
+                f"; say why this finding is accepted ({seen or finding}): `baseline write` leaves every reason empty "
+                "to be filled in" if key == "reason" else ""))
     _check_key(check, finding, f"{where}.finding")
-    return AcceptedFinding(case, finding, reason, upstream)
+    return AcceptedFinding(case, finding, reason, upstream, seen)
 
 
 def _check_key(check: FieldChecker, key: str, where: str) -> None:
@@ -170,8 +190,10 @@ def _reject_duplicates(check: FieldChecker, entries: Sequence[AcceptedFinding]) 
 # ------------------------------------------------------------------------------------------- compare
 
 
-def compare(results: Sequence[CaseResult], baseline: Baseline) -> BaselineDiff:
-    """Split this run's findings against the baseline; see BaselineDiff for the five lists."""
+def compare(results: Sequence[CaseResult], baseline: Baseline, *,
+            known_cases: Collection[str] | None = None) -> BaselineDiff:
+    """Split this run's findings against the baseline; see BaselineDiff for the lists. `known_cases`: every case
+    id that exists (all scenarios); an entry of a case not among them and not in this run was removed."""
     diff = BaselineDiff()
     seen_keys: set[tuple[str, str]] = set()
     for result in results:
@@ -180,9 +202,16 @@ def compare(results: Sequence[CaseResult], baseline: Baseline) -> BaselineDiff:
             seen_keys.add((seen.case, seen.key))
             _place(diff, seen, baseline.accepting(seen.case, finding), result.outcome)
     checked = {r.case_id for r in results if r.outcome in _CHECKED}
+    ran = {r.case_id for r in results}
     for entry in baseline.accepted:
-        if (entry.case, entry.finding) not in seen_keys:
-            (diff.disappeared if entry.case in checked else diff.unchecked).append(entry)
+        if (entry.case, entry.finding) in seen_keys:
+            continue
+        if entry.case in checked:
+            diff.disappeared.append(entry)
+        elif known_cases is not None and entry.case not in ran and entry.case not in known_cases:
+            diff.removed.append(entry)
+        else:
+            diff.unchecked.append(entry)
     return diff
 
 
@@ -195,15 +224,27 @@ def _place(diff: BaselineDiff, seen: SeenFinding, entry: AcceptedFinding | None,
         diff.new.append(seen)
 
 
+def run_record(path: Path, results: Sequence[CaseResult], known_cases: Collection[str], root: Path) -> dict[str, Any]:
+    """`run.baseline` of a run given `--baseline path`: the file (relative to the run's root when inside it) and
+    its entries that matched nothing. `known_cases`: every case id the run's scenarios have."""
+    baseline = load_baseline(path)
+    diff = compare(results, baseline, known_cases=known_cases)
+    shown, base = path.resolve(), root.resolve()
+    return diff.to_report(shown.relative_to(base).as_posix() if shown.is_relative_to(base) else shown.as_posix(),
+                          len(baseline.accepted))
+
+
 def render_diff(diff: BaselineDiff) -> str:
     """Plain text for the terminal: what fails, what is accepted, what the baseline can lose."""
     sections = [
         _section("NEW findings (not in the baseline; these fail the run)",
                  [f"{s.case}: {describe_finding(s.finding)}\n      key = {s.key}" for s in diff.new]),
         _section("Accepted by the baseline",
-                 [f"{s.case}: {s.key} ({a.reason}{_up(a.upstream)})" for s, a in diff.accepted]),
-        _section("Accepted entries not seen (case ran; remove them from the baseline)",
+                 [f"{s.case}: {s.key} (accepted: {a.reason}{_up(a.upstream)})" for s, a in diff.accepted]),
+        _section("STALE entries: the case ran and the finding is gone (remove them from the baseline)",
                  [f"{a.case}: {a.finding}" for a in diff.disappeared]),
+        _section("STALE entries: no such case any more (remove them from the baseline)",
+                 [f"{a.case}: {a.finding}" for a in diff.removed]),
         _section("Accepted entries not checked (case absent or did not finish)",
                  [f"{a.case}: {a.finding}" for a in diff.unchecked]),
     ]
@@ -237,7 +278,9 @@ def baseline_from_results(
         for finding in result.findings:
             key = (result.case_id, finding.key())
             old = previous.entry(*key) if previous else None
-            entries[key] = old or AcceptedFinding(*key, reason, upstream_of(result.to_json()))
+            seen = describe_finding(finding)
+            entries[key] = (AcceptedFinding(old.case, old.finding, old.reason, old.upstream, seen) if old
+                            else AcceptedFinding(*key, reason, upstream_of(result.to_json()), seen))
     return Baseline(tuple(entries[key] for key in sorted(entries)))
 
 

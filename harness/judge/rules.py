@@ -51,6 +51,7 @@ from gpu_memsafety.sanitizer.tool import SANITIZER_ERROR_EXITCODE
 from gpu_memsafety.sanitizer.parse import API_ERROR, HAZARD, MEMORY_ACCESS, OTHER, SYNC_ERROR, SanitizerRecord
 from gpu_memsafety.scenario.definition import Case, Scenario
 from gpu_memsafety.judge.verdict import decide
+from gpu_memsafety.report.picture import BUFFERS, buffer_records
 
 Item = tuple[Scenario, Case]
 
@@ -505,7 +506,7 @@ def _access(record: SanitizerRecord) -> attribute.Access:
     direction = record.direction or (kind if kind in (parse.READ, parse.WRITE, parse.ATOMIC) else "read")
     return attribute.Access(address=int(record.address or 0), size=int(record.size or 1), direction=direction,
                             kernel=record.kernel or "", thread=record.thread, block=record.block, source=_source(record),
-                            misaligned=kind == parse.MISALIGNED, text=record.text)
+                            misaligned=kind == parse.MISALIGNED, text=record.text, path=record.file)
 
 
 def _source(record: SanitizerRecord) -> str:
@@ -722,6 +723,11 @@ class Judge:
             if res.cover and self.mode.watch_placement != layout.GUARDED:
                 # which buffers got this mode's placement: the worker's buffer map says (each layout's placement)
                 details["cover"] = {"cover": res.cover, "covered": res.covered, "watched": list(res.watched)}
+            if findings and res.buffers:
+                # the layout of each buffer a finding names, for the picture of the finding (report.picture)
+                details[BUFFERS] = buffer_records(res.buffers, findings,
+                                                  lambda name, lo, hi: scenario.describe(case, name, lo, hi)
+                                                  if scenario.describe else "")
         return CaseResult(case_id=case.id, scenario=scenario.name, variant=case.variant, params=dict(case.params),
                           kernel=(res.kernel if res else "") or scenario.kernel(case), arch=res.arch if res else "",
                           mode=self.mode.name, outcome=outcome,
@@ -755,4 +761,6 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
         return result
     result.outcome = Outcome.EXPECTED_FINDING
     result.message = f"accepted by baseline: {result.message}"
+    result.details["baseline"] = [{"finding": seen.key, "reason": entry.reason, "upstream": entry.upstream}
+                                  for seen, entry in diff.accepted]   # read by report.baselines
     return result

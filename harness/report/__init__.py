@@ -31,6 +31,7 @@ from gpu_memsafety.report.document import (
     MatrixRow,
     build_report,
     case_from_json,
+    case_json,
     cases_from_report,
     finding_from_json,
     kind_totals,
@@ -47,7 +48,11 @@ from gpu_memsafety.report.document import (
     upstream_of,
     worst_verdict,
 )
+from gpu_memsafety.report.annotations import emit_github, github_annotations
+from gpu_memsafety.report.baselines import accepted_text, is_accepted, stale_entries
+from gpu_memsafety.report.codequality import CodeQualityRenderer, render_codequality
 from gpu_memsafety.report.findings import case_findings, describe_finding, finding_fields, finding_signature, key_values
+from gpu_memsafety.report.html import HtmlRenderer, render_html
 from gpu_memsafety.report.junit import JUnitRenderer, render_junit
 from gpu_memsafety.report.load import (
     MAX_JSON_DEPTH,
@@ -81,6 +86,8 @@ from gpu_memsafety.report.render import (
     sanitizer_text,
     visible,
 )
+from gpu_memsafety.report.picture import Picture, buffer_records, picture, strip
+from gpu_memsafety.report.sarif import SarifRenderer, render_sarif
 from gpu_memsafety.report.terminal import TerminalRenderer, render_terminal
 from gpu_memsafety.report.write import (
     MIN_FREE_BYTES,

@@ -110,10 +110,19 @@ def build_report(
         "environment": dict(environment),
         "run": run,
         "summary": summarize(results, not_run=not_run, interrupted=interrupted),
-        "cases": [result.to_json() for result in results],
+        "cases": [case_json(result) for result in results],
         "not_run": list(not_run),
         "matrix": matrix(results, runner_arch(environment)),
     }
+
+
+def case_json(result: CaseResult) -> dict[str, Any]:
+    """A case as report.json holds it: CaseResult.to_json() with each finding's baseline key (`key`, what a
+    baseline entry names) written out, so a reader never has to rebuild it."""
+    data = result.to_json()
+    for finding, obj in zip(data["findings"], result.findings):
+        finding["key"] = obj.key()
+    return data
 
 
 def run_mode(results: Iterable[CaseResult]) -> str:

@@ -35,10 +35,13 @@ def describe_finding(f: Finding) -> str:
     return text
 
 
+# Details the one-line text leaves out: the note says what `nearest` says, `source` names the file of `path`.
+_NOT_IN_TEXT = ("nearest", "path")
+
+
 def _details_text(f: Finding) -> str:
-    """The detector's own words (zone, access, the sanitizer's text, a misaligned record's cause); the note
-    already says what `nearest` says."""
-    return ", ".join(f"{k}: {v}" for k, v in f.details if k != "nearest" and v)
+    """The detector's own words (zone, access, the sanitizer's text, a misaligned record's cause)."""
+    return ", ".join(f"{k}: {v}" for k, v in f.details if k not in _NOT_IN_TEXT and v)
 
 
 def _count_text(f: Finding) -> str:

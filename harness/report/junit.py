@@ -3,7 +3,11 @@
 Failing outcomes are `failure` (type = the outcome label), cases not run are `skipped` with the reason, and
 the cases an interrupted run never started are `error` (type `not started`), so a test tab never shows an
 interrupted run as complete. Findings go to `system-out` as `key = value` blocks; the run (its id included)
-and the environment are properties of every suite.
+and the environment are properties of every suite. Every testcase has `file` and `line` (the kernel's
+source line a sanitizer named, else the scenario's definition: gpu_memsafety.report.locate), which test
+reporters use to annotate the source, and properties for its kernel, architecture, upstream source and
+version, the upstream issue, and a baseline's reason where one accepted it. A baseline's stale entries are a
+`baseline` suite of skipped testcases, one per entry: seen in the test tab, never a failure.
 """
 from __future__ import annotations
 
@@ -12,13 +16,18 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping, Sequence
 
+from gpu_memsafety.report.baselines import accepted_text, baseline_run, stale_entries, stale_line
 from gpu_memsafety.report.document import outcome_ran, upstream_of
 from gpu_memsafety.report.findings import case_findings, describe_finding, finding_fields, key_values
+from gpu_memsafety.report.locate import case_site, relative, scenario_site
 from gpu_memsafety.report.render import Renderer, clip, first_line, headline, visible
 
 # A failure's `message` attribute is one line in CI tabs; the full text goes in the element body.
 JUNIT_MESSAGE_CHARS = 200
 NOT_STARTED = "not started"
+BASELINE_SUITE = "baseline"
+# A version in an upstream source's words: "sglang 0.5.18", "triton_kernels from sgl-kernel 0.3.21".
+_VERSION = re.compile(r"\b(\d+\.\d+(?:\.\d+)?(?:[.-]?(?:post|dev|rc|a|b)\d+)?)\b")
 
 # Characters XML 1.0 cannot carry at all (left after `visible`: noncharacters such as U+FFFE).
 _XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -43,7 +52,8 @@ class JUnitRenderer(Renderer):
             suite = ET.SubElement(root, "testsuite", self.suite_attrs(scenario, members))
             self.properties(suite, report)
             for case in members:
-                self.case(suite, case)
+                self.case(suite, case, report["run"])
+        self.stale_suite(root, report)
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -65,12 +75,14 @@ class JUnitRenderer(Renderer):
             text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
             ET.SubElement(props, "property", {"name": self.text(str(key)), "value": self.text(text)})
 
-    def case(self, suite: ET.Element, case: Mapping[str, Any]) -> None:
-        element = ET.SubElement(suite, "testcase", {
-            "name": self.text(case["id"]),
-            "classname": self.text(f"memsafety.{case['scenario']}"),
-            "time": f"{case['duration_s']:.3f}",
-        })
+    def case(self, suite: ET.Element, case: Mapping[str, Any], run: Mapping[str, Any]) -> None:
+        attrs = {"name": self.text(case["id"]), "classname": self.text(f"memsafety.{case['scenario']}"),
+                 "time": f"{case['duration_s']:.3f}"}
+        site = case_site(case, run) if case.get("findings") else scenario_site(str(case["scenario"]), run)
+        if site is not None:
+            attrs.update(file=self.text(site.file), line=str(site.line))
+        element = ET.SubElement(suite, "testcase", attrs)
+        self.case_properties(element, case)
         if case["outcome"] == NOT_STARTED:
             ET.SubElement(element, "error", {"type": NOT_STARTED, "message": self.text(case["message"])})
         elif case["failed"]:
@@ -83,6 +95,38 @@ class JUnitRenderer(Renderer):
             ET.SubElement(element, "skipped", {"message": self.text(self.short(case["message"] or case["outcome"]))})
         if case["findings"]:
             ET.SubElement(element, "system-out").text = self.text(_findings_text(case))
+
+    def case_properties(self, element: ET.Element, case: Mapping[str, Any]) -> None:
+        source = str((case.get("params") or {}).get("upstream") or "")
+        version = _VERSION.search(source)
+        pairs = [("kernel", str(case.get("kernel") or "")), ("arch", str(case.get("arch") or "")),
+                 ("upstream.source", source), ("upstream.version", version.group(1) if version else ""),
+                 ("upstream.issue", upstream_of(case) if "expected" in case else ""),
+                 ("baseline", accepted_text(case))]
+        pairs = [(k, v) for k, v in pairs if v]
+        if pairs:
+            props = ET.SubElement(element, "properties")
+            for key, value in pairs:
+                ET.SubElement(props, "property", {"name": key, "value": self.text(value)})
+
+    def stale_suite(self, root: ET.Element, report: Mapping[str, Any]) -> None:
+        """One skipped testcase per stale baseline entry, at the baseline file."""
+        stale = stale_entries(report)
+        if not stale:
+            return
+        suite = ET.SubElement(root, "testsuite", {"name": BASELINE_SUITE, "tests": str(len(stale)), "failures": "0",
+                                                   "errors": "0", "skipped": str(len(stale)), "time": "0.000"})
+        for key in ("tests", "skipped"):   # the top level counts every testcase
+            root.set(key, str(int(root.get(key, "0")) + len(stale)))
+        file = relative(baseline_run(report).get("file"), report["run"].get("root"))
+        for entry in stale:
+            attrs = {"name": self.text(f"stale: {entry['case']}: {entry['finding']}"),
+                     "classname": f"memsafety.{BASELINE_SUITE}", "time": "0.000"}
+            if file:
+                attrs.update(file=self.text(file), line="1")
+            element = ET.SubElement(suite, "testcase", attrs)
+            ET.SubElement(element, "skipped", {"message": self.text(f"stale baseline entry: {stale_line(entry)}; "
+                                                                   "remove it from the baseline")})
 
     def short(self, text: str) -> str:
         return clip(first_line(text), JUNIT_MESSAGE_CHARS)

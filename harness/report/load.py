@@ -283,6 +283,27 @@ def _check_run(check: FieldChecker, run: Mapping[str, Any]) -> None:
         check.field(run, "interrupted", str, "run")
     if run.get("shard") is not None:
         _check_shard(check, check.field(run, "shard", dict, "run"))
+    if "root" in run:
+        check.field(run, "root", str, "run")
+    for key, value in (check.field(run, "scenarios", dict, "run").items() if "scenarios" in run else ()):
+        site = check.obj(value, f"run.scenarios.{key}")
+        check.field(site, "file", str, f"run.scenarios.{key}")
+        check.count(site, "line", f"run.scenarios.{key}")
+    if run.get("baseline") is not None:
+        _check_baseline(check, check.field(run, "baseline", dict, "run"))
+
+
+def _check_baseline(check: FieldChecker, record: Mapping[str, Any]) -> None:
+    """run.baseline (gpu_memsafety.judge.baseline.BaselineDiff.to_report): the file and the entries that matched nothing."""
+    check.field(record, "file", str, "run.baseline")
+    for key in ("entries", "accepted"):
+        check.count(record, key, "run.baseline")
+    for key in ("stale", "unchecked"):
+        for index, entry in enumerate(check.field(record, key, list, "run.baseline")):
+            where = f"run.baseline.{key}[{index}]"
+            entry = check.obj(entry, where)
+            for field in ("case", "finding", "reason", "why"):
+                check.field(entry, field, str, where)
 
 
 def _check_shard(check: FieldChecker, shard: Mapping[str, Any]) -> None:
@@ -333,6 +354,11 @@ def _check_finding(check: FieldChecker, finding: Any, where: str) -> None:
         check.field(finding, key, str, where)
     check.count(finding, "bytes", where)
     check.count(finding, "count", where)
+    if "key" in finding:   # written since baselines got a command; must be the finding's own
+        expected = ":".join(str(finding[k]) for k in ("detector", "kind", "kernel", "buffer", "region", "bytes"))
+        if check.field(finding, "key", str, where) != expected:
+            raise check.fail(f"{where}.key", f"is {finding['key']!r} but the finding's fields give {expected!r} "
+                                             "(edited?)")
     for index, byte_range in enumerate(check.field(finding, "ranges", list, where)):
         _check_range(check, byte_range, f"{where}.ranges[{index}]")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from gpu_memsafety.report.baselines import accepted_text, stale_line
 from gpu_memsafety.report.document import (EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, NOT_APPLICABLE, OK, PASSED,
                                      UNSUPPORTED, upstream_of)
 from gpu_memsafety.report.findings import case_findings, describe_finding
@@ -92,7 +93,8 @@ class MarkdownRenderer(Renderer):
         cases = report["cases"]
         sections = [self.headline(report), self.matrix(report["matrix"]),
                     self.never_started(report.get("not_run", [])), self.failures(cases),
-                    self.known_bugs(cases), self.not_run(cases), self.run(report)]
+                    self.known_bugs(cases), self.accepted_cases(cases), self.stale_entries(report),
+                    self.not_run(cases), self.run(report)]
         return "\n\n".join(s for s in sections if s) + "\n"
 
     def headline(self, report: Mapping[str, Any]) -> str:
@@ -158,6 +160,23 @@ class MarkdownRenderer(Renderer):
         return "\n\n".join([f"### Known bugs: expected findings ({plural(total, 'case')})", table,
                             md_details(f"Every known-bug finding, case by case ({total:,})",
                                        details + (f"\n\n{more}" if more else ""))])
+
+    def accepted_cases(self, cases: Sequence[Mapping[str, Any]]) -> str:
+        accepted = self.accepted(cases)
+        if not accepted:
+            return ""
+        rows = [(md_text(c["id"]), md_text(c["arch"] or "-"), md_text(accepted_text(c)))
+                for c in accepted[:MARKDOWN_CASES_SHOWN]]
+        more = _more(len(accepted))
+        return (f"### Accepted by the baseline ({plural(len(accepted), 'case')})\n\n"
+                + md_table(("case", "arch", "why"), rows) + (f"\n\n{more}" if more else ""))
+
+    def stale_entries(self, report: Mapping[str, Any]) -> str:
+        stale = self.stale(report)
+        if not stale:
+            return ""
+        items = "\n".join(f"- {md_text(stale_line(e))}" for e in stale)
+        return f"### Baseline: {plural(len(stale), 'stale entry')} (remove from the baseline file)\n\n{items}"
 
     def not_run(self, cases: Sequence[Mapping[str, Any]]) -> str:
         groups = self.skip_groups(cases)

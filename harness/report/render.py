@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
+from gpu_memsafety.report.baselines import is_accepted, stale_entries
 from gpu_memsafety.report.document import EMPTY, FAILED, INTERRUPTED, PASSED, outcome_ran, upstream_of
 from gpu_memsafety.report.findings import case_findings, finding_signature
 
@@ -43,6 +44,8 @@ def visible(text: str, *, newlines: bool = True) -> str:
 
 
 def plural(n: int, word: str) -> str:
+    if n != 1 and word.endswith("y") and word[-2:-1] not in "aeiou":
+        return f"{n:,} {word[:-1]}ies"
     return f"{n:,} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
 
 
@@ -186,7 +189,7 @@ def _bytes_text(sizes: Sequence[int]) -> str:
 def known_bug_groups(cases: Sequence[Mapping[str, Any]]) -> list[KnownBugGroup]:
     groups: dict[str, KnownBugGroup] = {}
     for case in cases:
-        if case["outcome"] != "expected finding":
+        if case["outcome"] != "expected finding" or is_accepted(case):   # a baseline's: listed as accepted
             continue
         group = groups.setdefault(case["kernel"], KnownBugGroup(case["kernel"]))
         group.cases.append(case)
@@ -204,6 +207,11 @@ def known_bug_groups(cases: Sequence[Mapping[str, Any]]) -> list[KnownBugGroup]:
 
 def failing_cases(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [c for c in cases if c["failed"]]
+
+
+def accepted_cases(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Cases that pass because a baseline accepted their findings (shown as "accepted: <reason>")."""
+    return [c for c in cases if is_accepted(c)]
 
 
 # ------------------------------------------------------------------------------------------- matrix
@@ -328,6 +336,8 @@ class Renderer(abc.ABC):
     failing = staticmethod(failing_cases)
     bug_groups = staticmethod(known_bug_groups)
     skip_groups = staticmethod(not_run_groups)
+    accepted = staticmethod(accepted_cases)
+    stale = staticmethod(stale_entries)
 
     @staticmethod
     def matrix_table(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[MatrixLine]]:

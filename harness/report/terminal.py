@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from gpu_memsafety.report.baselines import accepted_text, stale_line
 from gpu_memsafety.report.document import FAILURE
 from gpu_memsafety.report.findings import case_findings, describe_finding
 from gpu_memsafety.report.render import Renderer, plural, pytest_counts, visible
@@ -26,8 +27,8 @@ class TerminalRenderer(Renderer):
     def render(self, report: Mapping[str, Any]) -> str:
         cases = report["cases"]
         parts = [self.matrix(report["matrix"]), self.failures(cases), self.known_bugs(cases),
-                 self.not_run(cases), self.never_started(report.get("not_run", [])), self.run_line(report),
-                 self.headline(report)]
+                 self.accepted_cases(cases), self.stale_entries(report), self.not_run(cases),
+                 self.never_started(report.get("not_run", [])), self.run_line(report), self.headline(report)]
         return "\n\n".join(p for p in parts if p) + "\n"
 
     def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
@@ -67,6 +68,22 @@ class TerminalRenderer(Renderer):
             lines.append(self.text(f"  {g.kernel or '-'}{archs}: {plural(len(g.cases), 'case')}, "
                                    f"{g.what() or 'no findings recorded'}{upstream}"))
         return "\n".join(lines)
+
+    def accepted_cases(self, cases: Sequence[Mapping[str, Any]]) -> str:
+        """One line per case a baseline accepted: its reason, never "known bug"."""
+        accepted = self.accepted(cases)
+        if not accepted:
+            return ""
+        lines = [f"Accepted by the baseline, {plural(len(accepted), 'case')}:"]
+        lines += [self.text(f"  {c['id']} ({c['arch'] or '-'}): {accepted_text(c)}") for c in accepted]
+        return "\n".join(lines)
+
+    def stale_entries(self, report: Mapping[str, Any]) -> str:
+        stale = self.stale(report)
+        if not stale:
+            return ""
+        lines = [f"Baseline: {plural(len(stale), 'stale entry')} (remove from the baseline file):"]
+        return "\n".join(lines + [self.text(f"  {stale_line(e)}") for e in stale])
 
     def not_run(self, cases: Sequence[Mapping[str, Any]]) -> str:
         """One line per reason, a few ids each."""

@@ -1,4 +1,5 @@
-"""Writing a run's report set (report.json, junit.xml, summary.md) into a report directory.
+"""Writing a run's report set into a report directory: report.json and its renderings (junit.xml, summary.md,
+report.sarif, report.html, gl-code-quality-report.json).
 
 The directory is checked before anything runs (`start_report_dir`, called by the pytest plugin at configure
 time): a path that is a file, cannot be created or written, or sits on a nearly full disk stops the run at
@@ -16,14 +17,18 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.util.fsutil import atomic_write_set
+from gpu_memsafety.report.codequality import CodeQualityRenderer
 from gpu_memsafety.report.document import build_report
+from gpu_memsafety.report.html import HtmlRenderer
 from gpu_memsafety.report.junit import JUnitRenderer
 from gpu_memsafety.report.load import validate_report
 from gpu_memsafety.report.markdown import MarkdownRenderer
 from gpu_memsafety.report.render import Renderer
+from gpu_memsafety.report.sarif import SarifRenderer
 
 REPORT_JSON = "report.json"
-RENDERERS: tuple[Renderer, ...] = (JUnitRenderer(), MarkdownRenderer())
+RENDERERS: tuple[Renderer, ...] = (JUnitRenderer(), MarkdownRenderer(), SarifRenderer(), HtmlRenderer(),
+                                   CodeQualityRenderer())
 REPORT_FILES = {"json": REPORT_JSON, **{r.name: r.filename for r in RENDERERS}}
 # Free space a report directory needs before a run starts: a full nightly sweep's set is a few MiB, and a
 # disk this close to full would fail the final write after the whole run.
@@ -51,7 +56,7 @@ def render_files(report: Mapping[str, Any]) -> dict[str, str]:
 
 
 def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> dict[str, Path]:
-    """Validate, render, then write the set atomically; keys: json, junit, markdown.
+    """Validate, render, then write the set atomically; keys: json and each renderer's name (REPORT_FILES).
 
     A failure to write (disk full, I/O error) raises ReportDirError saying that the previous set was kept."""
     validate_report(report)

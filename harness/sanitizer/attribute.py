@@ -84,6 +84,7 @@ class Access:
     source: str = ""
     misaligned: bool = False
     text: str = ""   # the sanitizer's own words for the record
+    path: str = ""   # the source file the record names, as it named it (annotations place the finding there)
 
 
 def kind_of(access: Access) -> str:
@@ -199,6 +200,8 @@ def _details(items: list[PlacedAccess], buf: BufferRef | None, how: str, kind: s
     out.append(("access", "/".join(sorted({a.direction or "read" for a, *_ in items}))))
     if first.text:
         out.append(("sanitizer", first.text))
+    if first.path:
+        out.append(("path", first.path))
     if buf is not None:
         zones = []
         for _, _, lo, hi, _ in items:
