@@ -4,7 +4,8 @@
 # `python -m gpu_memsafety.cli.upstream --only vllm-0.27.1 --only vllm-0.33.0 --only flashinfer-0.7.1
 # --only flashinfer-0.7.2` unpacked (about 2 MB; the wheels themselves stay off the device). Under $OUT:
 # summary.txt (every case and finding), steps.txt, env.txt, builds.txt, reports.tgz.
-#   1. what the machine has, and which vendor folders are present (nothing is fetched: no index here)
+#   1. `make .venv/.bootstrap-gpu` (the editable install, offline, reusing the image's torch), what the machine has,
+#      and which vendor folders are present (nothing is fetched: no index here)
 #   2. the builds, timed: DeepGEMM's SM90 metadata kernel from each vLLM (3 instantiations each), FlashInfer's
 #      top-k sampling from each flashinfer-python, vLLM's Triton gather from each vLLM's cache_utils.py
 #   3. each scenario in mode both (guard markers + memcheck): the buggy versions' findings, exact where the model is
@@ -15,15 +16,18 @@ export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_
 OUT=${OUT:-/tmp/out}; R=/tmp/scenarios29-r; mkdir -p "$OUT" "$R"
 BUDGET_S=${BUDGET:-470}; T_START=$(date +%s); LOGS="$R"
 source "$(dirname "$0")/steps.sh"
+PY=.venv/bin/python
+step bootstrap 120 make .venv/.bootstrap-gpu
 scen() {  # scen NAME LIMIT MODE pytest-selection...
   local name=$1 limit=$2 mode=$3; shift 3
-  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --mode "$mode" \
+  step "$name" "$limit" $PY -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --mode "$mode" \
     --report-dir "$R/$name" "$@"
 }
 { date -u; nvidia-smi -L; nvcc --version | tail -2; ls /usr/local/cuda/include/curand.h
-  python3 -m gpu_memsafety env; python3 -m gpu_memsafety.cli.upstream --list; du -sh .vendor/*
+  $PY -c "import gpu_memsafety; print('gpu_memsafety from', gpu_memsafety.__file__)"
+  $PY -m gpu_memsafety env; $PY -m gpu_memsafety.cli.upstream --list; du -sh .vendor/*
 } > "$R/env.txt" 2>&1
-step builds 200 python3 - <<'EOF'
+step builds 200 $PY - <<'EOF'
 # Every build of the three scenarios, in parallel (16 cores), timed; the cases reuse them from the cache.
 import time, torch
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +58,7 @@ scen sampling-both 90 both --scenario sampling_threshold_overread
 scen gather-guard_page 60 guard_page --scenario block_table_row_gather
 scen gather-poison 60 poison --scenario block_table_row_gather
 scen sampling-guard_page 60 guard_page --scenario sampling_threshold_overread
-python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
+$PY tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 cat "$R/steps.txt"; grep "^==" "$R/summary.txt"
 cp "$R/summary.txt" "$R/steps.txt" "$R/env.txt" "$OUT/"; [ -f "$R/builds.txt" ] && cp "$R/builds.txt" "$OUT/"
 tar czf "$OUT/reports.tgz" --exclude='*.xml' -C "$R" . 2>/dev/null
