@@ -58,6 +58,18 @@ def build_extension(name: str, cu_path: Path, binding: str, capability: tuple[in
         return _load(f"gpu_memsafety_{name}_{key}", sources, flags, build_dir, cu_path)
 
 
+def find_nvcc() -> str:
+    """nvcc of $CUDA_HOME (or $CUDA_PATH), else the one on PATH; ToolchainMissing naming what was looked at."""
+    import shutil
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    nvcc = str(Path(home) / "bin" / "nvcc") if home else shutil.which("nvcc")
+    if not nvcc or not Path(nvcc).is_file():
+        raise ToolchainMissing(f"building this kernel needs nvcc (CUDA toolkit); found none "
+                               f"(CUDA_HOME={home or 'unset'}, nvcc not on PATH)")
+    return nvcc
+
+
 def toolchain_problem() -> str:
     """What building a CUDA extension needs and this machine lacks ("" when nvcc and ninja are there)."""
     import shutil

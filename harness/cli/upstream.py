@@ -6,8 +6,9 @@ versions people use, never a copy committed here. This module is the one catalog
 exact wheel into a cache outside the workspace (`$GPU_MEMSAFETY_WHEELS`, default
 ~/.cache/gpu-memsafety/wheels, so a nightly job does not fetch hundreds of MB every night), then only the
 members a scenario needs are unpacked into `.vendor/<dist>-<version>/` (the sglang pre-dispatch `.cuh` and
-its JIT headers; the pure-Python `triton_kernels/` folder of an sgl-kernel / sglang-kernel wheel). Nothing
-is installed from those wheels. apache-tvm-ffi, which the real sglang kernel is built and loaded with, is
+its JIT headers; the pure-Python `triton_kernels/` folder of an sgl-kernel / sglang-kernel wheel; a vLLM
+wheel's DeepSeek-V4 Triton file and one DeepGEMM header with its include closure; a flashinfer-python wheel's
+sampling header with its closure). Nothing is installed from those wheels. apache-tvm-ffi, which the real sglang kernel is built and loaded with, is
 installed into the project's environment at the version pinned in pyproject.toml's `upstream` extra.
 
 Each unpacked folder carries a stamp (`.complete`: wheel name and sha256): a second run does nothing, a
@@ -49,6 +50,13 @@ TVM_FFI_VERSION = "0.1.11"      # what sglang 0.5.18 / 0.5.19 pin; also pinned i
 SGLANG_TAGS = ("--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_34_x86_64")
 PRE_DISPATCH_CUH = "sglang/kernels/jit/csrc/deepseek_v4/mega_moe_pre_dispatch.cuh"
 JIT_INCLUDE = "sglang/kernels/jit/include/"
+# vLLM wheels: the DeepSeek-V4 Triton ops (block-table gather) and the DeepGEMM JIT sources vLLM bundles.
+VLLM_CACHE_UTILS = "vllm/models/deepseek_v4/common/ops/cache_utils.py"
+VLLM_DG_INCLUDE = "vllm/third_party/deep_gemm/include/"
+VLLM_DG_METADATA = VLLM_DG_INCLUDE + "deep_gemm/scheduler/sm90_paged_mqa_logits.cuh"
+# flashinfer-python wheels: the JIT headers (the sampling kernels).
+FLASHINFER_INCLUDE = "flashinfer/data/include/"
+FLASHINFER_SAMPLING = FLASHINFER_INCLUDE + "flashinfer/sampling.cuh"
 
 
 class UpstreamError(RuntimeError):
@@ -68,6 +76,11 @@ class Artifact:
     pip_tags: tuple[str, ...] = ()
     what: str = ""              # one line for reports and --list
     min_triton: str = ""        # the oldest triton this code imports with ("" = any we run)
+    # Headers unpacked with everything they #include from the wheel (include_closure), resolved against their own
+    # folder and then these include folders: a kernel's headers without the whole library (vLLM's DeepGEMM
+    # include/ is 30 MB; one scheduler header's closure is 44 files, 0.6 MB).
+    closure: tuple[str, ...] = ()
+    closure_dirs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -94,6 +107,16 @@ def _triton_kernels(key: str, dist: str, version: str, what: str, min_triton: st
                     what=what, min_triton=min_triton)
 
 
+def _vllm(version: str, what: str) -> Artifact:
+    return Artifact(f"vllm-{version}", "vllm", version, (VLLM_CACHE_UTILS,), (VLLM_CACHE_UTILS, VLLM_DG_METADATA),
+                    gpu_only=True, what=what, closure=(VLLM_DG_METADATA,), closure_dirs=(VLLM_DG_INCLUDE,))
+
+
+def _flashinfer(version: str, what: str) -> Artifact:
+    return Artifact(f"flashinfer-{version}", "flashinfer-python", version, (), (FLASHINFER_SAMPLING,), gpu_only=True,
+                    what=what, closure=(FLASHINFER_SAMPLING,), closure_dirs=(FLASHINFER_INCLUDE,))
+
+
 ARTIFACTS: tuple[Artifact, ...] = (
     _sglang("0.5.18", "MegaMoE pre-dispatch, the last version with packed scale addressing (buggy)"),
     _sglang("0.5.19", "MegaMoE pre-dispatch with the padded-stride fix (sglang PR #36237)"),
@@ -102,6 +125,10 @@ ARTIFACTS: tuple[Artifact, ...] = (
                     "triton_kernels copy C: matmul API, pinned by sglang 0.5.18/0.5.19, triton 3.6"),
     _triton_kernels("tk-D", "sglang-kernel", "0.4.10", "triton_kernels copy D: matmul API, needs triton >= 3.8",
                     min_triton="3.8"),
+    _vllm("0.27.1", "DeepSeek-V4 block-table gather (unguarded); bundled DeepGEMM SM90 metadata, q_idx = lo (buggy)"),
+    _vllm("0.33.0", "DeepSeek-V4 block-table gather (still unguarded); bundled DeepGEMM SM90 metadata fixed"),
+    _flashinfer("0.7.1", "top-k sampling reads top_k by output position (buggy, flashinfer #5339)"),
+    _flashinfer("0.7.2", "top-k sampling reads top_k by row (fixed)"),
 )
 # The triton_kernels copies by letter (A: matmul_ogs; C, D: matmul), as the last-expert scenario names them.
 TRITON_KERNELS_COPIES = {"A": "tk-A", "C": "tk-C", "D": "tk-D"}
@@ -209,8 +236,46 @@ def _selected(names: Iterable[str], members: Sequence[str]) -> list[str]:
                                                            for m in members)]
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+
+
+def _normalized(path: str) -> str:
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def include_closure(names: Iterable[str], read: Callable[[str], bytes], roots: Sequence[str],
+                    include_dirs: Sequence[str]) -> list[str]:
+    """The headers `roots` include, directly or not, that the wheel holds: each `#include` resolved against the
+    including file's folder, then against `include_dirs` (wheel paths ending in "/"); one the wheel lacks (a
+    toolkit or system header) is left to the compiler. Every #include counts, whatever #if guards it, so the set
+    may hold a header the build skips, never miss one it reads."""
+    have = set(names)
+    seen: set[str] = set()
+    todo = [r for r in roots if r in have]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        folder = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
+        for target in _INCLUDE.findall(read(name).decode("utf-8", "replace")):
+            for candidate in (_normalized(folder + target), *(_normalized(d + target) for d in include_dirs)):
+                if candidate in have:
+                    todo.append(candidate)
+                    break
+    return sorted(seen)
+
+
 def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
-    """Unpack art.members of `wheel` into vendor/<dist>-<version>/, atomically, with a stamp."""
+    """Unpack art.members of `wheel`, and the include closure of art.closure, into vendor/<dist>-<version>/,
+    atomically, with a stamp."""
     target = vendor / art.folder
     try:
         with zipfile.ZipFile(wheel) as zf:
@@ -220,7 +285,8 @@ def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
                 raise UpstreamError(f"{art.label}: wheel {wheel.name} lacks {', '.join(missing)} (needed to run "
                                     f"{art.what or art.key}); it holds {len(names)} files, e.g. "
                                     f"{', '.join(names[:3])}")
-            chosen = _selected(names, art.members)
+            chosen = sorted(set(_selected(names, art.members))
+                            | set(include_closure(names, zf.read, art.closure, art.closure_dirs)))
             vendor.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{art.folder}.", dir=vendor))
             try:
@@ -254,7 +320,8 @@ def fetch(art: Artifact, *, cache: Path | None = None, vendor: Path | None = Non
         return have
     wheel = download(art, cache or wheel_cache(), run)
     folder = extract(art, wheel, vendor)
-    log(f"upstream: {art.label}: unpacked {', '.join(art.members)} into {folder}")
+    log(f"upstream: {art.label}: unpacked {', '.join((*art.members, *(f'{c} with its includes' for c in art.closure)))} "
+        f"into {folder}")
     return folder
 
 

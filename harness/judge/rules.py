@@ -506,7 +506,8 @@ def _access(record: SanitizerRecord) -> attribute.Access:
     direction = record.direction or (kind if kind in (parse.READ, parse.WRITE, parse.ATOMIC) else "read")
     return attribute.Access(address=int(record.address or 0), size=int(record.size or 1), direction=direction,
                             kernel=record.kernel or "", thread=record.thread, block=record.block, source=_source(record),
-                            misaligned=kind == parse.MISALIGNED, text=record.text, path=record.file)
+                            misaligned=kind == parse.MISALIGNED, text=record.text, path=record.file,
+                            space=record.space)
 
 
 def _source(record: SanitizerRecord) -> str:

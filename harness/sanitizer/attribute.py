@@ -10,6 +10,10 @@ Rules (one place each):
   misaligned access is its own kind whatever its direction, never an overread;
 - bytes: only the bytes of an access that lie outside the tensor's logical bytes count; an access that
   starts inside and ends past the end is a past_end access of the bytes beyond the end;
+- shared memory: an access memcheck reports in the `__shared__` space names an offset in the block's shared
+  window, not a global address: it is never placed against a buffer (a global buffer may hold the same number);
+  it is the `__shared__` buffer's, region `shared`, at its window offset (the address modulo SHARED_WINDOW, so a
+  generic or cluster address reads as its offset), and belongs to the case that ran alone, else it is a stray;
 - strays: an access that maps to no buffer is kept as an `unattributed` finding, never dropped; when the
   batch ran one case (`stray_case`), it belongs to that case, named relative to one of the case's buffers
   when that is plausible: the address is a wrapped 32-bit offset away from it (2^31 or 2^32 bytes times an
@@ -23,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import (INSIDE, MEMCHECK, MISALIGNED, OVERREAD, OVERWRITE, UNATTRIBUTED, ByteRange, Finding,
-                           region_class)
+from gpu_memsafety.model import (INSIDE, MEMCHECK, MISALIGNED, OVERREAD, OVERWRITE, SHARED, SHARED_MEMORY, UNATTRIBUTED,
+                           ByteRange, Finding, region_class)
 
 # How far past a tensor's end an access may land and still be blamed on it. A kernel's K loop walks at
 # most a few tiles past its end; 4 MiB covers a 2 MiB guard granule with room to spare, and is far less
@@ -37,6 +41,9 @@ NEAR_BEFORE_BYTES = 256 << 10
 # The distances a wrapped 32-bit offset puts between an access and the byte it meant: 2^31 (a signed int32
 # that overflowed) or 2^32 (an unsigned one), times the element size the offset is scaled by.
 WRAPS = tuple(sorted({size << bits for size in (1, 2, 4, 8) for bits in (31, 32)}))
+# A block's shared window: offsets below 16 MiB (Hopper's shared memory is at most 228 KiB per block; a cluster
+# peer's address carries its rank above bit 24).
+SHARED_WINDOW = 1 << 24
 
 Describe = Callable[[str, int, int], str]
 
@@ -85,6 +92,7 @@ class Access:
     misaligned: bool = False
     text: str = ""   # the sanitizer's own words for the record
     path: str = ""   # the source file the record names, as it named it (annotations place the finding there)
+    space: str = ""  # the sanitizer's memory space ("global", "shared", ...; "" when it names none)
 
 
 def kind_of(access: Access) -> str:
@@ -148,6 +156,11 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
     groups: dict[tuple[str, str, str, str, str, str], list[PlacedAccess]] = defaultdict(list)
     for acc in accesses:
         kind = kind_of(acc)
+        if acc.space == "shared":
+            lo = acc.address % SHARED_WINDOW
+            groups[(stray_case or "", acc.kernel, kind, SHARED, SHARED_MEMORY, "")].append(
+                (acc, None, lo, lo + max(acc.size, 1), SHARED_MEMORY))
+            continue
         buf = locate(acc.address, buffers)
         if buf is None:
             _place_stray(groups, acc, kind, buffers, stray_case)
@@ -157,7 +170,7 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
             groups[(buf.case_id, acc.kernel, kind, buf.name, cls, "")].append((acc, buf, lo, hi, region))
     out: dict[str, list[Finding]] = defaultdict(list)
     for (case_id, kernel, kind, name, region, how), items in groups.items():
-        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe))
+        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe, case_id))
     return dict(out)
 
 
@@ -177,11 +190,15 @@ def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[PlacedAc
 
 
 def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: list[PlacedAccess], arch: str,
-             describe: Callable[[str, str, int, int], str] | None) -> Finding:
+             describe: Callable[[str, str, int, int], str] | None, case_id: str = "") -> Finding:
     first, buf = items[0][0], items[0][1]
     spans = L.merge_runs((lo, hi) for _, _, lo, hi, _ in items)
-    if buf is None:
-        ranges: tuple[ByteRange, ...] = tuple(ByteRange(UNATTRIBUTED, lo, hi, logical=f"address {lo:#x}") for lo, hi in spans)
+    ranges: tuple[ByteRange, ...]
+    if name == SHARED:
+        ranges = tuple(ByteRange(SHARED_MEMORY, lo, hi, (describe(case_id, SHARED, lo, hi) if describe else "")
+                                 or f"shared-window offset {lo:#x}") for lo, hi in spans)
+    elif buf is None:
+        ranges = tuple(ByteRange(UNATTRIBUTED, lo, hi, logical=f"address {lo:#x}") for lo, hi in spans)
     else:
         ranges = tuple(_ranges(buf, spans, describe))
     details = _details(items, buf, how, kind)
@@ -198,6 +215,8 @@ def _details(items: list[PlacedAccess], buf: BufferRef | None, how: str, kind: s
     first = items[0][0]
     out: list[tuple[str, str]] = []
     out.append(("access", "/".join(sorted({a.direction or "read" for a, *_ in items}))))
+    if first.space == "shared":
+        out.append(("space", "shared"))
     if first.text:
         out.append(("sanitizer", first.text))
     if first.path:
