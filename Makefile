@@ -6,40 +6,55 @@ PY := $(VENV)/bin/python
 REPORTS ?= reports
 MODE ?= both
 # SHARD=K/N runs shard K of N of the matrix (split evenly by expected cost); merge the N report.json files
-# with `python -m gpu_memsafety merge`.
+# with `python -m gpu_memsafety merge`. The shards of one run share RUN_GROUP (under CI the run's id by default).
 SHARD ?=
+RUN_GROUP ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 # Directories of your own scenarios (space-separated), besides scenarios/: see docs/writing-a-scenario.md.
 SCENARIO_PATH ?=
-SCENARIO_ARGS := $(foreach p,$(SCENARIO_PATH),--scenario-path $(abspath $(p)))
+
+# Every value reaches the shell single-quoted, taken as written (no make functions run from it either):
+# `make sanitize 'REPORTS=x; cmd'` names a directory "x; cmd", it never runs cmd. The argument lists
+# (PYTEST_ARGS, BENCH_ARGS, UPSTREAM_ARGS) go through the environment to harness/cli/makeargs.py, which splits
+# them as a shell splits words (quotes work) and runs nothing.
+q = '$(subst ','\'',$(1))'
+# Nor does make expand them to pass them on through the environment (it would run a $(shell ...) in them).
+unexport PYTHON VENV REPORTS MODE SHARD RUN_GROUP PYTEST_ARGS BENCH_ARGS UPSTREAM_ARGS SCENARIO_PATH
+SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--scenario-path $(call q,$(abspath $(p))))
+QPY = $(call q,$(value PY))
+ARGS_FROM = $(QPY) -m gpu_memsafety.cli.makeargs GPU_MEMSAFETY_MAKE_ARGS -- $(QPY)
 
 .PHONY: test sanitize smoke bench env upstream triton-kernels clean
 
 $(VENV)/.bootstrap-test: pyproject.toml tools/bootstrap.py
-	$(PYTHON) tools/bootstrap.py --venv $(VENV) --extras test
+	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras test
 
 $(VENV)/.bootstrap-gpu: pyproject.toml tools/bootstrap.py
-	$(PYTHON) tools/bootstrap.py --venv $(VENV) --extras gpu
+	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras gpu
 
+test sanitize smoke: export GPU_MEMSAFETY_MAKE_ARGS = $(value PYTEST_ARGS)
 test: $(VENV)/.bootstrap-test
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	$(ARGS_FROM) -m pytest -n 2
 
 # On a GPU machine the first run fetches the upstream code it lacks (`make upstream`); a failed fetch is printed
 # and the cases that need it say so (unsupported, with how to get it). A CPU machine fetches nothing here.
 sanitize: $(VENV)/.bootstrap-gpu
-	-$(PY) -m gpu_memsafety upstream --if-missing
-	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup --mode $(MODE) \
-		--report-dir $(REPORTS) $(if $(SHARD),--shard $(SHARD)) $(SCENARIO_ARGS) $(PYTEST_ARGS)
+	-$(QPY) -m gpu_memsafety upstream --if-missing
+	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup --mode $(call q,$(value MODE)) \
+		--report-dir $(call q,$(value REPORTS)) $(if $(value SHARD),--shard $(call q,$(value SHARD))) \
+		$(if $(value RUN_GROUP),--run-group $(call q,$(value RUN_GROUP))) $(SCENARIO_ARGS)
 
 smoke: $(VENV)/.bootstrap-gpu
-	$(PY) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --mode $(MODE) --report-dir $(REPORTS) $(SCENARIO_ARGS) $(PYTEST_ARGS)
+	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --mode $(call q,$(value MODE)) \
+		--report-dir $(call q,$(value REPORTS)) $(SCENARIO_ARGS)
 
+bench: export GPU_MEMSAFETY_MAKE_ARGS = $(value BENCH_ARGS)
 bench: $(VENV)/.bootstrap-gpu
-	$(PY) -m gpu_memsafety $(SCENARIO_ARGS) bench --out $(REPORTS)/bench $(BENCH_ARGS)
+	$(ARGS_FROM) -m gpu_memsafety $(SCENARIO_ARGS) bench --out $(call q,$(value REPORTS)/bench)
 
 env: $(VENV)/.bootstrap-gpu
-	$(PY) -m gpu_memsafety env
+	$(QPY) -m gpu_memsafety env
 
 # The published upstream code the scenarios run, by exact version (harness/cli/upstream.py): sglang's pre-dispatch
 # .cuh and JIT headers, the triton_kernels/ folders of sgl-kernel 0.3.21, sglang-kernel 0.4.6.post1 and 0.4.10,
@@ -47,12 +62,13 @@ env: $(VENV)/.bootstrap-gpu
 # apache-tvm-ffi installed into the venv. Idempotent. Without a GPU the GPU-only wheels are skipped
 # (UPSTREAM_ARGS=--all fetches them anyway).
 UPSTREAM_ARGS ?=
+upstream: export GPU_MEMSAFETY_MAKE_ARGS = $(value UPSTREAM_ARGS)
 upstream: $(VENV)/.bootstrap-gpu
-	$(PY) -m gpu_memsafety upstream $(UPSTREAM_ARGS)
+	$(ARGS_FROM) -m gpu_memsafety upstream
 
 # Only triton_kernels copy A (sgl-kernel 0.3.21, matmul_ogs API, triton 3.6), as before `make upstream`.
 triton-kernels: $(VENV)/.bootstrap-gpu
-	$(PY) -m gpu_memsafety upstream --only tk-A --no-tvm-ffi
+	$(QPY) -m gpu_memsafety upstream --only tk-A --no-tvm-ffi
 
 clean:
-	rm -rf $(REPORTS) .cache/runs
+	rm -rf -- $(call q,$(value REPORTS)) .cache/runs

@@ -211,13 +211,17 @@ def outcomes(doc: dict[str, Any]) -> dict[str, str]:
 
 def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     common = ["scenarios", "--scenario", "planted_oob", "--mode", "guard"]
+    group = ["--run-group", f"test-{tmp_path.name}"]
     runs = {name: run_pytest(*common, *extra, "--report-dir", str(tmp_path / name))
-            for name, extra in (("all", []), ("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"]))}
+            for name, extra in (("all", []), ("s1", ["--shard", "1/2", *group]), ("s2", ["--shard", "2/2", *group]))}
     for name, proc in runs.items():
         assert proc.returncode == 0, f"{name}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     whole, first, second = (report(tmp_path / n) for n in ("all", "s1", "s2"))
     assert first["run"]["shard"]["index"] == 1 and second["run"]["shard"]["count"] == 2
     assert first["run"]["shard"]["selection"] == second["run"]["shard"]["selection"]
+    manifest = first["run"]["shard"]["manifest"]
+    assert manifest == second["run"]["shard"]["manifest"] and manifest["matrix"] == sorted(outcomes(whole))
+    assert manifest["mode"] == "guard" and manifest["group"] == group[1] and manifest["group_source"] == "--run-group"
     assert set(outcomes(first)).isdisjoint(outcomes(second)) and outcomes(first) and outcomes(second)
     merged = merge(tmp_path, "merged", tmp_path / "s1" / "report.json", tmp_path / "s2" / "report.json")
     unsharded = merge(tmp_path, "unsharded", tmp_path / "all" / "report.json")
@@ -228,6 +232,28 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     alone = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", str(tmp_path / "s1" / "report.json"),
                             "-o", str(tmp_path / "alone")], cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert alone.returncode == 1 and "2" in alone.stderr, "a missing shard must be named and fail the merge"
+    # shard 2 cut again from other cost data (an earlier report's durations): one run no longer
+    other = run_pytest(*common, "--shard", "2/2", *group, "--cost-file", str(tmp_path / "all" / "report.json"),
+                       "--report-dir", str(tmp_path / "s2-other-costs"))
+    assert other.returncode == 0, other.stdout[-2000:] + other.stderr[-2000:]
+    mixed = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", str(tmp_path / "s1" / "report.json"),
+                            str(tmp_path / "s2-other-costs" / "report.json"), "-o", str(tmp_path / "mixed")],
+                           cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    assert mixed.returncode == 1 and "inconsistent:" in mixed.stderr and "cost data" in mixed.stderr, mixed.stderr
+    assert json.loads((tmp_path / "mixed" / "merged.json").read_text())["summary"]["status"] == "inconsistent"
+
+
+def test_a_shard_without_a_run_group_and_a_huge_shard_count_stop_up_front(tmp_path: Path) -> None:
+    env = {k: v for k, v in clean_env().items() if k not in ("GPU_MEMSAFETY_RUN_GROUP", "GITHUB_RUN_ID",
+                                                            "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID",
+                                                            "CIRCLE_WORKFLOW_ID", "BUILD_TAG")}
+    common = ["scenarios", "--scenario", "planted_oob", "--mode", "guard", "--report-dir", str(tmp_path / "r")]
+    proc = run_pytest(*common, "--shard", "1/2", env=env, timeout=120)
+    assert proc.returncode == 4 and "must share a run group" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    t0 = time.monotonic()
+    proc = run_pytest(*common, "--shard", "1/1000000000", "--run-group", "g", env=env, timeout=120)
+    assert proc.returncode == 4 and "K/N with 1 <= K <= N <= 4096" in proc.stderr, proc.stderr[-2000:]
+    assert time.monotonic() - t0 < 60 and not (tmp_path / "r").exists()
 
 
 def merge(tmp: Path, name: str, *reports: Path) -> dict[str, Any]:

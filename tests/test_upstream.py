@@ -2,6 +2,7 @@
 downloads anything: pip is replaced by a runner that copies a fake wheel into the cache, or fails."""
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 import zipfile
@@ -15,13 +16,29 @@ from gpu_memsafety.cli import upstream as U
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str]) -> Path:
+def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str], name: str = "py3-none-any.whl") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{art.wheel_prefix}py3-none-any.whl"
+    path = directory / f"{art.wheel_prefix}{name}"
     with zipfile.ZipFile(path, "w") as zf:
-        for name, text in files.items():
-            zf.writestr(name, text)
+        for member, text in files.items():
+            zf.writestr(member, text)
     return path
+
+
+@pytest.fixture
+def pin(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Pins a fake wheel's hash for one test, as a row of cli/upstream_pins.py would."""
+    def add(wheel: Path) -> Path:
+        monkeypatch.setitem(U.WHEEL_SHA256, wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())
+        return wheel
+    return add
+
+
+def stamp(folder: Path, art: U.Artifact) -> None:
+    """A stamp as extract writes it, for the first pinned wheel of `art`."""
+    name = next(n for n in U.WHEEL_SHA256 if n.startswith(art.wheel_prefix))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / U.STAMP).write_text(f"{name}\n{U.WHEEL_SHA256[name]}\n1 files\n")
 
 
 def sglang_files() -> dict[str, str]:
@@ -45,9 +62,9 @@ class FakePip:
         return self.code, tail
 
 
-def test_fetch_downloads_by_exact_version_and_extracts_only_the_members(tmp_path: Path) -> None:
+def test_fetch_downloads_by_exact_version_and_extracts_only_the_members(tmp_path: Path, pin) -> None:  # type: ignore[no-untyped-def]
     art = U.artifact("sglang-0.5.18")
-    pip = FakePip(fake_wheel(tmp_path / "index", art, sglang_files()))
+    pip = FakePip(pin(fake_wheel(tmp_path / "index", art, sglang_files())))
     folder = U.fetch(art, cache=tmp_path / "cache", vendor=tmp_path / "vendor", run=pip, log=lambda _: None)
     cmd = pip.calls[0]
     assert cmd[1:6] == ["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
@@ -60,9 +77,9 @@ def test_fetch_downloads_by_exact_version_and_extracts_only_the_members(tmp_path
     assert stamp[0].startswith("sglang-0.5.18-") and re.fullmatch(r"[0-9a-f]{64}", stamp[1])
 
 
-def test_second_run_does_nothing_and_a_half_written_folder_is_redone(tmp_path: Path) -> None:
+def test_second_run_does_nothing_and_a_half_written_folder_is_redone(tmp_path: Path, pin) -> None:  # type: ignore[no-untyped-def]
     art = U.artifact("tk-A")
-    pip = FakePip(fake_wheel(tmp_path / "index", art, {"triton_kernels/__init__.py": "", "sgl_kernel/x.so": "b"}))
+    pip = FakePip(pin(fake_wheel(tmp_path / "index", art, {"triton_kernels/__init__.py": "", "sgl_kernel/x.so": "b"})))
     kw = dict(cache=tmp_path / "cache", vendor=tmp_path / "vendor", log=lambda _: None)
     folder = U.fetch(art, run=pip, **kw)
     assert (folder / "triton_kernels" / "__init__.py").is_file() and not (folder / "sgl_kernel").exists()
@@ -84,23 +101,24 @@ def test_a_version_missing_from_the_index_names_the_version(tmp_path: Path) -> N
     assert not (tmp_path / "v").exists()
 
 
-def test_a_wheel_without_the_expected_files_is_refused(tmp_path: Path) -> None:
+def test_a_wheel_without_the_expected_files_is_refused(tmp_path: Path, pin) -> None:  # type: ignore[no-untyped-def]
     art = U.artifact("sglang-0.5.19")
-    pip = FakePip(fake_wheel(tmp_path / "index", art, {"sglang/__init__.py": ""}))
+    pip = FakePip(pin(fake_wheel(tmp_path / "index", art, {"sglang/__init__.py": ""})))
     with pytest.raises(U.UpstreamError) as info:
         U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
     assert f"sglang 0.5.19: wheel sglang-0.5.19-py3-none-any.whl lacks {U.PRE_DISPATCH_CUH}" in str(info.value)
     assert U.unpacked(art, tmp_path / "v") is None
 
 
-def test_a_corrupt_wheel_and_a_member_escaping_its_folder_are_refused(tmp_path: Path) -> None:
+def test_a_corrupt_wheel_and_a_member_escaping_its_folder_are_refused(tmp_path: Path, pin) -> None:  # type: ignore[no-untyped-def]
     art = U.artifact("tk-C")
     cache = tmp_path / "c"
     cache.mkdir()
-    (cache / f"{art.wheel_prefix}cp310-abi3-manylinux2014_x86_64.whl").write_bytes(b"not a zip")
+    (cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl").write_bytes(b"not a zip")
+    pin(cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl")    # pinned, yet not a zip: refused as unreadable
     with pytest.raises(U.UpstreamError, match="sglang-kernel 0.4.6.post1: .* is not a readable wheel"):
         U.fetch(art, cache=cache, vendor=tmp_path / "v", run=FakePip(None, 1), log=lambda _: None)
-    evil = fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""})
+    evil = pin(fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""}))
     with pytest.raises(U.UpstreamError, match="outside its folder"):
         U.extract(art, evil, tmp_path / "v2")
     assert not (tmp_path / "x").exists()
@@ -184,15 +202,77 @@ def test_if_missing_on_a_gpu_machine_fetches_only_what_is_missing(monkeypatch: p
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
     for art in U.ARTIFACTS:
         if art.key != "tk-C":
-            (tmp_path / art.folder).mkdir()
-            (tmp_path / art.folder / U.STAMP).write_text("x\n")
+            stamp(tmp_path / art.folder, art)
     fetched: list[str] = []
     monkeypatch.setattr(U, "fetch", lambda art, **_: fetched.append(art.key))
     monkeypatch.setattr(U, "install_tvm_ffi", lambda: fetched.append("tvm-ffi"))
     monkeypatch.setattr(U, "tvm_ffi_problem", lambda: None)
     assert U.main(["--if-missing"]) == 0
     assert fetched == ["tk-C", "tvm-ffi"]
-    (tmp_path / "sglang-kernel-0.4.6.post1").mkdir()
-    (tmp_path / "sglang-kernel-0.4.6.post1" / U.STAMP).write_text("x\n")
+    stamp(tmp_path / "sglang-kernel-0.4.6.post1", U.artifact("tk-C"))
     fetched.clear()
     assert U.main(["--if-missing"]) == 0 and fetched == []          # second run: nothing to do
+
+
+# ------------------------------------------------------------------------------------------- pinned hashes
+
+def test_a_cached_wheel_with_other_contents_is_refused_naming_the_file_and_both_hashes(tmp_path: Path) -> None:
+    """The cache is outside the repository: a well-formed wheel under the published name, with other contents, is
+    never unpacked nor stamped as the version."""
+    art = U.artifact("sglang-0.5.18")
+    name = "cp311-cp311-manylinux_2_34_x86_64.whl"
+    forged = fake_wheel(tmp_path / "cache", art, sglang_files(), name=name)
+    found = hashlib.sha256(forged.read_bytes()).hexdigest()
+    with pytest.raises(U.UpstreamError) as info:
+        U.fetch(art, cache=tmp_path / "cache", vendor=tmp_path / "vendor", run=FakePip(None, 1), log=lambda _: None)
+    text = str(info.value)
+    assert str(forged) in text and f"expected {U.WHEEL_SHA256[forged.name]}" in text and f"found {found}" in text
+    assert not (tmp_path / "vendor").exists() and U.unpacked(art, tmp_path / "vendor") is None
+
+
+def test_a_wheel_without_a_pin_is_refused(tmp_path: Path) -> None:
+    art = U.artifact("tk-A")
+    pip = FakePip(fake_wheel(tmp_path / "index", art, {"triton_kernels/__init__.py": ""}))
+    with pytest.raises(U.UpstreamError, match=r"sgl_kernel-0.3.21-py3-none-any.whl has no pinned SHA-256 \(found [0-9a-f]{64}\)"):
+        U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
+    assert not (tmp_path / "v").exists()
+
+
+def test_a_folder_stamped_from_an_unpinned_wheel_is_not_present(tmp_path: Path) -> None:
+    art = U.artifact("tk-C")
+    folder = tmp_path / art.folder
+    stamp(folder, art)
+    assert U.unpacked(art, tmp_path) == folder
+    name = (folder / U.STAMP).read_text().splitlines()[0]
+    (folder / U.STAMP).write_text(f"{name}\n{'0' * 64}\n1 files\n")          # unpacked before the pins, or forged
+    assert U.unpacked(art, tmp_path) is None
+    (folder / U.STAMP).write_text("sglang-0.5.18-cp311-cp311-manylinux_2_34_x86_64.whl\n"
+                                  f"{U.WHEEL_SHA256['sglang-0.5.18-cp311-cp311-manylinux_2_34_x86_64.whl']}\n")
+    assert U.unpacked(art, tmp_path) is None                                     # another artifact's wheel
+
+
+def test_every_artifact_has_pinned_linux_wheels_and_pins_are_sha256() -> None:
+    for name, digest in U.WHEEL_SHA256.items():
+        assert re.fullmatch(r"[0-9a-f]{64}", digest), name
+        assert name.endswith(".whl"), name
+    for art in U.ARTIFACTS:
+        mine = [n for n in U.WHEEL_SHA256 if n.startswith(art.wheel_prefix)]
+        assert any("x86_64" in n for n in mine) and any("aarch64" in n for n in mine), art.key
+
+
+def test_tvm_ffi_is_installed_only_with_its_pinned_hashes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(U, "tvm_ffi_problem", lambda: "missing")
+    seen: dict[str, object] = {}
+
+    def pip(cmd: Sequence[str]) -> tuple[int, str]:
+        seen["cmd"] = list(cmd)
+        seen["requirements"] = Path(cmd[cmd.index("-r") + 1]).read_text()
+        return 0, "Successfully installed"
+
+    U.install_tvm_ffi(run=pip, cache=tmp_path)
+    cmd = seen["cmd"]
+    assert isinstance(cmd, list) and "--require-hashes" in cmd and "--no-deps" in cmd
+    requirement = str(seen["requirements"])
+    assert requirement.startswith("apache-tvm-ffi==0.1.11 --hash=sha256:")
+    cp311 = "apache_tvm_ffi-0.1.11-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl"
+    assert f"--hash=sha256:{U.WHEEL_SHA256[cp311]}" in requirement

@@ -39,6 +39,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from gpu_memsafety.cli.pathargs import arg_type, output_dir
 from gpu_memsafety.util.fsutil import atomic_write_json, atomic_write_text
 from gpu_memsafety.util.progress import track, watch
 from gpu_memsafety.scenario.registry import all_scenarios
@@ -716,14 +717,17 @@ class Bench:
             result["shards"] = {"status": "not run", "message": f"--scaling-budget-s {self.args.scaling_budget_s} s spent "
                                                                 f"({spent:.0f} s) before the shards comparison"}
             return result
+        group = f"bench-{os.getpid()}-{int(time.time())}"      # the two shards are one run (the merge checks it)
         shard_runs = {f"shard{k}": self._matrix_run(f"shard{k}", workers=1, gpus=None if forced else [devices[(k - 1) % n]],
-                                                    mode=mode, extra=["--shard", f"{k}/2"]) for k in (1, 2)}
+                                                    mode=mode, extra=["--shard", f"{k}/2", "--run-group", group])
+                      for k in (1, 2)}
         shards = self._timed(shard_runs)
         reports = [self.out / "scaling" / name / "report.json" for name in shard_runs]
         merged: dict[str, Any] = {}
         try:
             doc = merge_reports(reports)
-            merged = {"outcomes": {c["id"]: c["outcome"] for c in doc["cases"]}, "missing_shards": doc["missing_shards"]}
+            merged = {"outcomes": {c["id"]: c["outcome"] for c in doc["cases"]}, "missing_shards": doc["missing_shards"],
+                      "status": doc["summary"]["status"], "shards": doc["shards"]}
         except Exception as exc:  # noqa: BLE001 - a shard that wrote no report: say so
             merged = {"error": f"{type(exc).__name__}: {exc}"}
         together = max((r["together_wall_s"] for r in shards.values()), default=None)
@@ -955,7 +959,8 @@ def main(argv: list[str] | None = None) -> int:
     if args_list[:1] == ["child"]:
         return child_main(args_list[1:])
     ap = argparse.ArgumentParser(prog="gpu-memsafety bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="directory for bench.json, bench.md and the work files")
+    ap.add_argument("--out", required=True, type=arg_type(output_dir, "--out"),
+                    help="directory for bench.json, bench.md and the work files")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument("--case", action="append", default=[], help="time these case ids (default: gpt-oss and smoke cases)")
     ap.add_argument("--scenario", action="append", default=[], help="only cases of these scenarios")

@@ -94,12 +94,19 @@ def environment(discovery: Discovery | None = None, sanitizer: Any = None) -> di
         "driver": disc.driver,
         "nvml": disc.nvml or "ok",
         "compute_sanitizer": ({"path": str(found.path), "version": found.version, "source": found.source}
-                              if found else {"path": None, "searched": [str(p) for p in lookup.searched]}),
+                              if found else {"path": None, "searched": [str(p) for p in lookup.searched],
+                                             "rejected": [_rejected(info) for info in lookup.rejected]}),
         "torch": package_version("torch"),
         "triton": package_version("triton"),
         "triton_kernels": _triton_kernels_version(),
         "nvidia-ml-py": package_version("nvidia-ml-py"),
     }
+
+
+def _rejected(info: Any) -> dict[str, str]:
+    """A compute-sanitizer that exists and cannot be used, and why (so "not found" is never said of it)."""
+    return {"path": str(info.path), "source": str(info.source), "version": str(info.version or ""),
+            "problem": str(info.problem or info.version_error or "unusable")}
 
 
 def _triton_kernels_version() -> str:

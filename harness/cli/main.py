@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, text_arg_type
+
 DESCRIPTION = "GPU memory-safety regression harness"
 # Commands with their own argument parser: the rest of the command line is handed to them as is.
 DELEGATED = {
@@ -49,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "run as generated: replace the kernel with yours.")
     _scenario_options(new, suppress=True)
     new.add_argument("name", help="scenario name, lower_snake_case")
-    new.add_argument("--path", type=Path, default=None, help="directory to write into (default: ./NAME)")
+    new.add_argument("--path", type=arg_type(output_dir, "--path"), default=None,
+                     help="directory to write into (default: ./NAME)")
     kind = new.add_mutually_exclusive_group()
     kind.add_argument("--triton", dest="kind", action="store_const", const="triton", help="a Triton kernel (default)")
     kind.add_argument("--cuda", dest="kind", action="store_const", const="cuda", help="a CUDA C++ kernel")
@@ -62,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _scenario_options(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument("--scenario-path", action="append", default=default if suppress else [], metavar="DIR",
+                        type=text_arg_type(input_path, "--scenario-path"),
                         help="also load the scenarios in DIR (a directory or a scenario file; repeatable)")
-    parser.add_argument("--config", type=Path, default=default, metavar="FILE",
+    parser.add_argument("--config", type=arg_type(input_file, "--config"), default=default, metavar="FILE",
                         help="pytest configuration file whose `scenario_paths` to use (default: the one pytest "
                              "would find from the current directory)")
 
@@ -90,6 +94,18 @@ def _pop_scenario_options(argv: list[str]) -> tuple[list[str], list[str], str | 
         else:
             paths.append(value)
     return rest, paths, config
+
+
+def configure_scenarios(paths: list[str], config: str | None) -> None:
+    """A delegated command's scenario paths: checked as argparse checks the others, then configured."""
+    from gpu_memsafety.cli.pathargs import PathArgError
+    from gpu_memsafety.scenario import registry
+    for path in paths:      # those a delegated command was given have not been through argparse's check
+        try:
+            input_path(path, "--scenario-path")
+        except PathArgError as exc:
+            raise registry.ScenarioError(str(path), "--scenario-path", str(exc)) from None
+    registry.configure_from_command_line(paths, config)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +200,10 @@ def _env(ns: argparse.Namespace) -> int:
     cs = env["compute_sanitizer"]
     if cs.get("path"):
         print(f"compute-sanitizer: {cs['path']} (version {cs['version']}, found via {cs['source']})")
-    else:
+    for rejected in cs.get("rejected", []):
+        print(f"compute-sanitizer: found but rejected: {rejected['path']} (found via {rejected['source']}): "
+              f"{rejected['problem']}")
+    if not cs.get("path") and not cs.get("rejected"):
         print(f"compute-sanitizer: not found (searched: {', '.join(cs['searched']) or 'nothing'})")
     for name in ("torch", "triton", "triton_kernels", "nvidia-ml-py"):
         print(f"{name}: {env[name]}")

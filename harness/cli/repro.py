@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.scenario import registry
@@ -88,12 +89,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cover", default=COVER_SCENARIO, choices=COVER_OPTIONS,
                     help="which buffers memcheck and guard-page modes place so that they see past their end: "
                          "scenario (its own `cover`; every buffer unless it narrows), all, or watched (watch=True only)")
-    ap.add_argument("--keep", type=Path, help="keep logs, XML and rerun.sh here (a new or empty directory, or an "
-                    "earlier --keep output)")
-    ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--keep", type=arg_type(output_dir, "--keep"), help="keep logs, XML and rerun.sh here (a new or "
+                    "empty directory, or an earlier --keep output)")
+    ap.add_argument("--json", type=arg_type(output_file, "--json"), help="write the results here")
     ap.add_argument("--scenario-path", action="append", default=[], metavar="DIR",
-                    help="also load the scenarios in DIR (repeatable)")
-    ap.add_argument("--config", metavar="FILE", help="pytest configuration file whose scenario_paths to use")
+                    type=text_arg_type(input_path, "--scenario-path"), help="also load the scenarios in DIR (repeatable)")
+    ap.add_argument("--config", metavar="FILE", type=text_arg_type(input_file, "--config"),
+                    help="pytest configuration file whose scenario_paths to use")
     args = ap.parse_args(argv)
     from gpu_memsafety.sanitizer import tool as sanitizer
     from gpu_memsafety.cli.env import discover

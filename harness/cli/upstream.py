@@ -11,9 +11,13 @@ wheel's DeepSeek-V4 Triton file and one DeepGEMM header with its include closure
 sampling header with its closure). Nothing is installed from those wheels. apache-tvm-ffi, which the real sglang kernel is built and loaded with, is
 installed into the project's environment at the version pinned in pyproject.toml's `upstream` extra.
 
-Each unpacked folder carries a stamp (`.complete`: wheel name and sha256): a second run does nothing, a
-half-written folder (no stamp) is redone, and extraction goes through a temporary folder renamed into place.
-A failure names the artifact and version, what was needed and what was found.
+Every wheel is checked against the SHA-256 pinned for its file name in cli/upstream_pins.py before anything is
+extracted from it (a cached wheel included: the cache is outside the repository); a wheel without a pin, or
+whose hash differs, is refused naming the file, the pinned hash and the one found. apache-tvm-ffi is
+installed by pip with the same pins (`--require-hashes`). Each unpacked folder carries a stamp (`.complete`:
+wheel name and sha256): a second run does nothing, a half-written folder (no stamp) or one whose stamp names a
+wheel that is not pinned is redone, and extraction goes through a temporary folder renamed into place. A
+failure names the artifact and version, what was needed and what was found.
 
     python -m gpu_memsafety.cli.upstream                # everything this machine can use (GPU-only wheels need a GPU)
     python -m gpu_memsafety.cli.upstream --all          # everything, GPU or not
@@ -25,8 +29,10 @@ Pure of torch/triton/CUDA: it may run before either is installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.metadata as metadata
+import importlib.util
 import os
 import re
 import shutil
@@ -37,8 +43,9 @@ import zipfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
+from gpu_memsafety.cli.upstream_pins import WHEEL_SHA256
 from gpu_memsafety.util.paths import VENDOR_ENV, vendor_dir   # noqa: F401  (VENDOR_ENV: re-exported for messages)
 
 WHEELS_ENV = "GPU_MEMSAFETY_WHEELS"
@@ -173,9 +180,16 @@ def wheel_cache() -> Path:
 
 
 def unpacked(art: Artifact, vendor: Path | None = None) -> Path | None:
-    """The artifact's folder under .vendor/ if it is complete (stamped), else None."""
+    """The artifact's folder under .vendor/ if it is complete: stamped, from a wheel of `art` whose pinned hash
+    the stamp records (a folder unpacked before the pins, or from another wheel, is not); else None."""
     folder = (vendor or vendor_dir()) / art.folder
-    return folder if (folder / STAMP).is_file() else None
+    try:
+        stamp = (folder / STAMP).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(stamp) < 2 or not stamp[0].startswith(art.wheel_prefix) or WHEEL_SHA256.get(stamp[0]) != stamp[1]:
+        return None
+    return folder
 
 
 def how_to_get(art: Artifact) -> str:
@@ -223,12 +237,23 @@ def download(art: Artifact, cache: Path, run: Runner = _run_streaming) -> Path:
     return wheel
 
 
-def sha256(path: Path) -> str:
+def verify_wheel(art: Artifact, wheel: Path, handle: BinaryIO) -> str:
+    """The sha256 of the open `handle` (the wheel's bytes) when it is the one pinned for the wheel's file name
+    (cli/upstream_pins.py); else UpstreamError naming the file, the pinned hash and the one found."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    for chunk in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(chunk)
+    found = digest.hexdigest()
+    expected = WHEEL_SHA256.get(wheel.name)
+    if expected is None:
+        raise UpstreamError(f"{art.label}: wheel {wheel} has no pinned SHA-256 (found {found}); only the wheels "
+                            f"listed in gpu_memsafety/cli/upstream_pins.py are used: delete it, or pin it after "
+                            f"checking it")
+    if found != expected:
+        raise UpstreamError(f"{art.label}: wheel {wheel} does not match its pinned SHA-256: expected {expected}, "
+                            f"found {found}; it is not the published file (tampered or corrupt): delete it and "
+                            f"run again")
+    return found
 
 
 def _selected(names: Iterable[str], members: Sequence[str]) -> list[str]:
@@ -273,12 +298,21 @@ def include_closure(names: Iterable[str], read: Callable[[str], bytes], roots: S
     return sorted(seen)
 
 
+@contextlib.contextmanager
+def _zip_after_check(art: Artifact, wheel: Path, handle: BinaryIO) -> Iterator[tuple[zipfile.ZipFile, str]]:
+    """The wheel opened as a zip from the very bytes whose hash was checked (never reopened by name)."""
+    digest = verify_wheel(art, wheel, handle)
+    handle.seek(0)
+    with zipfile.ZipFile(handle) as zf:
+        yield zf, digest
+
+
 def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
-    """Unpack art.members of `wheel`, and the include closure of art.closure, into vendor/<dist>-<version>/,
-    atomically, with a stamp."""
+    """Check the wheel's pinned hash, then unpack art.members of it, and the include closure of art.closure, into
+    vendor/<dist>-<version>/, atomically, with a stamp."""
     target = vendor / art.folder
     try:
-        with zipfile.ZipFile(wheel) as zf:
+        with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, digest):
             names = zf.namelist()
             missing = [r for r in art.required if r not in names]
             if missing:
@@ -298,7 +332,7 @@ def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     with zf.open(name) as src, dest.open("wb") as out:
                         shutil.copyfileobj(src, out)
-                (staging / STAMP).write_text(f"{wheel.name}\n{sha256(wheel)}\n{len(chosen)} files\n")
+                (staging / STAMP).write_text(f"{wheel.name}\n{digest}\n{len(chosen)} files\n")
                 if target.exists():
                     shutil.rmtree(target)
                 staging.rename(target)
@@ -342,14 +376,28 @@ def tvm_ffi_problem() -> str | None:
             f"{found or 'none'} in {sys.prefix}: run `make upstream`")
 
 
+def tvm_ffi_requirement() -> str:
+    """The pip requirement of the pinned apache-tvm-ffi with the hash of every pinned wheel of it."""
+    prefix = f"{re.sub(r'[-_.]+', '_', TVM_FFI_DIST)}-{TVM_FFI_VERSION}-"
+    hashes = sorted(sha for name, sha in WHEEL_SHA256.items() if name.startswith(prefix))
+    return " ".join([f"{TVM_FFI_DIST}=={TVM_FFI_VERSION}", *(f"--hash=sha256:{h}" for h in hashes)])
+
+
 def install_tvm_ffi(run: Runner = _run_streaming, cache: Path | None = None) -> None:
-    """pip install the pinned apache-tvm-ffi into this interpreter's environment (from the cache if there)."""
+    """pip install the pinned apache-tvm-ffi into this interpreter's environment (from the cache if there), only
+    a wheel whose hash is pinned (pip's --require-hashes). Its one dependency, typing-extensions, comes with torch."""
     if tvm_ffi_problem() is None:
         return
+    if importlib.util.find_spec("typing_extensions") is None:
+        raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION} needs typing-extensions>=4.5, found none in "
+                            f"{sys.prefix} (torch installs it: install torch first)")
     cache = cache or wheel_cache()
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--find-links", str(cache),
-           f"{TVM_FFI_DIST}=={TVM_FFI_VERSION}", "typing-extensions>=4.5"]
-    code, tail = run(cmd)
+    with tempfile.TemporaryDirectory(prefix="gpu-memsafety-pins-") as tmp:
+        requirements = Path(tmp, "requirements.txt")
+        requirements.write_text(tvm_ffi_requirement() + "\n")
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes", "--find-links", str(cache),
+               "-r", str(requirements)]
+        code, tail = run(cmd)
     if code != 0:
         raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION}: install failed (pip exit code {code})\n  "
                             + "\n  ".join(tail.splitlines()[-8:]))

@@ -109,6 +109,10 @@ class Runner:
             return f"{self.o.mode.sanitizer} needs a CUDA GPU; found none"
         if self.o.sanitizer is not None and self.o.sanitizer.found is not None:
             return ""
+        rejected = getattr(self.o.sanitizer, "rejected", None) or []
+        if rejected:        # it exists: say why it cannot be used, never "not found"
+            return "compute-sanitizer found but rejected: " + "; ".join(
+                f"{info.path} ({info.source}): {info.problem or info.version_error or 'unusable'}" for info in rejected)
         searched = ", ".join(str(p) for p in getattr(self.o.sanitizer, "searched", [])) or "nothing"
         return f"compute-sanitizer not found (searched: {searched})"
 

@@ -763,5 +763,5 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
     result.outcome = Outcome.EXPECTED_FINDING
     result.message = f"accepted by baseline: {result.message}"
     result.details["baseline"] = [{"finding": seen.key, "reason": entry.reason, "upstream": entry.upstream}
-                                  for seen, entry in diff.accepted]   # read by report.baselines
+                                  for seen, entry in diff.accepted]   # read by report.baselines and report.load
     return result

@@ -262,7 +262,8 @@ def cases_from_report(report: Mapping[str, Any]) -> list[CaseResult]:
 def case_from_json(case: Mapping[str, Any]) -> CaseResult:
     result = CaseResult.from_json({**case, "findings": [], "detectors": []})
     result.findings = [finding_from_json(f) for f in case["findings"]]
-    result.detectors = [DetectorRun(d["detector"], d["ran"], d["detail"]) for d in case["detectors"]]
+    result.detectors = [DetectorRun(d["detector"], d["ran"], d["detail"], bool(d.get("missing", False)))
+                        for d in case["detectors"]]
     return result
 
 

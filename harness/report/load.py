@@ -4,7 +4,10 @@ Reports travel between machines as CI artifacts, so a file is data to check, nev
 of paths to open. Its size is bounded by what this machine can parse, not by a guess at how large a real run
 gets; hostile structure (nesting deeper than any report, strings no UTF-8 writer can produce) is refused
 before anything reads the fields. The summary and matrix in a file are recomputed from its cases and a file
-whose stored ones disagree is refused: a reader never shows numbers the cases do not support.
+whose stored ones disagree is refused: a reader never shows numbers the cases do not support. Each case is also
+checked against itself (`_check_case_story`): a passing outcome must be what its own findings, detectors and
+expectation give (a `clean` case lists no finding, expected clean and had a detector run; an `expected finding`
+lists the findings it expected), and no case id appears twice: an edited or spliced file cannot read as a pass.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import stat
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.model import Outcome
+from gpu_memsafety.report import manifest
 from gpu_memsafety.report.document import (
     NOT_APPLICABLE,
     REPORT_SCHEMA,
@@ -160,6 +164,7 @@ def validate_report(data: Any, source: str | os.PathLike[str] = "<report>") -> d
     for index, case in enumerate(cases):
         _check_case(check, case, f"cases[{index}]")
     not_run = _check_strings(check, doc, "not_run", "") if "not_run" in doc else []
+    _check_unique_ids(check, cases, not_run)
     summary = check.field(doc, "summary", dict, "")
     _check_summary(check, summary, cases)
     rows = check.field(doc, "matrix", list, "")
@@ -313,6 +318,25 @@ def _check_shard(check: FieldChecker, shard: Mapping[str, Any]) -> None:
     for key in ("group", "selection"):  # what the shards of one run share (gpu_memsafety.report.merge)
         if key in shard:
             check.field(shard, key, str, "run.shard")
+    if "manifest" in shard:
+        _check_manifest(check, check.field(shard, "manifest", dict, "run.shard"), str(shard.get("group") or ""))
+
+
+_MANIFEST_STRINGS = ("group", "group_source", "matrix_hash", "mode", "cover", "harness_version", "commit", "cost_hash")
+
+
+def _check_manifest(check: FieldChecker, found: Mapping[str, Any], group: str) -> None:
+    """run.shard.manifest (gpu_memsafety.report.manifest): its fields, and its matrix against its own hash."""
+    where = "run.shard.manifest"
+    for key in _MANIFEST_STRINGS:
+        check.field(found, key, str, where)
+    ids = _check_strings(check, found, "matrix", where)
+    if len(set(ids)) != len(ids):
+        raise check.fail(f"{where}.matrix", "names a case twice")
+    if manifest.ids_hash(ids) != found["matrix_hash"]:
+        raise check.fail(f"{where}.matrix_hash", "is not the hash of the matrix's case ids (edited?)")
+    if found["group"] != group:
+        raise check.fail(f"{where}.group", f"is {found['group']!r} but run.shard.group is {group!r}")
 
 
 _CASE_STRINGS = ("id", "scenario", "variant", "kernel", "arch", "mode", "expected", "outcome", "message")
@@ -334,6 +358,61 @@ def _check_case(check: FieldChecker, case: Any, where: str) -> None:
         _check_finding(check, finding, f"{where}.findings[{index}]")
     for index, run in enumerate(check.field(case, "detectors", list, where)):
         _check_detector_run(check, run, f"{where}.detectors[{index}]")
+    _check_case_story(check, case, outcome, where)
+
+
+# The expectation text of a case that expects nothing (model.Expectation.describe()).
+EXPECTED_CLEAN = "clean"
+
+
+def _check_case_story(check: FieldChecker, case: Mapping[str, Any], outcome: Outcome, where: str) -> None:
+    """A case that does not fail must be what its own record gives (the judge's rules, judge/verdict.py):
+    clean = nothing expected, nothing seen, something ran (and nothing that should have run could not); expected
+    finding = something seen, by detectors that ran, that the case expected (or a baseline accepted). A failing
+    outcome needs no such check: it fails whatever else the record says."""
+    if outcome not in (Outcome.CLEAN, Outcome.EXPECTED_FINDING):
+        return
+    label = outcome.label
+    ran = {d["detector"] for d in case["detectors"] if d["ran"]}
+    if not ran:
+        raise check.fail(f"{where}.outcome", f"is '{label}' but no detector ran (a case nothing checked never passes)")
+    missing = [d["detector"] for d in case["detectors"] if d.get("missing") and not d["ran"]]
+    if missing:
+        raise check.fail(f"{where}.outcome", f"is '{label}' but {', '.join(missing)} should have run and could not")
+    unseen = sorted({f["detector"] for f in case["findings"]} - ran)
+    if unseen:
+        raise check.fail(f"{where}.findings", f"name detector(s) {', '.join(unseen)}, which did not run "
+                                              f"(ran: {', '.join(sorted(ran))})")
+    if outcome is Outcome.CLEAN:
+        if case["findings"]:
+            raise check.fail(f"{where}.outcome", f"is 'clean' but the case lists {len(case['findings'])} finding(s)")
+        if case["expected"] != EXPECTED_CLEAN:
+            raise check.fail(f"{where}.outcome", f"is 'clean' but the case expected {case['expected']!r} "
+                                                 "(an expected finding not seen is 'unexpectedly clean')")
+        return
+    if not case["findings"]:
+        raise check.fail(f"{where}.outcome", "is 'expected finding' but the case lists no finding")
+    if case["expected"] == EXPECTED_CLEAN and not _baseline_accepted(case["details"]):
+        raise check.fail(f"{where}.outcome", "is 'expected finding' but the case expected clean and no baseline "
+                                             "accepted its findings (details.baseline.accepted)")
+
+
+def _baseline_accepted(details: Mapping[str, Any]) -> bool:
+    """details.baseline as judge.rules.apply_baseline writes it: one entry per accepted finding, its key in `finding`."""
+    baseline = details.get("baseline")
+    return isinstance(baseline, list) and bool(baseline) and all(
+        isinstance(entry, Mapping) and isinstance(entry.get("finding"), str) and entry["finding"] for entry in baseline)
+
+
+def _check_unique_ids(check: FieldChecker, cases: Sequence[Mapping[str, Any]], not_run: Sequence[str]) -> None:
+    """One record per case: a case twice (spliced files) would count twice, or hide a failure behind a pass."""
+    seen: dict[str, str] = {}
+    for where, case_id in [*((f"cases[{i}]", c["id"]) for i, c in enumerate(cases)),
+                           *((f"not_run[{i}]", cid) for i, cid in enumerate(not_run))]:
+        if case_id in seen:
+            raise check.fail(f"{where}.id" if where.startswith("cases") else where,
+                             f"case {case_id!r} appears twice (also at {seen[case_id]}): one record per case")
+        seen[case_id] = where
 
 
 def _check_outcome(check: FieldChecker, label: str, where: str) -> Outcome:
@@ -377,6 +456,8 @@ def _check_detector_run(check: FieldChecker, run: Any, where: str) -> None:
     check.field(run, "detector", str, where)
     check.field(run, "ran", bool, where)
     check.field(run, "detail", str, where)
+    if "missing" in run:
+        check.field(run, "missing", bool, where)
 
 
 def _check_summary(check: FieldChecker, summary: Mapping[str, Any], cases: Sequence[Any]) -> None:

@@ -8,9 +8,14 @@ The inputs are artifacts from other machines, so each is validated by load_repor
 fields, stored summary against its cases) and only ever opened: no path from the command line or inside a
 file reaches a shell, and nothing inside a file is followed. Every number in the merge is recomputed from the
 cases, never taken from a file's summary or matrix. One file given twice (under another name, a hard or
-symbolic link, or a copy: the run id tells) is refused, since its cases would count twice. Shards carry
-`run.shard` (index, count, group); a shard missing from its group makes the merge incomplete, says which,
-and exits 1. The outputs are written as one set (merged.json, merged.md), never half.
+symbolic link, or a copy: the run id tells) is refused, since its cases would count twice; so is a file that
+lists one case twice (load_report), or one whose case contradicts itself (a `clean` case with findings). Shards
+carry `run.shard` with the manifest of their run (gpu_memsafety.report.manifest): a group of shards is merged as
+complete only when their manifests agree (mode, cover, matrix, harness version and commit, cost data, count) and
+every case of the matrix ran in exactly one of them; otherwise the merge is "incomplete" (a shard or a case
+missing) or "inconsistent" (a case twice, a disagreement, a shard without a manifest), every problem is named,
+the table says so, and the exit status is 1. The outputs are written as one set (merged.json, merged.md), never
+half.
 """
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TypedDict
 
+from gpu_memsafety.cli.pathargs import arg_type, output_dir
 from gpu_memsafety.util.fsutil import atomic_write_set
+from gpu_memsafety.report import manifest
 from gpu_memsafety.report import (
     EMPTY,
     FAILED,
@@ -52,7 +59,7 @@ from gpu_memsafety.report.render import first_line, kind_count, matrix_kinds
 
 MERGED_SCHEMA = "gpu-memsafety-merged/1"
 MERGED_FILES = {"json": "merged.json", "markdown": "merged.md"}
-INCOMPLETE = "incomplete"
+INCOMPLETE, INCONSISTENT = "incomplete", "inconsistent"
 # Failing cases listed in merged.md before pointing at merged.json (GitHub's 1 MiB summary cap).
 MARKDOWN_FAILURES_SHOWN = 50
 
@@ -87,7 +94,7 @@ def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
     _reject_repeated_shards(loaded)
     loaded = _labelled(loaded)
     cells = merge_cells([(item.label, item.report) for item in loaded])
-    missing = missing_shards([item.report for item in loaded])
+    shards = manifest.check([(str(item.path), item.report) for item in loaded])
     return {
         "schema": MERGED_SCHEMA,
         "runners": [_runner(item) for item in loaded],
@@ -98,8 +105,9 @@ def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
         "cases": sorted(({"id": c["id"], "outcome": c["outcome"], "kernel": c["kernel"], "arch": c["arch"],
                           "runner": item.label} for item in loaded for c in item.report["cases"]),
                         key=lambda c: (c["id"], c["runner"])),
-        "missing_shards": missing,
-        "summary": _summary([item.report for item in loaded], missing),
+        "missing_shards": shards.missing_shards,
+        "shards": shards.to_json(),
+        "summary": _summary([item.report for item in loaded], shards),
     }
 
 
@@ -178,26 +186,6 @@ def _labelled(loaded: Sequence[Loaded]) -> list[Loaded]:
     return [Loaded(item.path, item.report, label) for item, label in zip(loaded, labels)]
 
 
-def missing_shards(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per shard group, the shards 1..count that no report is, and counts that disagree."""
-    groups: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        shard = report["run"].get("shard")
-        if not shard:
-            continue
-        group = groups.setdefault(shard_group(shard), {"counts": set(), "present": set()})
-        group["counts"].add(shard["count"])
-        group["present"].add(shard["index"])
-    missing = []
-    for name, group in sorted(groups.items()):
-        count = max(group["counts"])
-        absent = [i for i in range(1, count + 1) if i not in group["present"]]
-        if absent or len(group["counts"]) > 1:
-            missing.append({"group": name, "count": count, "missing": absent,
-                            "counts_seen": sorted(group["counts"])})
-    return missing
-
-
 def _runner(item: Loaded) -> dict[str, Any]:
     report = item.report
     return {"label": item.label, "file": str(item.path), "environment": report["environment"],
@@ -262,10 +250,11 @@ def _failures(label: str, report: Mapping[str, Any]) -> list[dict[str, str]]:
     return failures
 
 
-def _summary(reports: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _summary(reports: Sequence[Mapping[str, Any]], shards: manifest.ShardCheck) -> dict[str, Any]:
     summaries = [_recomputed_summary(r) for r in reports]
     statuses = {s["status"] for s in summaries}
-    status = (INCOMPLETE if missing else INTERRUPTED if INTERRUPTED in statuses else FAILED if FAILED in statuses
+    status = (INCONSISTENT if shards.inconsistent else INCOMPLETE if shards.incomplete or shards.missing_shards
+              else INTERRUPTED if INTERRUPTED in statuses else FAILED if FAILED in statuses
               else PASSED if PASSED in statuses else EMPTY)
     return {"runners": len(reports), "total": sum(s["total"] for s in summaries),
             "failed": sum(s["failed"] for s in summaries), "ran": sum(s["ran"] for s in summaries),
@@ -276,7 +265,8 @@ def _summary(reports: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str
 # ---------------------------------------------------------------------------------------- markdown
 
 _STATUS = {PASSED: ("✅", "passed"), FAILED: ("❌", "FAILED"), EMPTY: ("⚠️", "checked nothing"),
-           INTERRUPTED: ("❌", "interrupted"), INCOMPLETE: ("❌", "incomplete")}
+           INTERRUPTED: ("❌", "interrupted"), INCOMPLETE: ("❌", "incomplete"),
+           INCONSISTENT: ("❌", "inconsistent")}
 
 
 def render_merge_markdown(merged: Mapping[str, Any]) -> str:
@@ -296,17 +286,10 @@ def _headline(merged: Mapping[str, Any]) -> str:
         parts.append(f"{summary['skipped'] + summary['not_run']:,} not run")
     lines = [f"## {icon} GPU memory safety across {plural(summary['runners'], 'runner')} — {word}: "
              f"{', '.join(parts)}"]
-    lines += [f"\n**Missing:** {md_text(_missing_text(m))}" for m in merged.get("missing_shards", [])]
+    shards = merged.get("shards") or {}
+    lines += [f"\n**Inconsistent:** {md_text(text)}" for text in shards.get("inconsistent", [])]
+    lines += [f"\n**Incomplete:** {md_text(text)}" for text in shards.get("incomplete", [])]
     return "\n".join(lines)
-
-
-def _missing_text(missing: Mapping[str, Any]) -> str:
-    group = _group_text(missing["group"])
-    text = ", ".join(f"shard {i}/{missing['count']}" for i in missing["missing"]) or "no shard"
-    if len(missing["counts_seen"]) > 1:
-        text += f" (the shards{group} disagree on the count: {', '.join(map(str, missing['counts_seen']))})"
-        return text
-    return f"{text}{group} (no report given for it)"
 
 
 def _pivot(merged: Mapping[str, Any]) -> str:
@@ -393,15 +376,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-memsafety merge",
         description="Merge report.json files from several runners or shards into one kernel x architecture "
-                    "matrix. Exit status: 0 merged, 1 merged but a shard is missing, 2 a bad file or usage.")
+                    "matrix. Exit status: 0 merged, 1 merged but incomplete or inconsistent (a shard or a case missing, "
+                    "a case twice, shards of different runs, modes or matrices: each is named), 2 a bad file or usage.")
     parser.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per runner or shard")
-    parser.add_argument("-o", "--output", required=True, metavar="DIR",
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", type=arg_type(output_dir, "-o/--output"),
                         help="directory for merged.json and merged.md")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m gpu_memsafety merge A.json B.json ... -o DIR`: 0 written, 1 written but incomplete, 2 on a bad file."""
+    """`python -m gpu_memsafety merge A.json B.json ... -o DIR`: 0 written, 1 written but incomplete or inconsistent,
+    2 on a bad file or usage."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed the usage error (or --help)
@@ -417,9 +402,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for path in written.values():
         print(path)
-    for missing in merged["missing_shards"]:
-        print(f"harness merge: incomplete: {_missing_text(missing)}", file=sys.stderr)
-    return 1 if merged["missing_shards"] else 0
+    for kind in (INCONSISTENT, INCOMPLETE):
+        for text in merged["shards"][kind]:
+            print(f"harness merge: {kind}: {visible(text)}", file=sys.stderr)
+    return 1 if merged["summary"]["status"] in (INCOMPLETE, INCONSISTENT) else 0
 
 
 if __name__ == "__main__":

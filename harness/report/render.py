@@ -296,6 +296,10 @@ def sanitizer_text(sanitizer: Any) -> str:
     if not isinstance(sanitizer, dict):
         return env_text(sanitizer)
     if not sanitizer.get("path"):
+        rejected = sanitizer.get("rejected")
+        if isinstance(rejected, list) and rejected and isinstance(rejected[0], dict):
+            return f"found but rejected: {rejected[0].get('path')}: {rejected[0].get('problem')}" + (
+                f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else "")
         return "not found"
     version = str(sanitizer.get("version") or "version unknown")
     return f"{version} ({sanitizer['path']})"

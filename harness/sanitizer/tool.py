@@ -258,8 +258,11 @@ def default_site_dirs() -> list[str]:
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "memsafety-harness" / "compute-sanitizer"
+    """Where repaired copies go: the harness's one cache directory (util.paths.cache_dir: writable, a read-only
+    checkout falls back to XDG), or $GPU_MEMSAFETY_CACHE of `env` when it names one."""
+    from gpu_memsafety.util.paths import CACHE_ENV, cache_dir
+    explicit = env.get(CACHE_ENV)
+    return (Path(explicit).expanduser() if explicit else cache_dir()) / "compute-sanitizer"
 
 
 # ------------------------------------------------------------------------------------------------- layout

@@ -21,6 +21,7 @@ import subprocess
 import site
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -53,21 +54,62 @@ def _scenario_dir() -> Path:
 SCENARIO_DIR = _scenario_dir()
 
 
+def write_problem(directory: Path) -> str:
+    """Why files cannot be written in `directory` ("" when they can), found by doing it: the directory is
+    created if missing and a file is written and removed. Permission bits alone do not tell (root ignores them,
+    a read-only mount or an immutable folder refuses root too)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
+
+
+def _xdg_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser().resolve() / "gpu-memsafety"
+
+
+_WRITABLE: dict[Path, bool] = {}
+
+
 def _writable(directory: Path) -> bool:
-    probe = directory
-    while not probe.exists():
-        probe = probe.parent
-    return os.access(probe, os.W_OK | os.X_OK)
+    """write_problem(directory) == "", asked once per directory and process."""
+    if directory not in _WRITABLE:
+        _WRITABLE[directory] = not write_problem(directory)
+    return _WRITABLE[directory]
 
 
 def cache_dir() -> Path:
+    """$GPU_MEMSAFETY_CACHE, else the checkout's .cache/ when files can be written there, else
+    $XDG_CACHE_HOME/gpu-memsafety (a read-only checkout runs from there); see check_cache_dir."""
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit).expanduser().resolve()
     if CHECKOUT is not None and _writable(CHECKOUT / ".cache"):
         return CHECKOUT / ".cache"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser().resolve() / "gpu-memsafety"
+    return _xdg_cache()
+
+
+class CacheDirError(OSError):
+    """No directory the harness may write its run directories and caches to; says what was tried."""
+
+
+def check_cache_dir() -> Path:
+    """cache_dir(), once it is known that files can be written there; else CacheDirError naming every place
+    tried and why each failed, and how to choose another. Entry points call it before any work."""
+    chosen = cache_dir()
+    problem = write_problem(chosen)
+    if not problem:
+        return chosen
+    tried = [f"${CACHE_ENV}={chosen}: {problem}"] if os.environ.get(CACHE_ENV) else [
+        *([f"{CHECKOUT / '.cache'}: {write_problem(CHECKOUT / '.cache')}"] if CHECKOUT is not None else []),
+        f"{chosen}: {problem}"]
+    raise CacheDirError(f"no writable directory for run directories and caches (tried {'; '.join(tried)}): set "
+                        f"{CACHE_ENV} to a directory this user can write")
 
 
 def vendor_dir() -> Path:
