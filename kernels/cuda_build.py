@@ -70,6 +70,48 @@ def find_nvcc() -> str:
     return nvcc
 
 
+def build_library(name: str, cu_path: Path, capability: tuple[int, int], *, extra_ldflags: list[str] | None = None) -> Path:
+    """A plain shared library (no Python module, nothing imported) from one .cu file, cached like build_extension:
+    what a ctypes or torch.cuda.memory.CUDAPluggableAllocator user loads by path. Builds without initializing CUDA
+    (the architecture flags are given, so torch never asks the device)."""
+    cu_source = cu_path.read_text(encoding="utf-8")
+    flags = [*NVCC_FLAGS, *arch_flags(capability)]
+    ldflags = list(extra_ldflags or [])
+    key = build_key(cu_source, " ".join(flags), " ".join(ldflags))
+    build_dir = cache_root() / "cuda" / f"{name}-{key}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    module_name = f"gpu_memsafety_{name}_{key}"
+    with exclusive(build_dir.with_name(build_dir.name + ".lock")):
+        (build_dir / "lock").unlink(missing_ok=True)
+        built = build_dir / f"{module_name}.so"
+        if built.exists() and (build_dir / ".complete").exists():
+            return built
+        source = write_if_changed(build_dir / cu_path.name, cu_source)
+        problem = toolchain_problem()
+        if problem:
+            raise ToolchainMissing(f"building {cu_path.name} needs {problem}")
+        from torch.utils import cpp_extension
+        try:
+            cpp_extension.load(name=module_name, sources=[str(source)], extra_cflags=["-O2"], extra_cuda_cflags=flags,
+                               extra_ldflags=ldflags, build_directory=str(build_dir), verbose=False,
+                               is_python_module=False)
+        except (RuntimeError, OSError, ImportError, subprocess.CalledProcessError) as exc:
+            raise KernelBuildError(f"building {cu_path.name} failed\nsource = {cu_path}\nbuild_dir = {build_dir}\n"
+                                   f"nvcc_flags = {' '.join(flags)}\nldflags = {' '.join(ldflags)}\n"
+                                   f"--- compiler output (tail) ---\n{str(exc)[-OUTPUT_TAIL:]}") from exc
+        (build_dir / ".complete").write_text(module_name, encoding="utf-8")
+        return built
+
+
+def driver_ldflags() -> list[str]:
+    """Linking the CUDA driver API (libcuda): the toolkit's stub, for a build machine without a driver's libcuda.so;
+    at run time the driver's libcuda.so.1 is loaded, as torch does."""
+    from torch.utils import cpp_extension
+    home = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda")
+    stubs = [d for d in (home / "lib64" / "stubs", home / "targets" / "x86_64-linux" / "lib" / "stubs") if d.is_dir()]
+    return [*(f"-L{d}" for d in stubs), "-lcuda"]
+
+
 def toolchain_problem() -> str:
     """What building a CUDA extension needs and this machine lacks ("" when nvcc and ninja are there)."""
     import shutil

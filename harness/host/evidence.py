@@ -1,0 +1,127 @@
+"""What one test of a host suite left behind, as typed data: its own result and what the detectors saw.
+
+It crosses a process boundary in the memcheck and pages modes (a sanitized or paged child runs the tests and the
+parent judges them), so every type here round-trips through JSON. Pure: no torch, no pytest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from gpu_memsafety.host.breaks import Seen
+from gpu_memsafety.model import Finding
+from gpu_memsafety.placement.allocator import Allocation, GuardHit
+
+# The test's own outcome, in pytest's words (what its summary counts).
+PASSED, FAILED, SKIPPED, ERROR, XFAILED, XPASSED = "passed", "failed", "skipped", "error", "xfailed", "xpassed"
+OWN_OUTCOMES = (PASSED, FAILED, SKIPPED, ERROR, XFAILED, XPASSED)
+
+
+@dataclass(frozen=True)
+class OwnResult:
+    """The test's own result, kept beside the memory-safety verdict and never changed by it."""
+
+    outcome: str
+    message: str = ""            # first line of the failure or skip reason
+    duration_s: float = 0.0
+    unguarded_rerun: str = ""    # when a break made it fail guarded: how its own result was obtained instead
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OWN_OUTCOMES:
+            raise ValueError(f"unknown test outcome {self.outcome!r}; known: {', '.join(OWN_OUTCOMES)}")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"outcome": self.outcome, "message": self.message, "duration_s": round(self.duration_s, 3)}
+        if self.unguarded_rerun:
+            data["unguarded_rerun"] = self.unguarded_rerun
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "OwnResult":
+        return cls(str(data["outcome"]), str(data.get("message", "")), float(data.get("duration_s", 0.0)),
+                   str(data.get("unguarded_rerun", "")))
+
+
+def own_result(phases: Mapping[str, tuple[str, str, bool]], duration_s: float = 0.0) -> OwnResult:
+    """pytest's verdict from its phase reports: when -> (outcome, first line of its text, xfail-marked).
+
+    As pytest counts: a failed setup or teardown is an error, a failed call a failure; a skip in any phase a skip;
+    an xfail-marked call that failed is xfailed, one that passed (non-strict) xpassed."""
+    for when in ("setup", "call", "teardown"):
+        outcome, text, wasxfail = phases.get(when, ("passed", "", False))
+        if outcome == "failed":
+            return OwnResult(ERROR if when != "call" else FAILED, text, duration_s)
+        if outcome == "skipped":
+            return OwnResult(XFAILED if wasxfail else SKIPPED, text, duration_s)
+    if phases.get("call", ("", "", False))[2]:
+        return OwnResult(XPASSED, phases["call"][1], duration_s)
+    return OwnResult(PASSED, "", duration_s)
+
+
+@dataclass
+class Evidence:
+    """Everything the judge (gpu_memsafety.host.judge) knows about one test."""
+
+    test: str
+    mode: str
+    arch: str = ""
+    hits: list[GuardHit] = field(default_factory=list)           # markers: blocks whose guards changed
+    hits_truncated: int = 0
+    findings: list[Finding] = field(default_factory=list)        # memcheck / pages findings, already attributed
+    detector_problem: str = ""   # the detector ran but cannot be trusted (sanitizer truncated, ...)
+    breaks: list[Seen] = field(default_factory=list)
+    unavailable: str = ""        # the mode could not run here (no GPU, allocator not installed): why
+    missing: bool = False        # ... on a machine where it should have (a GPU is there): a failure, not a skip
+    context_lost: str = ""       # the CUDA context was lost during this test (a fault, a sticky error)
+    earlier_loss: str = ""       # the context was lost before this test: it ran in a dead process
+    guarded_blocks: int = 0      # blocks checked at its end (live, and freed during it)
+    allocated: int = 0           # allocations it made
+    guard_off: str = ""          # the test's gpu_memsafety marker turned guarding off: why
+    crashed: str = ""            # its process died while it ran (children): how
+
+    def to_json(self) -> dict[str, Any]:
+        return {"test": self.test, "mode": self.mode, "arch": self.arch,
+                "hits": [{"allocation": h.allocation.to_json(), "front": h.front.hex(), "back": h.back.hex(),
+                          "live": h.live} for h in self.hits],
+                "hits_truncated": self.hits_truncated, "findings": [f.to_json() for f in self.findings],
+                "detector_problem": self.detector_problem, "breaks": [b.to_json() for b in self.breaks],
+                "unavailable": self.unavailable, "missing": self.missing, "context_lost": self.context_lost, "earlier_loss": self.earlier_loss,
+                "guarded_blocks": self.guarded_blocks, "allocated": self.allocated, "guard_off": self.guard_off,
+                "crashed": self.crashed}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
+        hits = [GuardHit(Allocation.from_json(h["allocation"]), bytes.fromhex(h["front"]), bytes.fromhex(h["back"]),
+                         bool(h["live"])) for h in data.get("hits", ())]
+        return cls(test=str(data["test"]), mode=str(data["mode"]), arch=str(data.get("arch", "")), hits=hits,
+                   hits_truncated=int(data.get("hits_truncated", 0)),
+                   findings=[Finding.from_json(f) for f in data.get("findings", ())],
+                   detector_problem=str(data.get("detector_problem", "")),
+                   breaks=[Seen.from_json(b) for b in data.get("breaks", ())],
+                   unavailable=str(data.get("unavailable", "")), missing=bool(data.get("missing", False)),
+                   context_lost=str(data.get("context_lost", "")),
+                   earlier_loss=str(data.get("earlier_loss", "")), guarded_blocks=int(data.get("guarded_blocks", 0)),
+                   allocated=int(data.get("allocated", 0)), guard_off=str(data.get("guard_off", "")),
+                   crashed=str(data.get("crashed", "")))
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def module_of(nodeid: str) -> str:
+    """'tests/test_matmul.py::test_op[...]' -> 'tests/test_matmul.py' (a report's suite, and its matrix row)."""
+    return nodeid.split("::", 1)[0]
+
+
+def variant_of(nodeid: str) -> str:
+    """The parametrization id: 'tests/t.py::test_op[a-b]' -> 'a-b' ('' when not parametrized)."""
+    name = nodeid.rsplit("::", 1)[-1]
+    return name[name.index("[") + 1: -1] if name.endswith("]") and "[" in name else ""
+
+
+def sites(stack: Sequence[Any]) -> list[str]:
+    return [f"{getattr(f, 'file', '')}:{getattr(f, 'line', '')}" for f in stack]

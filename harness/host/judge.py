@@ -1,0 +1,279 @@
+"""The verdict for one test of a host suite (`pytest --gpu-memsafety`): from its Evidence to a CaseResult.
+
+The same closed outcomes as a scenario case (model.Outcome), decided here in one place, in this order (a test per
+rule in tests/test_host_judge.py):
+ 1. the mode could not run in this process: without a GPU, NOT_APPLICABLE; on a GPU machine (the allocator could not
+    be built or installed, memory was allocated before it could be, no compute-sanitizer) COULD_NOT_RUN, a failure;
+    both say what was needed and what was found, and the test ran unguarded.
+ 2. the test's gpu_memsafety marker turned guarding off: NOT_APPLICABLE, with the marker's reason.
+ 3. the CUDA context was lost before the test started: NOT_APPLICABLE (an earlier test's crash is that test's).
+ 4. its process died, or the CUDA context was lost while it ran, and no finding explains it: CRASHED.
+ 5. a break (gpu_memsafety.host.breaks) and nothing found: NOT_APPLICABLE with the break's reason.
+ 6. the detector ran but cannot be trusted (a truncated sanitizer output): UNRESOLVED.
+ 7. it made no CUDA allocation and nothing was found: NOT_APPLICABLE (nothing of its own to guard; the live blocks
+    of earlier tests were still checked, and a change in them would have been a finding of this test).
+ 8. findings against the marker's expectations: each expectation matched and nothing else: EXPECTED_FINDING;
+    anything unexpected: FINDING; an expectation this mode can see, not seen: UNEXPECTEDLY_CLEAN; else CLEAN.
+A baseline (judge.rules.apply_baseline) then accepts known findings by test and Finding.key().
+The test's own result never changes the verdict and is kept beside it (details["test"]).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
+from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHECK, OVERREAD, OVERWRITE, PAST_END,
+                                 REGIONS, ByteRange, CaseResult, DetectorRun, Finding, Outcome)
+from gpu_memsafety.placement.allocator import Allocation, GuardHit
+
+MARKERS, MEMCHECK_MODE, PAGES = "markers", "memcheck", "pages"
+MODES = {
+    MARKERS: "0xA5 guard bytes before and after every CUDA allocation, checked at each test's teardown (overwrites)",
+    MEMCHECK_MODE: "tests in batches under compute-sanitizer memcheck, caching allocator off, --padding (reads "
+                   "and writes outside every allocation)",
+    PAGES: "an unmapped guard page after (then, for a test that faults, before) every CUDA allocation (reads and "
+           "writes past a page, at full speed)",
+}
+# Which detectors each mode runs, and which finding kinds they can see.
+DETECTORS = {MARKERS: (GUARD,), MEMCHECK_MODE: (MEMCHECK,), PAGES: (GUARD_PAGE, GUARD)}
+SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE)}
+STACK_SHOWN = 6
+
+
+# ------------------------------------------------------------------------------------------- expectations
+
+class MarkerError(ValueError):
+    """A gpu_memsafety marker that cannot be read: says which argument and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One finding a test is known to produce (an upstream bug), matched field by field where given."""
+
+    kind: str
+    region: str | None = None
+    bytes: int | None = None
+    size: int | None = None      # the allocation's size in bytes
+    site: str | None = None      # a substring of a frame of the allocation's stack ("mxfp.py:142", "downcast")
+
+    def matches(self, finding: Finding, allocation: Mapping[str, str]) -> bool:
+        blind = finding.detector == GUARD_PAGE and {finding.kind, self.kind} <= {OVERREAD, OVERWRITE}
+        if finding.kind != self.kind and not blind:
+            return False
+        if self.region is not None and finding.region != self.region and finding.exact:
+            return False
+        if self.bytes is not None and finding.exact and finding.bytes != self.bytes:
+            return False
+        if self.size is not None and allocation.get("size") != str(self.size):
+            return False
+        return self.site is None or self.site in allocation.get("stack", "")
+
+    def describe(self) -> str:
+        parts = [self.kind]
+        parts += [f"{self.region}"] if self.region else []
+        parts += [f"{self.bytes} B"] if self.bytes is not None else []
+        parts += [f"of a {self.size} B allocation"] if self.size is not None else []
+        parts += [f"allocated at {self.site}"] if self.site else []
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TestMarker:
+    """A test's `@pytest.mark.gpu_memsafety(...)`: known bugs, or what not to guard."""
+
+    expected: tuple[Expected, ...] = ()
+    issue: str = ""
+    guard: bool = True
+    sites: tuple[str, ...] = ()   # only findings in allocations made at one of these sites count
+    reason: str = ""
+
+    def describe(self) -> str:
+        if not self.expected:
+            return "clean"
+        issue = f" (upstream {self.issue})" if self.issue else ""
+        return "; ".join(e.describe() for e in self.expected) + issue
+
+
+MARKER_ARGS = ("expect", "issue", "guard", "sites", "reason", "bytes", "region", "size", "site")
+
+
+def marker_from(kwargs: Mapping[str, Any]) -> TestMarker:
+    """Read `gpu_memsafety(expect=..., issue=..., guard=..., sites=..., reason=...)`; expect is a kind ("overread"),
+    a dict of Expected's fields, or a list of either; bytes/region/size/site beside a single kind apply to it."""
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if unknown:
+        raise MarkerError(f"gpu_memsafety marker: unknown argument(s) {', '.join(unknown)}; known: {', '.join(MARKER_ARGS)}")
+    guard = kwargs.get("guard", True)
+    if not isinstance(guard, bool):
+        raise MarkerError(f"gpu_memsafety marker: guard must be True or False, got {guard!r}")
+    raw = kwargs.get("expect", ())
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    shared = {k: kwargs[k] for k in ("bytes", "region", "size", "site") if k in kwargs}
+    if shared and len(items) != 1:
+        raise MarkerError("gpu_memsafety marker: bytes/region/size/site go with a single expect=KIND; "
+                          "for several, give expect=[{'kind': ..., 'bytes': ...}, ...]")
+    expected = tuple(_expected(item if isinstance(item, dict) else {"kind": item, **shared}) for item in items)
+    sites = kwargs.get("sites", ())
+    sites = (sites,) if isinstance(sites, str) else tuple(str(s) for s in sites)
+    return TestMarker(expected, str(kwargs.get("issue", "")), guard, sites, str(kwargs.get("reason", "")))
+
+
+def _expected(fields: Mapping[str, Any]) -> Expected:
+    kind = fields.get("kind")
+    if kind not in KINDS:
+        raise MarkerError(f"gpu_memsafety marker: expect kind {kind!r} is not one of {', '.join(KINDS)}")
+    region = fields.get("region")
+    if region is not None and region not in REGIONS:
+        raise MarkerError(f"gpu_memsafety marker: region {region!r} is not one of {', '.join(REGIONS)}")
+    extra = sorted(set(fields) - {"kind", "region", "bytes", "size", "site"})
+    if extra:
+        raise MarkerError(f"gpu_memsafety marker: unknown expect field(s) {', '.join(extra)}")
+    for key in ("bytes", "size"):
+        if fields.get(key) is not None and (not isinstance(fields[key], int) or fields[key] < 0):
+            raise MarkerError(f"gpu_memsafety marker: {key} must be a non-negative int, got {fields[key]!r}")
+    return Expected(str(kind), region, fields.get("bytes"), fields.get("size"),
+                    str(fields["site"]) if fields.get("site") else None)
+
+
+# ------------------------------------------------------------------------------------------- findings
+
+def allocation_details(alloc: Allocation, test: str) -> tuple[tuple[str, str], ...]:
+    """What a finding says about the allocation it hit: size, who made it, where (innermost frame first)."""
+    stack = "\n".join(f.describe() for f in alloc.stack[:STACK_SHOWN]) or "(no Python frame outside torch)"
+    made = "this test" if alloc.test == test else alloc.test
+    freed = f"; freed during {'this test' if alloc.freed_in == test else alloc.freed_in}" if alloc.freed_in else ""
+    return (("size", str(alloc.size)), ("allocated_in", made + freed), ("device", f"cuda:{alloc.device}"),
+            ("stack", stack))
+
+
+def guard_findings(hits: Sequence[GuardHit], test: str, arch: str) -> list[Finding]:
+    """Changed marker bytes -> one overwrite finding per allocation and side (before_start, past_end)."""
+    out = []
+    for hit in hits:
+        by_region: dict[str, list[ByteRange]] = defaultdict(list)
+        for lo, hi in hit.changed_runs():
+            region = BEFORE_START if hi <= 0 else PAST_END
+            by_region[region].append(ByteRange(region, lo, hi, _where(lo, hi, hit.allocation.size)))
+        for region, ranges in by_region.items():
+            nbytes = sum(r.nbytes for r in ranges)
+            state = "still allocated (markers re-armed)" if hit.live else "freed during the test; checked before release"
+            out.append(Finding(detector=GUARD, kind=OVERWRITE, buffer=hit.allocation.label, region=region,
+                               bytes=nbytes, count=len(ranges), arch=arch, ranges=tuple(ranges),
+                               note=f"{nbytes} marker byte(s) changed {_side(region)} a {hit.allocation.size} B "
+                                    f"allocation; {state}",
+                               details=(("access", "write"), *allocation_details(hit.allocation, test))))
+    return out
+
+
+def _side(region: str) -> str:
+    return "before the start of" if region == BEFORE_START else "past the end of"
+
+
+def _where(lo: int, hi: int, size: int) -> str:
+    if hi <= 0:
+        return f"{-lo} to {-hi + 1} B before the first byte" if hi < 0 else f"{-lo} B before the first byte"
+    return f"bytes {lo - size}..{hi - size - 1} past the end (offsets {lo}..{hi - 1})"
+
+
+# --------------------------------------------------------------------------------------------- verdict
+
+def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> CaseResult:
+    marker = marker or TestMarker()
+    runs = _detector_runs(ev)
+
+    def result(outcome: Outcome, message: str, findings: Sequence[Finding] = ()) -> CaseResult:
+        return _case(ev, own, marker, outcome, message, list(findings), runs)
+
+    if ev.unavailable:
+        outcome = Outcome.COULD_NOT_RUN if ev.missing else Outcome.NOT_APPLICABLE
+        return result(outcome, f"{ev.mode} mode could not run here: {ev.unavailable}; the test ran unguarded")
+    if not marker.guard:
+        return result(Outcome.NOT_APPLICABLE, f"not guarded: its gpu_memsafety marker says guard=False"
+                                             f"{': ' + marker.reason if marker.reason else ''}")
+    if ev.earlier_loss:
+        return result(Outcome.NOT_APPLICABLE, f"not checked: {ev.earlier_loss}")
+    findings = ev.findings + guard_findings(ev.hits, ev.test, ev.arch)
+    findings, ignored = _narrow(findings, marker.sites)
+    lost = ev.crashed or ev.context_lost
+    if lost and not any(f.detector == GUARD_PAGE for f in findings):
+        return result(Outcome.CRASHED, f"{lost}; {_own_words(own)}", findings)
+    if ev.breaks and not findings:
+        return result(Outcome.NOT_APPLICABLE, "; ".join(b.reason() for b in ev.breaks))
+    if ev.detector_problem:
+        return result(Outcome.UNRESOLVED, f"{ev.detector_problem}; nothing it saw is trusted", findings)
+    if not findings and not ev.allocated:
+        why = f" ({own.outcome}: {own.message})" if own.outcome != "passed" and own.message else ""
+        live = (f"; {ev.guarded_blocks} allocation(s) of earlier tests, still live, were checked and unchanged"
+                if ev.guarded_blocks else "")
+        return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{why}{live}")
+    outcome, message = _verdict(ev, findings, marker)
+    if ignored:
+        message += f"; {ignored} finding(s) outside the marker's sites ({', '.join(marker.sites)}) not counted"
+    if ev.hits_truncated:
+        message += f"; {ev.hits_truncated} more allocation(s) with changed guards were not listed"
+    return result(outcome, message, findings)
+
+
+def _narrow(findings: list[Finding], sites: Sequence[str]) -> tuple[list[Finding], int]:
+    if not sites:
+        return findings, 0
+    kept = [f for f in findings if any(s in f.detail("stack") for s in sites)]
+    return kept, len(findings) - len(kept)
+
+
+def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker) -> tuple[Outcome, str]:
+    seeable = {k for d in DETECTORS[ev.mode] for k in SEES[d]}
+    unexpected = [f for f in findings if not any(e.matches(f, dict(f.details)) for e in marker.expected)]
+    visible = [e for e in marker.expected if e.kind in seeable]
+    missing = [e for e in visible if not any(e.matches(f, dict(f.details)) for f in findings)]
+    unseen = [e for e in marker.expected if e.kind not in seeable]
+    blind = (f"; not checkable in {ev.mode} mode (it cannot see {', '.join(sorted({e.kind for e in unseen}))}): "
+             f"{'; '.join(e.describe() for e in unseen)}") if unseen else ""
+    issue = f" (upstream {marker.issue})" if marker.issue else ""
+    if unexpected:
+        extra = f"; also expected but not seen: {'; '.join(e.describe() for e in missing)}" if missing else ""
+        return Outcome.FINDING, "; ".join(_short(f) for f in unexpected) + extra + blind
+    if missing:
+        return Outcome.UNEXPECTEDLY_CLEAN, (f"expected but not seen: {'; '.join(e.describe() for e in missing)}"
+                                            f"{issue}: the bug may be fixed (or the test no longer reaches it)" + blind)
+    if findings:
+        return Outcome.EXPECTED_FINDING, "; ".join(_short(f) for f in findings) + issue + blind
+    checked = f"{ev.guarded_blocks} allocation(s) checked" if ev.mode != MEMCHECK_MODE else "no memcheck record"
+    return Outcome.CLEAN, f"clean under {'/'.join(DETECTORS[ev.mode])} ({checked})" + blind
+
+
+def _short(f: Finding) -> str:
+    return f"{f.detector} {f.kind} of {f.buffer}/{f.region} {f.bytes} B" + (f" by {f.kernel}" if f.kernel else "")
+
+
+def _own_words(own: OwnResult) -> str:
+    return f"the test itself {own.outcome}" + (f" ({own.message})" if own.message else "")
+
+
+def _detector_runs(ev: Evidence) -> list[DetectorRun]:
+    runs = []
+    for det in DETECTORS[ev.mode]:
+        if ev.unavailable:
+            runs.append(DetectorRun(det, False, ev.unavailable))
+        elif ev.detector_problem:
+            runs.append(DetectorRun(det, False, ev.detector_problem))
+        else:
+            runs.append(DetectorRun(det, True, {GUARD: "markers verified at teardown", MEMCHECK: "compute-sanitizer ran",
+                                                GUARD_PAGE: "VMM guard pages"}[det]))
+    return runs
+
+
+def _case(ev: Evidence, own: OwnResult, marker: TestMarker, outcome: Outcome, message: str, findings: list[Finding],
+          runs: list[DetectorRun]) -> CaseResult:
+    details: dict[str, Any] = {"test": own.to_json(),
+                               "allocations": {"made": ev.allocated, "checked": ev.guarded_blocks}}
+    if ev.breaks:
+        details["breaks"] = [b.to_json() for b in ev.breaks]
+    if marker.issue:
+        details["upstream"] = marker.issue
+    return CaseResult(case_id=ev.test, scenario=module_of(ev.test), variant=variant_of(ev.test), params={},
+                      kernel=module_of(ev.test), arch=ev.arch, mode=ev.mode, outcome=outcome,
+                      expected=marker.describe(), findings=findings, detectors=runs,
+                      message=f"{message}; {_own_words(own)}", duration_s=own.duration_s, details=details)

@@ -1,0 +1,252 @@
+"""`pytest --gpu-memsafety` end to end on the CPU: a small host suite run in a fresh pytest process, with the fake
+allocator and fake compute-sanitizer of tests/host_fake.py standing in for the GPU.
+
+Flag off: the suite collects and runs exactly as without the plugin. Flag on without a GPU: every test `not
+applicable`, the suite's own results and exit code kept. Flag on with the fake: findings fail their test at
+teardown (the test's own result kept), known bugs are expected findings, breaks are routed, xdist workers report
+to one report, memcheck children attribute each record to the test that made it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+SUITE = '''import pytest
+import host_fake
+
+
+def test_clean():
+    host_fake.allocate(100).write(0, b"x" * 100)
+
+
+def test_overwrite():
+    host_fake.allocate(4000).write(4000, b"\\0\\0\\0\\0")
+
+
+def test_fails_itself():
+    host_fake.allocate(8)
+    assert 1 == 2
+
+
+@pytest.mark.gpu_memsafety(expect="overwrite", bytes=2, region="past_end", issue="org/repo#5")
+def test_known_bug():
+    host_fake.allocate(16).write(16, b"ab")
+
+
+def test_cpu_only():
+    pass
+
+
+@pytest.mark.skip(reason="needs Hopper")
+def test_skipped():
+    pass
+
+
+def test_freed_block_checked_before_release():
+    block = host_fake.allocate(64)
+    block.write(-1, b"z")
+    block.free()
+
+
+def test_stats_break():
+    host_fake.allocate(8)
+    if host_fake.CURRENT is not None:   # what torch says under a pluggable allocator
+        raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an issue")
+
+
+def test_reads_past_the_end():
+    block = host_fake.allocate(4000)
+    host_fake.read(block, 3996, 8)      # 4 B past the end: memcheck sees it, markers do not
+'''
+
+OWN = {"test_clean": "passed", "test_overwrite": "passed", "test_fails_itself": "failed", "test_known_bug": "passed",
+       "test_cpu_only": "passed", "test_skipped": "skipped", "test_freed_block_checked_before_release": "passed",
+       "test_stats_break": "passed", "test_reads_past_the_end": "passed"}
+
+
+def line_of(snippet: str) -> int:
+    """The line of SUITE (test_suite.py) holding `snippet`: where an allocation's stack must point."""
+    return next(i for i, line in enumerate(SUITE.splitlines(), 1) if snippet in line)
+
+
+def make_suite(tmp_path: Path) -> Path:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (suite / "test_suite.py").write_text(SUITE)
+    return suite
+
+
+def environment(suite: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A fresh pytest's environment: this folder importable (host_fake), plugins loaded only by -p, no GPU."""
+    paths = [str(HERE), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               GPU_MEMSAFETY_CACHE=str(suite.parent / "cache"), CUDA_VISIBLE_DEVICES="", **(extra or {}))
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
+        env.pop(name, None)
+    return env
+
+
+def run(suite: Path, *args: str, env: dict[str, str] | None = None, plugin: bool = True) -> subprocess.CompletedProcess[str]:
+    load = ["-p", "gpu_memsafety.fixtures.plugin"] if plugin else []
+    return subprocess.run([sys.executable, "-m", "pytest", *load, *args], cwd=suite, env=environment(suite, env),
+                          capture_output=True, text=True, timeout=300)
+
+
+def outcomes(stdout: str) -> dict[str, str]:
+    """Test name -> pytest's word for it, from `-rA`'s short summary ('PASSED test_suite.py::test_a')."""
+    found = {}
+    for word, name in re.findall(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) \S*?::?(test_\w+)", stdout, re.M):
+        found.setdefault(name, set()).add(word)
+    return {name: "+".join(sorted(words)) for name, words in found.items()}
+
+
+def report(path: Path) -> dict[str, Any]:
+    return {c["id"].split("::")[-1]: c for c in json.loads((path / "report.json").read_text())["cases"]}
+
+
+def test_flag_off_collects_and_runs_exactly_as_without_the_plugin(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    without = run(suite, "-p", "host_fake", "-rA", "-q", plugin=False)
+    with_plugin = run(suite, "-p", "host_fake", "-rA", "-q")
+    assert outcomes(without.stdout) and outcomes(with_plugin.stdout) == outcomes(without.stdout)
+    assert with_plugin.returncode == without.returncode == 1
+    collected = run(suite, "-p", "host_fake", "--collect-only", "-q").stdout.splitlines()[:9]
+    assert collected == [f"test_suite.py::{name}" for name in OWN]
+    assert "gpu-memsafety" not in with_plugin.stdout
+
+
+@pytest.mark.parametrize("spelling", [["--gpu-memsafety=guards"], ["--gpu-memsafety", "guards"]])
+def test_unknown_mode_is_a_usage_error_listing_the_modes(tmp_path: Path, spelling: list[str]) -> None:
+    proc = run(make_suite(tmp_path), *spelling)
+    assert proc.returncode == 4
+    text = proc.stderr + proc.stdout
+    assert "'guards'" in text and all(m in text for m in ("markers", "memcheck", "pages"))
+
+
+def test_a_path_after_the_bare_flag_is_a_path(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    (suite / "test_other.py").write_text("def test_other():\n    pass\n")
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "test_other.py", "-rA", "-q")
+    assert outcomes(proc.stdout) == {"test_other": "PASSED"}, proc.stdout[-2000:]
+    proc = run(suite, "-p", "host_fake", "test_suite.py::test_clean", "--gpu-memsafety", "test_other.py", "-rA", "-q")
+    assert outcomes(proc.stdout) == {"test_clean": "PASSED", "test_other": "PASSED"}
+
+
+def test_without_a_gpu_every_test_is_not_applicable_and_the_suites_results_stand(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    plain = run(suite, "-p", "host_fake", "-rA", "-q")
+    # no fake allocator here: the real one needs a GPU, and CUDA_VISIBLE_DEVICES is empty
+    proc = run(suite, "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-rA", "-q")
+    assert outcomes(proc.stdout) == outcomes(plain.stdout) and proc.returncode == plain.returncode
+    cases = report(tmp_path / "r")
+    assert set(cases) == set(OWN)
+    for name, case in cases.items():
+        assert case["outcome"] == "not applicable", (name, case["message"])
+        assert "needs a CUDA GPU; found none" in case["message"]
+        assert case["details"]["test"]["outcome"] == OWN[name]
+
+
+def test_markers_mode_with_the_fake_allocator(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
+               "-rA", "-q")
+    got = outcomes(proc.stdout)
+    assert got["test_overwrite"] == "ERROR+PASSED"          # its own call passed, its teardown holds the finding
+    assert got["test_fails_itself"] == "FAILED" and got["test_clean"] == "PASSED"
+    assert got["test_known_bug"] == "PASSED" and got["test_stats_break"] == "PASSED"
+    assert proc.returncode == 1
+    cases = report(tmp_path / "r")
+    assert {n: c["outcome"] for n, c in cases.items()} == {
+        "test_clean": "clean", "test_overwrite": "finding", "test_fails_itself": "clean",
+        "test_known_bug": "expected finding", "test_cpu_only": "not applicable", "test_skipped": "not applicable",
+        "test_freed_block_checked_before_release": "finding", "test_stats_break": "not applicable",
+        "test_reads_past_the_end": "clean"}
+    (finding,) = cases["test_overwrite"]["findings"]
+    line = line_of("allocate(4000).write(4000")
+    assert (finding["buffer"], finding["region"], finding["bytes"]) == (f"alloc 4000 B at test_suite.py line {line}", "past_end", 4)
+    assert f"test_suite.py:{line} in test_overwrite" in finding["details"]["stack"]
+    assert cases["test_fails_itself"]["details"]["test"]["outcome"] == "failed"
+    (freed,) = cases["test_freed_block_checked_before_release"]["findings"]
+    assert freed["region"] == "before_start" and "freed during" in freed["details"]["allocated_in"]
+    stats = cases["test_stats_break"]
+    assert "pytorch/pytorch#133281" in stats["message"] and "without the guard allocator" in stats["details"]["test"]["unguarded_rerun"]
+    assert "test_overwrite" in proc.stdout.split("GPU memory-safety (markers)")[-1]
+
+
+def test_xdist_workers_report_every_test_to_one_report(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    proc = run(suite, "-p", "xdist.plugin", "-p", "host_fake", "-n", "2", "--gpu-memsafety",
+               "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q")
+    cases = report(tmp_path / "r")
+    assert set(cases) == set(OWN), proc.stdout[-3000:]
+    assert cases["test_overwrite"]["outcome"] == "finding" and cases["test_known_bug"]["outcome"] == "expected finding"
+
+
+def test_memcheck_children_attribute_each_record_to_its_test_and_allocation(tmp_path: Path) -> None:
+    from host_fake import install_fake_memcheck
+    suite = make_suite(tmp_path)
+    sanitizer = install_fake_memcheck(tmp_path)
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety=memcheck", "--gpu-memsafety-batch", "4",
+               "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-rA", "-q", env={"HOST_FAKE_SANITIZER": str(sanitizer)})
+    cases = report(tmp_path / "r")
+    assert set(cases) == set(OWN), proc.stdout[-3000:]
+    (finding,) = cases["test_reads_past_the_end"]["findings"]
+    assert (finding["detector"], finding["kind"], finding["region"], finding["bytes"]) == ("memcheck", "overread", "past_end", 4)
+    line = line_of("block = host_fake.allocate(4000)")
+    assert finding["buffer"] == f"alloc 4000 B at test_suite.py line {line}" and finding["details"]["size"] == "4000"
+    assert cases["test_overwrite"]["outcome"] == "clean"             # a write inside its guard: memcheck cannot see it
+    got = outcomes(proc.stdout)
+    assert got["test_fails_itself"] == "FAILED" and got["test_reads_past_the_end"] == "ERROR+PASSED"
+    assert got["test_stats_break"] == "PASSED" and cases["test_stats_break"]["outcome"] == "not applicable"
+    assert cases["test_reads_past_the_end"]["arch"] == "sm_fake"
+
+
+def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r1"), "-q")
+    from gpu_memsafety.judge.baseline import write_baseline
+    from gpu_memsafety.report import cases_from_report, load_report
+    results = [r for r in cases_from_report(load_report(tmp_path / "r1" / "report.json"))
+               if r.case_id.endswith("test_overwrite")]
+    write_baseline(results, tmp_path / "baseline.json")
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", f"--gpu-memsafety-baseline={tmp_path / 'baseline.json'}",
+               "--gpu-memsafety-report-dir", str(tmp_path / "r2"), "-rA", "-q")
+    assert report(tmp_path / "r2")["test_overwrite"]["outcome"] == "expected finding"
+    assert outcomes(proc.stdout)["test_overwrite"] == "PASSED"
+    bad = run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-baseline=nowhere.json")
+    assert bad.returncode == 4 and "nowhere.json" in bad.stderr + bad.stdout
+
+
+def test_a_bad_marker_fails_that_test_only(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    (suite / "test_marker.py").write_text("import pytest\n\n@pytest.mark.gpu_memsafety(expect='overwritten')\n"
+                                          "def test_bad():\n    pass\n\ndef test_good():\n    pass\n")
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "test_marker.py", "-rA", "-q")
+    got = outcomes(proc.stdout)
+    assert got == {"test_bad": "ERROR+PASSED", "test_good": "PASSED"} and "overwritten" in proc.stdout
+
+
+@pytest.mark.parametrize("allocated", ["before"])
+def test_an_allocation_before_the_allocator_is_named(tmp_path: Path, allocated: str) -> None:
+    suite = make_suite(tmp_path)
+    (suite / "early.py").write_text(
+        "import pytest\nfrom gpu_memsafety.placement.allocator import AllocatorUnavailable, describe_early_allocations\n"
+        "@pytest.hookimpl(optionalhook=True)\n"
+        "def pytest_gpu_memsafety_make_allocator(config, placement):\n"
+        "    raise AllocatorUnavailable(describe_early_allocations([{'device': 0, 'total_size': 2097152, "
+        "'blocks': [{'size': 4096, 'state': 'active_allocated'}]}]))\n"
+        "@pytest.hookimpl(optionalhook=True)\ndef pytest_gpu_memsafety_devices(config):\n    return ['fake0']\n")
+    proc = run(suite, "-p", "early", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q")
+    cases = report(tmp_path / "r")
+    assert all(c["outcome"] == "could not run" for c in cases.values()), proc.stdout[-2000:]
+    assert "4,096 B on cuda:0" in cases["test_clean"]["message"] and "before the guard allocator" in cases["test_clean"]["message"]

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Issue 25 on the H200: `pytest --gpu-memsafety[=MODE]` on test suites, one call (about 7 minutes):
+#   calib   our calibration suite (tools/device/hostsuite/calib/): plain, markers, memcheck, pages. What it must show:
+#           test_store_one_past_the_end: markers finding (4 B written past the end of alloc 4000 B, the test passing),
+#           memcheck findings (4 B read past x, 4 B written past y); test_known_off_by_one: expected finding in both;
+#           test_memory_stats_break / test_cudnn_benchmark_break: not applicable (pytorch#133281 / #98481), their own
+#           result `passed` from a run without the guard allocator; test_graph_capture_break: not applicable
+#           (pytorch#163257); test_cpu_only: not applicable (nothing to guard); test_clean_copy: clean.
+#   tk      triton_kernels' own tests, the version of the vendored copy A (triton-lang/triton d4399a15, see
+#           tools/device/hostsuite_prepare.sh), nothing of ours in them: a subset (SUBSET, below) plain, markers and
+#           memcheck, with wall times (timing.txt), tests collected / run / not applicable (reasons) / findings.
+#   k2880   the K=2880 mxfp4 case a user's conftest.py adds to test_matmul.py::test_op (tools/device/hostsuite/
+#           conftest_k2880.py, no upstream file edited), non-persistent, no gather/scatter: plain (passes: the bug is
+#           silent), markers (a read: markers do not see it), memcheck: an overread of `alloc 92160 B` (the Hopper
+#           scale), 64 B past its end, as scenario last_expert_oob_read reports (evidence/h200/run3-last-expert).
+# Carry [".vendor"] holding .vendor/sgl-kernel-0.3.21/triton_kernels (copy A) and
+# .vendor/triton-kernels-tests-d4399a15/tests (put there by tools/device/hostsuite_prepare.sh).
+# Everything under $OUT: summary.txt (every case, finding, message), steps.txt, env.txt, timing.txt, counts.txt,
+# reports.tgz (report.json, junit.xml, summary.md and the pytest log of every step). Each step logs and goes on.
+#   BUDGET=420 (s for the whole call); PART=all|calib|tk|k2880
+set -u
+set -o pipefail
+export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
+REPO=$PWD; OUT=${OUT:-/tmp/out}; R=/tmp/hostsuite-r; mkdir -p "$OUT" "$R"
+BUDGET_S=${BUDGET:-420}; T_START=$(date +%s); LOGS="$R"; PART=${PART:-all}
+export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
+source "$(dirname "$0")/steps.sh"
+TK="$REPO/.vendor/sgl-kernel-0.3.21"; TESTS="$REPO/.vendor/triton-kernels-tests-d4399a15/tests"
+SUITE=$R/tk; CAL=$R/calib; PY="$REPO/.venv/bin/python"
+# The tk subset: routing, mxfp conversions, swiglu, compaction, and test_op's bf16 x mxfp4 and fp16 cases on small
+# shapes, non-persistent (the whole test_op grid is 3,320 cases: hours).
+SUBSET=${SUBSET:-"tests/test_routing.py tests/test_mxfp.py tests/test_swiglu.py tests/test_compaction.py tests/test_matmul.py"}
+SUBSET_K=${SUBSET_K:-"not test_op or (False-False-False-False-False-16- and (16-256-256 or 300-400-400))"}
+
+{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  which compute-sanitizer nvcc; ls "$TK/triton_kernels" | head -3; sha256sum "$TESTS"/*.py
+} > "$R/env.txt" 2>&1
+step bootstrap 150 make .venv/.bootstrap-gpu
+"$PY" -c "import gpu_memsafety, sys; print('gpu_memsafety from', gpu_memsafety.__file__, sys.version)" >> "$R/env.txt" 2>&1
+mkdir -p "$SUITE"; cp -r "$TESTS" "$SUITE/tests"; cp tools/device/hostsuite/conftest_k2880.py "$SUITE/conftest.py"
+rm -rf "$CAL"; cp -r tools/device/hostsuite/calib "$CAL"
+export PYTHONPATH="$TK${PYTHONPATH:+:$PYTHONPATH}"
+
+# hs NAME LIMIT DIR ARGS...: pytest in DIR (its own rootdir), its log and (with --gpu-memsafety) reports in $R/NAME.
+# (a script, not a function: `timeout` runs programs)
+printf '#!/usr/bin/env bash\nname=$1; dir=$2; shift 2\ncd "$dir" && exec %s -m pytest -p no:cacheprovider -rfEs -o junit_family=xunit2 --junitxml "%s/$name.junit.xml" "$@"\n' "$PY" "$R" > /tmp/hsrun.sh
+chmod +x /tmp/hsrun.sh
+hs() { local name=$1 limit=$2 dir=$3; shift 3; step "$name" "$limit" /tmp/hsrun.sh "$name" "$dir" "$@"; }
+guarded() { local name=$1 limit=$2 dir=$3 mode=$4; shift 4
+  hs "$name" "$limit" "$dir" "--gpu-memsafety=$mode" --gpu-memsafety-report-dir "$R/$name" "$@"; }
+
+if [ "$PART" = all ] || [ "$PART" = calib ]; then
+  hs calib-plain 60 "$CAL" test_calib.py
+  guarded calib-markers 90 "$CAL" markers test_calib.py
+  guarded calib-memcheck 120 "$CAL" memcheck test_calib.py --gpu-memsafety-batch 8
+  guarded calib-pages 90 "$CAL" pages test_calib.py -k "one_past_the_end or clean_copy"
+fi
+if [ "$PART" = all ] || [ "$PART" = k2880 ]; then
+  # The user's case: its node ids, non-persistent without gather/scatter/gammas (the scenario's routed matmul).
+  (cd "$SUITE" && "$PY" -m pytest -p no:cacheprovider --collect-only -q tests/test_matmul.py -k "2880 and 4-2-1-1-True" \
+     2>&1 | grep '::test_op\[False-False-False-False-False-' > "$R/k2880.ids"); head -3 "$R/k2880.ids"
+  K=$(head -2 "$R/k2880.ids" | tr '\n' ' ')
+  if [ -n "$K" ]; then
+    hs k2880-plain 90 "$SUITE" $K
+    guarded k2880-markers 90 "$SUITE" markers $K
+    guarded k2880-memcheck 150 "$SUITE" memcheck $K
+  else echo "[k2880] no K=2880 node id collected: see k2880.ids" | tee -a "$R/steps.txt"; fi
+fi
+if [ "$PART" = all ] || [ "$PART" = tk ]; then
+  (cd "$SUITE" && "$PY" -m pytest -p no:cacheprovider --collect-only -q $SUBSET -k "$SUBSET_K" 2>&1 | tail -1) > "$R/tk.collected"
+  hs tk-plain 120 "$SUITE" $SUBSET -k "$SUBSET_K"
+  guarded tk-markers 150 "$SUITE" markers $SUBSET -k "$SUBSET_K"
+  guarded tk-memcheck 200 "$SUITE" memcheck tests/test_routing.py tests/test_swiglu.py -k "$SUBSET_K" --gpu-memsafety-batch 64
+fi
+
+"$PY" tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
+{ for f in "$R"/*.log; do n=$(basename "$f" .log); echo "$n: $(grep -E '^[0-9]+ (passed|failed)|^=+ .* in [0-9.]+s' "$f" | tail -1)"; done
+  grep "wall_s" "$R/steps.txt"; cat "$R/tk.collected" 2>/dev/null; } > "$R/timing.txt" 2>&1
+"$PY" - "$R" > "$R/counts.txt" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+from pathlib import Path
+for report in sorted(Path(sys.argv[1]).glob("*/report.json")):
+    doc = json.loads(report.read_text())
+    cases = doc["cases"]
+    own = Counter(c["details"].get("test", {}).get("outcome", "?") for c in cases)
+    reasons = Counter(c["message"].split(";")[0][:120] for c in cases if c["outcome"] == "not applicable")
+    print(f"== {report.parent.name}: {len(cases)} tests; verdicts {dict(Counter(c['outcome'] for c in cases))}; "
+          f"own {dict(own)}; findings {sum(len(c['findings']) for c in cases)}")
+    for why, n in reasons.most_common(8):
+        print(f"   not applicable x{n}: {why}")
+PY
+cat "$R/steps.txt" "$R/timing.txt" "$R/counts.txt"; grep -E "^==|memcheck|guard " "$R/summary.txt" | head -60
+cp "$R/summary.txt" "$R/steps.txt" "$R/env.txt" "$R/timing.txt" "$R/counts.txt" "$OUT/"
+tar czf "$OUT/reports.tgz" --exclude='*.xml.tmp' --exclude='tk/tests' --exclude='calib/__pycache__' -C "$R" . 2>/dev/null
+ls -la "$OUT"
