@@ -97,4 +97,14 @@ WHEEL_SHA256: dict[str, str] = {
         "0f77406e2773ad18109369417b5ccf6aee3c813867dbd5d2d97170bfa7b491f1",
     "apache_tvm_ffi-0.1.11-cp314-cp314t-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl":
         "78f0c9dc69727665de58faebacf6a3f4a1d75a355591e963e1bc691fc9bf5cd5",
+    # vllm 0.27.1 / 0.33.0 (x86_64 only: PyPI's file as `pip download` fetched it, hashed here on 2026-12-01),
+    # flashinfer-python 0.7.1 / 0.7.2 (pure Python: one wheel for every machine)
+    "vllm-0.27.1-cp38-abi3-manylinux_2_28_x86_64.whl":
+        "98e9fc2a1ed8549a733c9d1b242e2002b82367da9e29e37801761438cb3a2670",
+    "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl":
+        "4b6bdec4ab269990bf70d45a3c1e94c3760a27064513760193b26d6f0da883aa",
+    "flashinfer_python-0.7.1-py3-none-any.whl":
+        "69302ed6e91314a85a4392324becc194594a782ba181646d25d5c305e1b7e8c4",
+    "flashinfer_python-0.7.2-py3-none-any.whl":
+        "770550a0aa92b2f10e6c9a1f048dd43713f0f3bb6a12710186fcf8e4e9c99bd8",
 }
