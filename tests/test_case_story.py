@@ -110,6 +110,6 @@ def test_a_finding_a_baseline_accepted_is_recorded_and_reads_back() -> None:
     baseline = baseline_from_results([copy.deepcopy(result)])
     accepted = apply_baseline(result, baseline)
     assert accepted.outcome is Outcome.EXPECTED_FINDING
-    assert accepted.details["baseline"] == {"accepted": [finding().key()]}
+    assert [e["finding"] for e in accepted.details["baseline"]] == [finding().key()]
     doc = build_report([accepted], {}, started="s", finished="f", argv=[])
     assert validate_report(json.loads(report_json_text(doc)))["summary"]["status"] == "passed"

@@ -37,7 +37,7 @@ MODES = {
            "writes past a page, at full speed)",
 }
 # Which detectors each mode runs, and which finding kinds they can see.
-DETECTORS = {MARKERS: (GUARD,), MEMCHECK_MODE: (MEMCHECK,), PAGES: (GUARD_PAGE, GUARD)}
+MODE_DETECTORS = {MARKERS: (GUARD,), MEMCHECK_MODE: (MEMCHECK,), PAGES: (GUARD_PAGE, GUARD)}
 SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE)}
 STACK_SHOWN = 6
 
@@ -224,7 +224,7 @@ def _narrow(findings: list[Finding], sites: Sequence[str]) -> tuple[list[Finding
 
 
 def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker) -> tuple[Outcome, str]:
-    seeable = {k for d in DETECTORS[ev.mode] for k in SEES[d]}
+    seeable = {k for d in MODE_DETECTORS[ev.mode] for k in SEES[d]}
     unexpected = [f for f in findings if not any(e.matches(f, dict(f.details)) for e in marker.expected)]
     visible = [e for e in marker.expected if e.kind in seeable]
     missing = [e for e in visible if not any(e.matches(f, dict(f.details)) for f in findings)]
@@ -241,7 +241,7 @@ def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker) -> tuple
     if findings:
         return Outcome.EXPECTED_FINDING, "; ".join(_short(f) for f in findings) + issue + blind
     checked = f"{ev.guarded_blocks} allocation(s) checked" if ev.mode != MEMCHECK_MODE else "no memcheck record"
-    return Outcome.CLEAN, f"clean under {'/'.join(DETECTORS[ev.mode])} ({checked})" + blind
+    return Outcome.CLEAN, f"clean under {'/'.join(MODE_DETECTORS[ev.mode])} ({checked})" + blind
 
 
 def _short(f: Finding) -> str:
@@ -254,7 +254,7 @@ def _own_words(own: OwnResult) -> str:
 
 def _detector_runs(ev: Evidence) -> list[DetectorRun]:
     runs = []
-    for det in DETECTORS[ev.mode]:
+    for det in MODE_DETECTORS[ev.mode]:
         if ev.unavailable:
             runs.append(DetectorRun(det, False, ev.unavailable))
         elif ev.detector_problem:
