@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from gpu_memsafety.model import CaseResult, Outcome
+from gpu_memsafety.model import GUARD, MEMCHECK, CaseResult, DetectorRun, Outcome
 from gpu_memsafety.report import build_report, shard_record, write_reports
 from gpu_memsafety.report.history import ABSENT, History, find_reports, read_runs
 from report_samples import EVIDENCE, ROOT, padding_overwrite
@@ -19,7 +19,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 def result(case_id: str, outcome: Outcome, findings: int = 0, kernel: str = "k") -> CaseResult:
     return CaseResult(case_id=case_id, scenario=case_id.partition("[")[0], variant="v", params={}, kernel=kernel,
                       arch="sm_90", mode="both", outcome=outcome, expected="clean",
-                      findings=[padding_overwrite()] * findings, message=outcome.label)
+                      findings=[padding_overwrite()] * findings, message=outcome.label,
+                      detectors=[DetectorRun(GUARD, True, ""), DetectorRun(MEMCHECK, True, "")])
 
 
 def night(folder: Path, day: int, results: list[CaseResult], *, shard: dict[str, Any] | None = None) -> Path:
