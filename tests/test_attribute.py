@@ -201,7 +201,7 @@ def test_an_access_that_starts_before_the_start_and_ends_inside_is_before_start_
 
 
 def test_a_straddle_across_the_allocation_end_is_one_past_end_finding_naming_both_zones() -> None:
-    page = buffer("src", BASE, 4000, placement=L.GUARD_PAGE)
+    page = buffer("src", BASE, 4000, placement=L.GUARD_PAGE_BACK)
     [f] = aggregate([read(BASE + 4088, 16)], [page])["case[a]"]
     assert (f.region, f.bytes) == ("past_end", 16)
     assert f.detail("zone") == "alignment_tail, past_allocation"
@@ -297,7 +297,7 @@ def test_guard_ranges_become_overwrite_findings_per_buffer_and_region_class() ->
         "dst": [{"region": "past_end", "start": 4000, "end": 4001, "logical": "dst[4000]"}],
         "x": [],
     }
-    lay = L.plan(4000, placement=L.GUARD_PAGE)
+    lay = L.plan(4000, placement=L.GUARD_PAGE_BACK)
     buffers = [{"name": "dst", "layout": lay.to_json()}]
     found = {(f.buffer, f.region): f for f in guard_findings(guard, kernel="k", arch="cpu", buffers=buffers)}
     assert set(found) == {("scale", "row_padding"), ("scale", "unused_row"), ("dst", "past_end")}

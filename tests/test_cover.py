@@ -84,7 +84,7 @@ def test_narrowed_to_watched_only_the_watched_buffer_is_placed_for_memcheck() ->
 def test_guard_page_mode_covers_every_buffer_too() -> None:
     ctx = context(MODES["guard_page"].placement(sanitized=False))
     allocate(ctx)
-    assert set(L.placements(ctx.arena.buffer_map()).values()) == {L.GUARD_PAGE}
+    assert set(L.placements(ctx.arena.buffer_map()).values()) == {L.GUARD_PAGE_BACK}
 
 
 @pytest.mark.parametrize("mode", ["guard", "poison", "uninit", "racecheck", "synccheck"])
@@ -98,8 +98,8 @@ def test_a_case_whose_scenario_uses_no_detector_that_needs_cover_keeps_its_guard
     both, page = MODES["both"], MODES["guard_page"]
     assert both.case_placement(L.EXACT, (GUARD, MEMCHECK)) == L.EXACT
     assert both.case_placement(L.EXACT, (GUARD, "uninit")) == L.GUARDED
-    assert page.case_placement(L.GUARD_PAGE, (GUARD, "guard_page")) == L.GUARD_PAGE
-    assert page.case_placement(L.GUARD_PAGE, (GUARD, MEMCHECK)) == L.GUARDED
+    assert page.case_placement(L.GUARD_PAGE_BACK, (GUARD, "guard_page")) == L.GUARD_PAGE_BACK
+    assert page.case_placement(L.GUARD_PAGE_BACK, (GUARD, MEMCHECK)) == L.GUARDED
 
 
 def test_a_sanitizer_mode_without_its_sanitizer_covers_nothing() -> None:

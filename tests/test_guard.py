@@ -244,7 +244,7 @@ def test_flush_end_tensor_starts_aligned_and_ends_on_the_allocations_last_byte()
 def test_guard_page_tensor_starts_aligned_and_its_alignment_tail_holds_markers() -> None:
     """A guard-page allocation ends on a page: the 88 bytes after a 4,008-byte tensor up to the next 256 B
     boundary are markers, so a write there is seen."""
-    a = arena(placement=L.GUARD_PAGE)
+    a = arena(placement=L.GUARD_PAGE_BACK)
     t = a.tensor("x", (1002,), torch.float32)
     buf = a.buffers["x"]
     assert (t.data_ptr() - buf.storage.data_ptr(), buf.layout.tail, buf.storage.numel()) == (1024, 88, 5120)
@@ -293,10 +293,10 @@ def test_page_allocators_are_used_only_for_their_page_placements() -> None:
         fronts.append(total)
         return fake_vmm(total, device)
 
-    a = arena(page_allocators={L.GUARD_PAGE: fake_vmm, L.GUARD_PAGE_FRONT: fake_front})
+    a = arena(page_allocators={L.GUARD_PAGE_BACK: fake_vmm, L.GUARD_PAGE_FRONT: fake_front})
     a.tensor("plain", (10,), torch.uint8)
     a.tensor("flush", (10,), torch.uint8, placement=L.FLUSH_END)
-    a.tensor("page", (10,), torch.uint8, placement=L.GUARD_PAGE)
+    a.tensor("page", (10,), torch.uint8, placement=L.GUARD_PAGE_BACK)
     a.tensor("front", (10,), torch.uint8, placement=L.GUARD_PAGE_FRONT)
     assert calls == [L.DEFAULT_GUARD + L.ALIGN, L.ALIGN]   # only the pages asked; 10 B + 246 B of alignment tail
     assert fronts == [L.ALIGN]                            # the front page: no front guard, the same tail

@@ -61,7 +61,7 @@ def test_synccheck_records_name_kernel_line_and_thread() -> None:
 
 
 def test_race_findings_name_kernel_lines_and_both_accesses() -> None:
-    found = hazards.findings(_parsed("racecheck-analysis-fabricated.txt").records, arch="sm_90")
+    found = hazards.race_and_barrier_findings(_parsed("racecheck-analysis-fabricated.txt").records, arch="sm_90")
     planted = [f for f in found if f.kernel == "planted_reduce_race" and f.source == "race.cu:27 / race.cu:27"]
     assert len(planted) == 1, found  # two read pcs on one line race with one write: one pair of lines
     f = planted[0]
@@ -73,7 +73,7 @@ def test_race_findings_name_kernel_lines_and_both_accesses() -> None:
 
 
 def test_hazard_mode_pairs_group_like_analysis_pairs_and_count_addresses() -> None:
-    found = hazards.findings(_parsed("racecheck-hazard-fabricated.txt").records)
+    found = hazards.race_and_barrier_findings(_parsed("racecheck-hazard-fabricated.txt").records)
     planted = [f for f in found if f.kernel == "planted_reduce_race"]
     assert len(planted) == 1
     assert (planted[0].bytes, planted[0].count, planted[0].first_thread, planted[0].first_block) == (1, 1, "(4,0,0)", "(0,0,0)")
@@ -83,12 +83,12 @@ def test_hazard_mode_pairs_group_like_analysis_pairs_and_count_addresses() -> No
 def test_a_hazard_record_without_its_second_access_is_kept() -> None:
     rec = parse.SanitizerRecord(category=parse.HAZARD, text="Race reported between Write access at k+0x10",
                                 kernel="k", accesses=(parse.HazardAccess("write", "k", "0x10"),))
-    (f,) = hazards.findings([rec])
+    (f,) = hazards.race_and_barrier_findings([rec])
     assert f.kind == RACE and "without a second access" in f.note
 
 
 def test_sync_findings_group_per_line_and_match_an_expectation() -> None:
-    found = hazards.findings(_parsed("synccheck-fabricated.txt").records)
+    found = hazards.race_and_barrier_findings(_parsed("synccheck-fabricated.txt").records)
     assert {(f.detector, f.kind, f.kernel, f.source) for f in found} == {
         (SYNCCHECK, BARRIER, "planted_divergent_barrier", "race.cu:52"), (SYNCCHECK, BARRIER, "ptxcall_kernel_3", "sync.jl:12")}
     expected = ExpectedFinding(BARRIER, hazards.BARRIER_BUFFER, (SYNCCHECK,))
@@ -149,7 +149,7 @@ def test_a_summary_that_counts_more_than_the_text_holds_is_a_problem() -> None:
 
 
 def test_a_race_finding_keeps_both_accesses_in_its_details() -> None:
-    (f,) = [f for f in hazards.findings(_parsed("racecheck-hazard-fabricated.txt").records) if f.kernel == "scan_kernel"]
+    (f,) = [f for f in hazards.race_and_barrier_findings(_parsed("racecheck-hazard-fabricated.txt").records) if f.kernel == "scan_kernel"]
     assert (f.detail("access"), f.detail("other_access"), f.detail("hazard_kinds"), f.detail("level")) == (
         "write at warp_scan.cuh:151", "read at warp_scan.cuh:146", "WAR", "WARN")
     assert f.region == "shared"

@@ -514,7 +514,7 @@ def test_a_baseline_entry_matches_field_by_field_not_as_a_string() -> None:
 
 def paged(name: str, addr: int, nbytes: int = N) -> dict[str, Any]:
     """A buffer on a guard page: its alignment tail, then the unmapped page (the mapping ends there)."""
-    lay = L.plan(nbytes, placement=L.GUARD_PAGE)
+    lay = L.plan(nbytes, placement=L.GUARD_PAGE_BACK)
     return {"name": name, "tensor_addr": addr, "nbytes": nbytes, "alloc_base": addr - lay.front,
             "alloc_size": lay.total, "layout": lay.to_json(), "backend": "vmm"}
 

@@ -37,12 +37,12 @@ def test_flush_end_plan_starts_aligned_and_is_exactly_front_plus_tensor() -> Non
 
 
 def test_guard_page_plan_starts_aligned_and_ends_on_the_next_align_boundary() -> None:
-    lay = L.plan(4008, placement=L.GUARD_PAGE, guard=1024)
+    lay = L.plan(4008, placement=L.GUARD_PAGE_BACK, guard=1024)
     assert (lay.front, lay.back, lay.tail, lay.total) == (1024, 88, 88, 5120)
     assert lay.allocation_end == 4096
 
 
-@pytest.mark.parametrize("placement", [L.GUARDED, L.FLUSH_END, L.GUARD_PAGE])
+@pytest.mark.parametrize("placement", [L.GUARDED, L.FLUSH_END, L.GUARD_PAGE_BACK])
 @pytest.mark.parametrize("guard", [0, 1, 16, 1024])
 def test_placement_arithmetic_for_every_size_from_1_to_4096_bytes(placement: str, guard: int) -> None:
     """Every tensor start is ALIGN-aligned; a flush-end allocation is exactly front + nbytes; a guard-page
@@ -147,7 +147,7 @@ def test_flush_end_with_a_back_guard_is_refused() -> None:
 
 def test_guard_page_with_more_than_an_alignment_tail_is_refused() -> None:
     with pytest.raises(LayoutError, match=r"placement guard_page has no back guard, only an alignment tail below 256 B, got back=256"):
-        GuardLayout(nbytes=16, front=0, back=256, placement=L.GUARD_PAGE)
+        GuardLayout(nbytes=16, front=0, back=256, placement=L.GUARD_PAGE_BACK)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -179,7 +179,7 @@ def test_region_and_zone_of_a_guarded_tensor(offset: int, region: str, zone: str
 
 
 def test_past_a_guard_page_tensor_is_past_end_at_once() -> None:
-    lay = L.plan(4000, placement=L.GUARD_PAGE, guard=1024)
+    lay = L.plan(4000, placement=L.GUARD_PAGE_BACK, guard=1024)
     assert lay.region_of(3999) == "inside"
     assert (lay.region_of(4000), lay.zone_of(4000)) == ("past_end", "alignment_tail")
     assert (lay.region_of(4096), lay.zone_of(4096)) == ("past_end", "past_allocation")
@@ -243,9 +243,9 @@ def test_marker_spans_of_padded_rows() -> None:
 
 
 def test_marker_spans_of_a_guard_page_tensor_cover_the_alignment_tail() -> None:
-    lay = L.plan(4000, placement=L.GUARD_PAGE)
+    lay = L.plan(4000, placement=L.GUARD_PAGE_BACK)
     assert lay.marker_spans() == [(-lay.front, 0, "front_guard"), (4000, 4096, "alignment_tail")]
-    assert L.plan(4096, placement=L.GUARD_PAGE).marker_spans() == [(-1024, 0, "front_guard")]
+    assert L.plan(4096, placement=L.GUARD_PAGE_BACK).marker_spans() == [(-1024, 0, "front_guard")]
     assert L.plan(4000, placement=L.FLUSH_END).marker_spans() == [(-1024, 0, "front_guard")]
 
 
@@ -324,7 +324,7 @@ def test_merge_runs(spans: list[tuple[int, int]], merged: list[tuple[int, int]])
 
 # ----------------------------------------------------------------------------------------------- json
 
-@pytest.mark.parametrize("lay", [L.plan(4000), scale_layout(L.FLUSH_END), L.plan(7, placement=L.GUARD_PAGE, guard=3)])
+@pytest.mark.parametrize("lay", [L.plan(4000), scale_layout(L.FLUSH_END), L.plan(7, placement=L.GUARD_PAGE_BACK, guard=3)])
 def test_layout_round_trips_through_json(lay: GuardLayout) -> None:
     import json
     assert GuardLayout.from_json(json.loads(json.dumps(lay.to_json()))) == lay
@@ -355,7 +355,7 @@ def test_placement_coverage_table_the_readme_quotes() -> None:
 def test_guard_page_offsets_come_from_where_the_mapping_really_ends() -> None:
     """A 4,000-byte tensor on a guard page: 96 bytes of alignment tail, then the page at byte 4096; a torch
     buffer has no guard page and is left out."""
-    lay = L.plan(4000, placement=L.GUARD_PAGE)
+    lay = L.plan(4000, placement=L.GUARD_PAGE_BACK)
     base, mapped = 1 << 40, 2 << 20
     tensor = base + mapped - lay.total + lay.front
     buffers = [{"name": "src", "backend": "vmm", "alloc_base": base, "alloc_size": mapped, "tensor_addr": tensor},
@@ -390,7 +390,7 @@ def test_a_front_page_layout_with_a_front_guard_or_a_back_guard_is_refused() -> 
 
 
 def test_page_side_reads_the_placement_from_the_buffer_map_and_only_a_vmm_buffer_has_a_page() -> None:
-    back, front = L.plan(4000, placement=L.GUARD_PAGE), L.plan(4000, placement=L.GUARD_PAGE_FRONT)
+    back, front = L.plan(4000, placement=L.GUARD_PAGE_BACK), L.plan(4000, placement=L.GUARD_PAGE_FRONT)
     base = 1 << 40
     buffers = [{"name": "a", "backend": "vmm", "layout": back.to_json(), "alloc_base": base, "alloc_size": 2 << 20,
                 "tensor_addr": base + (2 << 20) - 96 - 4000},

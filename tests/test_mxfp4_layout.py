@@ -234,7 +234,7 @@ def test_kernel_names() -> None:
 @pytest.fixture(scope="module")
 def tk():
     """The vendored triton_kernels, imported for this module only."""
-    from gpu_memsafety.kernels.errors import Unsupported
+    from gpu_memsafety.errors import Unsupported
     from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import find_triton_kernels
 
     saved_path = list(sys.path)

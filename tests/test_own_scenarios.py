@@ -283,14 +283,21 @@ def test_an_adapter_that_returns_no_runinfo_is_told_what_to_return() -> None:
     assert checked(lambda case, ctx: info, "typed")(None, None) is info
 
 
-def test_one_unsupported_for_the_engine_the_api_and_the_kernels() -> None:
+def test_one_unsupported_and_one_not_applicable_for_the_engine_the_api_and_the_kernels() -> None:
     import gpu_memsafety.api
     import gpu_memsafety.errors
     import gpu_memsafety.kernels.errors
-    assert gpu_memsafety.api.Unsupported is gpu_memsafety.errors.Unsupported
-    assert gpu_memsafety.kernels.errors.Unsupported is gpu_memsafety.errors.Unsupported
     from gpu_memsafety.engine.worker import classify
-    assert classify(gpu_memsafety.kernels.errors.Unsupported("x")) == classify(gpu_memsafety.api.Unsupported("x")) == "unsupported"
+    assert gpu_memsafety.api.Unsupported is gpu_memsafety.errors.Unsupported
+    assert not hasattr(gpu_memsafety.kernels.errors, "NotApplicable")     # no second class of that name
+    assert issubclass(gpu_memsafety.kernels.errors.ToolchainMissing, gpu_memsafety.errors.Unsupported)
+    assert classify(gpu_memsafety.kernels.errors.ToolchainMissing("x")) == classify(gpu_memsafety.api.Unsupported("x")) \
+        == "unsupported"
+    assert classify(gpu_memsafety.errors.NotApplicable("x")) == "not_applicable"
+
+    class NotApplicable(Exception):
+        """Same name, not the engine's class: an error like any other."""
+    assert classify(NotApplicable("x")) == "error"
 
 
 def test_variants_get_typed_fields_and_names_stay_strings() -> None:

@@ -208,10 +208,10 @@ def test_runner_runs_a_clean_case_twice_back_then_front_pages_without_reruns(pag
     assert r.outcome is Outcome.CLEAN, r.message
     assert "guard_page_reruns" not in r.details
     reruns = [p for p in page_results["runner"].processes if "guard_page_reruns" in p]
-    assert [p["placement"] for p in r.details["passes"]] == [L.GUARD_PAGE, L.GUARD_PAGE_FRONT]
+    assert [p["placement"] for p in r.details["passes"]] == [L.GUARD_PAGE_BACK, L.GUARD_PAGE_FRONT]
     # without a page (no VMM) there is no second pass, and the guard page could not run: never clean
     no_vmm = page_results["results"]["no_vmm"]
-    assert [p["placement"] for p in no_vmm.details["passes"]] == [L.GUARD_PAGE]
+    assert [p["placement"] for p in no_vmm.details["passes"]] == [L.GUARD_PAGE_BACK]
     assert no_vmm.outcome is Outcome.COULD_NOT_RUN and no_vmm.failed, no_vmm.message
     # past_end_b: 3 processes (b's fault ends the first; then c; then b's front page), before_start_a: 3, needs_two: 1
     assert len(reruns) == 7, reruns
@@ -229,11 +229,11 @@ def test_two_passes_merge_into_one_result_with_markers_changed_in_either() -> No
     from gpu_memsafety.engine.worker import _merge_passes
     run = lambda lo, hi: {"region": "past_end", "start": lo, "end": hi, "logical": ""}   # noqa: E731
     first = {"launches": 1, "kernel_seconds": 0.5, "watched": ["a"], "markers_checked": True, "buffers": ["first map"],
-             "passes": [{"placement": L.GUARD_PAGE}], "guard": {"a": [run(4000, 4002)], "b": []}}
+             "passes": [{"placement": L.GUARD_PAGE_BACK}], "guard": {"a": [run(4000, 4002)], "b": []}}
     second = {"launches": 2, "kernel_seconds": 0.25, "watched": ["a"], "markers_checked": True, "buffers": ["second"],
               "passes": [{"placement": L.GUARD_PAGE_FRONT}], "guard": {"a": [run(4001, 4004)], "b": [run(10, 11)]}}
     merged = _merge_passes(first, second)
     assert (merged["launches"], merged["kernel_seconds"], merged["buffers"]) == (3, 0.75, ["first map"])
-    assert [p["placement"] for p in merged["passes"]] == [L.GUARD_PAGE, L.GUARD_PAGE_FRONT]
+    assert [p["placement"] for p in merged["passes"]] == [L.GUARD_PAGE_BACK, L.GUARD_PAGE_FRONT]
     assert merged["guard"] == {"a": [run(4000, 4004)], "b": [run(10, 11)]}     # bytes counted once
     assert _merge_passes(first, dict(second, markers_checked=False))["markers_checked"] is False

@@ -68,7 +68,7 @@ def test_a_packed_stride_read_of_padded_rows_is_bounded_to_the_padding_it_read()
     [entry], runs = poison.survey(layouts, ["scale"], run)
     assert entry["region"] == "row_padding"
     assert entry["ranges"] == [[r * 80 + 72, r * 80 + 80, f"row_padding[row {r}]"] for r in range(4)]
-    [f] = poison.findings({"regions": [entry]}, kernel="k", arch="cpu")
+    [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="cpu")
     assert (f.kind, f.buffer, f.region, f.bytes, f.count) == ("overread", "scale", "row_padding", 32, 4)
     assert [r.region for r in f.ranges] == [f"row_padding[row {r}]" for r in range(4)]
     assert runs < 4 + 40                    # 4 regions, then halving 5 spans and bisecting 4 of 8 B
@@ -125,15 +125,15 @@ def test_bisection_finds_the_first_and_last_byte_that_change_the_output(reads: s
 def test_findings_carry_region_bounds_and_are_inexact() -> None:
     data = {"regions": [{"buffer": "src", "region": "past_end", "bounds": [4008, 4016], "outputs": {"total": {"elements": 1, "of": 1}}},
                         {"buffer": "scale", "region": "row_padding", "bounds": None, "outputs": {"o": {"elements": 3, "of": 9}}}]}
-    src, scale = poison.findings(data, kernel="k", arch="cpu")
+    src, scale = poison.overread_findings(data, kernel="k", arch="cpu")
     assert (src.detector, src.kind, src.buffer, src.region, src.bytes, src.exact) == (POISON, "overread", "src", "past_end", 8, False)
     assert [(r.start, r.end) for r in src.ranges] == [(4008, 4016)] and "4008..4015" in src.note
     assert (scale.region, scale.bytes, scale.ranges) == ("row_padding", 0, ())   # a report from before ranges
-    assert poison.findings(None, kernel="k", arch="") == []
+    assert poison.overread_findings(None, kernel="k", arch="") == []
 
 
 def test_an_inexact_finding_with_a_region_is_held_to_it() -> None:
-    [f] = poison.findings({"regions": [{"buffer": "src", "region": "past_end", "bounds": None,
+    [f] = poison.overread_findings({"regions": [{"buffer": "src", "region": "past_end", "bounds": None,
                                         "outputs": {"t": {"elements": 1, "of": 1}}}]}, kernel="k", arch="")
     assert ExpectedFinding("overread", "src", (POISON,), region="past_end", bytes=4).matches(f)
     assert not ExpectedFinding("overread", "src", (POISON,), region="before_start").matches(f)
@@ -155,7 +155,7 @@ def test_a_bound_must_lie_inside_the_expected_bytes() -> None:
     ranges (inside them), while its byte count, a bound, is not held to the expected count."""
     entry = {"buffer": "scale", "region": "row_padding", "outputs": {"o": {"elements": 1, "of": 9}},
              "ranges": [[72, 80, "row_padding[row 0]"], [152, 160, "row_padding[row 1]"]]}
-    [f] = poison.findings({"regions": [entry]}, kernel="k", arch="")
+    [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="")
     padding = ((72, 80), (152, 160), (232, 240))
     assert ExpectedFinding("overread", "scale", (POISON,), region="row_padding", bytes=24, ranges=padding).matches(f)
     assert not ExpectedFinding("overread", "scale", (POISON,), region="row_padding", ranges=((72, 80),)).matches(f)
@@ -170,7 +170,7 @@ def test_a_max_reduction_that_drops_nan_is_seen_with_the_second_pattern() -> Non
     [entry], _ = poison.survey(layouts, ["a"], run, {"a": 4})
     assert (entry["region"], entry["pattern"]) == ("unused_row", 0x7B)
     assert [tuple(r[:2]) for r in entry["ranges"]] == [(404, 408), (484, 488)]
-    [f] = poison.findings({"regions": [entry]}, kernel="k", arch="sm_90")
+    [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="sm_90")
     assert "0x7b" in f.note and "drops NaN" in f.note
     assert poison.PATTERNS[0] == 0xFF      # NaN first: it survives multiplication by zero, 0x7B does not
 
@@ -207,7 +207,7 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
         res = json.loads((tmp_path / f"{i}.json").read_text())
         assert res["status"] == "ok", res
         assert res["poison"]["outputs"] == [] and res["poison"]["compared_buffers"] == ["x", "out"]
-        found = poison.findings(res["poison"], kernel=res["kernel"], arch=res["arch"])
+        found = poison.overread_findings(res["poison"], kernel=res["kernel"], arch=res["arch"])
         verdict = decide(scenario.expect(case), found, [DetectorRun(POISON, True, "compared")])
         if case.variant == "undeclared_overread":
             assert verdict.outcome is Outcome.EXPECTED_FINDING, verdict.message

@@ -31,7 +31,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from gpu_memsafety.kernels.pre_dispatch import cuda as pre_dispatch_cuda, launch as pre_dispatch  # noqa: E402
-from gpu_memsafety.kernels.errors import KernelBuildError, Unsupported  # noqa: E402
+from gpu_memsafety.errors import Unsupported  # noqa: E402
+from gpu_memsafety.kernels.errors import KernelBuildError  # noqa: E402
 from gpu_memsafety.kernels.pre_dispatch.layout import (  # noqa: E402
     CUDA_KERNEL_NAME,
     TRITON_KERNEL_NAME,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_memsafety.kernels.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 from gpu_memsafety.kernels.mxfp4 import triton_kernels_locator as loc
 
 REPO = Path(__file__).resolve().parent.parent

@@ -32,7 +32,7 @@ def _buffer(name: str, nbytes: int, rows: L.Rows | None = None) -> dict[str, Any
 def test_unwritten_output_bytes_become_one_finding_per_region_class() -> None:
     rows = L.Rows(rows=4, row_bytes=8, row_stride=16, used_rows=3)
     report = {"fills": [0xA5, 0x5A], "unwritten": {"scale": [[16, 24], [32, 40]]}}
-    (f,) = uninit.findings(report, [_buffer("scale", rows.nbytes, rows)], kernel="k", arch="cpu",
+    (f,) = uninit.never_written_findings(report, [_buffer("scale", rows.nbytes, rows)], kernel="k", arch="cpu",
                            describe=lambda b, s, e: f"{b} bytes {s}..{e - 1}")
     assert (f.detector, f.kind, f.buffer, f.region, f.bytes, f.count) == (UNINIT, UNWRITTEN, "scale", "inside", 16, 2)
     assert [(r.start, r.end, r.logical) for r in f.ranges] == [(16, 24, "scale bytes 16..23"), (32, 40, "scale bytes 32..39")]
@@ -43,20 +43,20 @@ def test_a_read_names_the_buffer_its_bytes_and_what_they_changed() -> None:
     report = {"fills": [0xA5, 0x5A], "read": {"x": {"ranges": [[8, 16]], "effects": {
         "out": {"bytes": 4, "ranges": [[0, 4]]}, "output:total": {"elements": 1, "of": 1}}}},
         "nondeterministic": {"y": 3}}
-    (f,) = uninit.findings(report, [_buffer("x", 16), _buffer("out", 16)])
+    (f,) = uninit.never_written_findings(report, [_buffer("x", 16), _buffer("out", 16)])
     assert (f.kind, f.buffer, f.bytes, [(r.start, r.end) for r in f.ranges]) == (UNINIT_READ, "x", 8, [(8, 16)])
     assert "out bytes 0..3 (4 B)" in f.note and "total: 1 of 1 elements" in f.note and "y: 3" in f.note
 
 
 def test_a_read_whose_bytes_were_overwritten_is_still_a_finding() -> None:
     report = {"read": {"out": {"ranges": [], "effects": {"output:total": {"elements": 1, "of": 1}}}}}
-    (f,) = uninit.findings(report, [_buffer("out", 16)])
+    (f,) = uninit.never_written_findings(report, [_buffer("out", 16)])
     assert (f.kind, f.buffer, f.bytes, f.exact) == (UNINIT_READ, "out", 0, False)
 
 
 def test_differences_no_buffer_explains_are_never_dropped() -> None:
     report = {"unexplained": {"out": {"bytes": 4, "ranges": [[0, 4]]}}}
-    (f,) = uninit.findings(report, [_buffer("out", 16)])
+    (f,) = uninit.never_written_findings(report, [_buffer("out", 16)])
     assert (f.kind, f.buffer) == (UNINIT_READ, uninit.UNKNOWN_BUFFER) and "out bytes 0..3" in f.note
 
 
@@ -81,7 +81,7 @@ def _run_worker(tmp: Path, scenario: Any, cases: list[Any]) -> list[dict[str, An
 
 def _judged(scenario: Any, case: Any, res: dict[str, Any]) -> tuple[Outcome, list[Any]]:
     assert res["status"] == "ok", res
-    found = uninit.findings(res["uninit"], res["buffers"], kernel=res["kernel"], arch=res["arch"])
+    found = uninit.never_written_findings(res["uninit"], res["buffers"], kernel=res["kernel"], arch=res["arch"])
     verdict = decide(scenario.expect(case), found, [DetectorRun(UNINIT, True, "two fills")])
     return verdict.outcome, found
 

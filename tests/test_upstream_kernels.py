@@ -50,7 +50,7 @@ def test_wrapper_exports_run_as_sglangs_load_jit_does() -> None:
 
 def test_a_missing_version_or_toolchain_is_unsupported_with_what_was_needed(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
-    from gpu_memsafety.kernels.errors import Unsupported
+    from gpu_memsafety.errors import Unsupported
 
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
     with pytest.raises(Unsupported, match=r"sglang 0.5.18 is not unpacked in .vendor/sglang-0.5.18: run `make upstream`"):

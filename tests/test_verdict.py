@@ -229,36 +229,36 @@ def fault(buffer: str = "src") -> Finding:
 
 def test_a_read_in_the_alignment_tail_is_not_checked_by_the_guard_page_never_clean_never_failed() -> None:
     """H200 regression: a 1-byte read at 4000 of a 4,000-byte tensor lands in the tail (4000..4096)."""
-    v = decide(Expectation((OVERREAD_1B,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE, pages=PAGE_AT)
+    v = decide(Expectation((OVERREAD_1B,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK, pages=PAGE_AT)
     assert v.outcome is Outcome.UNSUPPORTED, v.message
     assert "alignment tail" in v.message and "not visible to guard_page" in v.message and "4096" in v.message
     # without the buffer map the old (failing) answer stands: the judge must pass the pages
-    assert decide(Expectation((OVERREAD_1B,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE).outcome is Outcome.UNEXPECTEDLY_CLEAN
+    assert decide(Expectation((OVERREAD_1B,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK).outcome is Outcome.UNEXPECTEDLY_CLEAN
 
 
 def test_a_read_that_reaches_the_page_is_still_checked_by_it() -> None:
     reaches = ExpectedFinding(OVERREAD, "src", (MEMCHECK, GUARD_PAGE), bytes=100, ranges=((4000, 4100),))
-    assert decide(Expectation((reaches,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE, pages=PAGE_AT).outcome is Outcome.UNEXPECTEDLY_CLEAN
-    assert decide(Expectation((reaches,)), [fault()], GUARD_PAGE_RAN, placement=L.GUARD_PAGE,
+    assert decide(Expectation((reaches,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK, pages=PAGE_AT).outcome is Outcome.UNEXPECTEDLY_CLEAN
+    assert decide(Expectation((reaches,)), [fault()], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK,
                   pages=PAGE_AT).outcome is Outcome.EXPECTED_FINDING
     # a tensor with no tail (4096 B): byte 4096 is on the page
     at_page = ExpectedFinding(OVERREAD, "src", (MEMCHECK, GUARD_PAGE), bytes=1, ranges=((4096, 4097),))
-    assert decide(Expectation((at_page,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE,
+    assert decide(Expectation((at_page,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK,
                   pages={"src": 4096}).outcome is Outcome.UNEXPECTEDLY_CLEAN
 
 
 def test_a_write_in_the_alignment_tail_is_judged_by_the_guard_markers() -> None:
     seen = guard_finding()
-    v = decide(Expectation((OVERWRITE_1B,)), [seen], GUARD_PAGE_RAN, placement=L.GUARD_PAGE, pages=PAGE_AT)
+    v = decide(Expectation((OVERWRITE_1B,)), [seen], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK, pages=PAGE_AT)
     assert v.outcome is Outcome.EXPECTED_FINDING, v.message
-    v = decide(Expectation((OVERWRITE_1B,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE, pages=PAGE_AT)
+    v = decide(Expectation((OVERWRITE_1B,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK, pages=PAGE_AT)
     assert v.outcome is Outcome.UNEXPECTEDLY_CLEAN, v.message      # the markers ran and saw nothing: the bug is gone
     # a fault although the expected bytes cannot reach the page: something else touched it, a finding
-    v = decide(Expectation((OVERWRITE_1B,)), [seen, fault("dst")], GUARD_PAGE_RAN, placement=L.GUARD_PAGE, pages=PAGE_AT)
+    v = decide(Expectation((OVERWRITE_1B,)), [seen, fault("dst")], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK, pages=PAGE_AT)
     assert v.outcome is Outcome.FINDING, v.message
     # a guard-only past_end write known to lie in the tail is checkable under a guard-page placement
     tail_only = ExpectedFinding(OVERWRITE, "dst", (GUARD,), region="past_end", bytes=1, ranges=((4000, 4001),))
-    assert decide(Expectation((tail_only,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE,
+    assert decide(Expectation((tail_only,)), [], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK,
                   pages=PAGE_AT).outcome is Outcome.UNEXPECTEDLY_CLEAN
 
 
@@ -266,7 +266,7 @@ def test_a_guard_page_fault_matches_a_read_or_a_write_alike() -> None:
     """The fault cannot tell which: an expected overwrite is matched by it, and other detectors stay strict."""
     write_far = ExpectedFinding(OVERWRITE, "dst", (GUARD, GUARD_PAGE), ranges=((4000, 8000),))
     assert write_far.matches(fault("dst"))
-    assert decide(Expectation((write_far,)), [fault("dst")], GUARD_PAGE_RAN, placement=L.GUARD_PAGE,
+    assert decide(Expectation((write_far,)), [fault("dst")], GUARD_PAGE_RAN, placement=L.GUARD_PAGE_BACK,
                   pages=PAGE_AT).outcome is Outcome.EXPECTED_FINDING
     assert not OVERWRITE_1B.matches(memcheck_finding(buffer="dst", start=4000, end=4001, kind=OVERREAD))
     assert not ExpectedFinding("misaligned", "dst", (GUARD_PAGE,)).matches(fault("dst"))
@@ -279,7 +279,7 @@ def test_a_before_start_expectation_is_never_dropped_for_lying_before_a_back_pag
                                ranges=((-1, 0),))
     fault = Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer="src", region="before_start", bytes=0, exact=False)
     ran = [DetectorRun(GUARD, True), DetectorRun(GUARD_PAGE, True)]
-    v = decide(Expectation((expected,)), [fault], ran, placement=L.GUARD_PAGE, pages={"src": 4096})
+    v = decide(Expectation((expected,)), [fault], ran, placement=L.GUARD_PAGE_BACK, pages={"src": 4096})
     assert v.outcome is Outcome.EXPECTED_FINDING, v.message
 
 
@@ -301,7 +301,7 @@ def test_h200_guard_page_findings_of_the_planted_underruns_match_planted_oob() -
         found = [Finding(**{k: v for k, v in f.items() if k in Finding.__dataclass_fields__ and k != "ranges"})
                  for f in data["findings"]]
         assert found and {f.detector for f in found} == {GUARD_PAGE}
-        v = decide(SCENARIO.expectation(case, "sm_90"), found, ran, placement=L.GUARD_PAGE)
+        v = decide(SCENARIO.expectation(case, "sm_90"), found, ran, placement=L.GUARD_PAGE_BACK)
         assert v.outcome is Outcome.EXPECTED_FINDING, (case.id, v.message)
         checked += 1
     assert checked == 4

@@ -46,7 +46,7 @@ def coverage() -> dict[str, dict[str, int]]:
               ("misaligned_flush", "guard_page", "flush_end", "poison")}
     total = 0
     for n in SIZES:
-        page = L.plan(n, placement=L.GUARD_PAGE, guard=0)
+        page = L.plan(n, placement=L.GUARD_PAGE_BACK, guard=0)
         for width in WIDTHS:
             for lo, hi in planted(n, width):
                 total += 1

@@ -343,7 +343,7 @@ class Child:
             raise _unsupported("guard-page mode needs a CUDA GPU")
         adapter = self._adapter(scenario)
         bare_info = adapter(case, self._ctx(production=True))
-        ctx = self._ctx(placement=L.GUARD_PAGE)
+        ctx = self._ctx(placement=L.GUARD_PAGE_BACK)
         info = adapter(case, ctx)
         backends = sorted({b.backend for b in ctx.arena.buffers.values() if b.name in ctx.covered})
         timed = time_interleaved({"bare": self._relaunch(bare_info), "guard_page": self._relaunch(info)},

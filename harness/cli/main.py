@@ -92,16 +92,6 @@ def _pop_scenario_options(argv: list[str]) -> tuple[list[str], list[str], str | 
     return rest, paths, config
 
 
-def configure_scenarios(paths: list[str], config: str | None) -> None:
-    """Make this process and its children see the scenarios of `paths` and of the ini's scenario_paths."""
-    from gpu_memsafety.scenario import registry
-    inifile = Path(config) if config else registry.find_inifile(Path.cwd())
-    if config and not inifile.is_file():
-        raise registry.ScenarioError(str(config), "--config", f"{config} is not a file")
-    registry.configure([*paths, *registry.ini_paths(inifile)])
-    registry.all_scenarios()   # a bad path or a name defined twice is reported here, before any work
-
-
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     _cwd_on_import_path()
@@ -163,7 +153,9 @@ def _main(args: list[str]) -> int:
             if command == "repro":     # repro records its options in rerun.sh: it takes them itself
                 return _delegate(command)([*rest, *sum((["--scenario-path", p] for p in head.scenario_path + paths), []),
                                            *(["--config", config or str(head.config)] if (config or head.config) else [])])
-            configure_scenarios(head.scenario_path + paths, config or (str(head.config) if head.config else None))
+            from gpu_memsafety.scenario import registry
+            registry.configure_from_command_line(head.scenario_path + paths,
+                                                 config or (str(head.config) if head.config else None))
         return _delegate(command)(rest)
     ns = parser.parse_args(args)
     handler: Callable[[argparse.Namespace], int] = {"env": _env, "list": _list, "new": _new}[ns.command]
@@ -201,7 +193,7 @@ def _env(ns: argparse.Namespace) -> int:
 
 def _list(ns: argparse.Namespace) -> int:
     from gpu_memsafety.scenario import registry
-    configure_scenarios(ns.scenario_path, str(ns.config) if ns.config else None)
+    registry.configure_from_command_line(ns.scenario_path, str(ns.config) if ns.config else None)
     scenarios = registry.all_scenarios()
     unknown = [n for n in ns.scenario if n not in scenarios]
     if unknown:
@@ -234,7 +226,8 @@ def _new(ns: argparse.Namespace) -> int:
     import shlex
 
     from gpu_memsafety.cli.new import write_scenario
-    configure_scenarios(ns.scenario_path, str(ns.config) if ns.config else None)
+    from gpu_memsafety.scenario import registry
+    registry.configure_from_command_line(ns.scenario_path, str(ns.config) if ns.config else None)
     written = write_scenario(ns.name, ns.path, kind=ns.kind or "triton", force=ns.force)
     for path in written:
         print(f"wrote {path}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
 
 ALL_MODES = ("both", "guard_page", "poison", "stress")
@@ -95,13 +96,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--config", metavar="FILE", help="pytest configuration file whose scenario_paths to use")
     args = ap.parse_args(argv)
     from gpu_memsafety.sanitizer import tool as sanitizer
-    from gpu_memsafety.cli.main import configure_scenarios
     from gpu_memsafety.cli.env import discover
     from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
     try:
         if args.keep is not None:
             check_keep_dir(args.keep)
-        configure_scenarios(args.scenario_path, args.config)
+        registry.configure_from_command_line(args.scenario_path, args.config)
         scenario, case = resolve(args.scenario, args.variant, args.set)
     except (ScenarioError, KeepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -150,7 +150,6 @@ def main(argv: list[str]) -> int:
 def resolve(what: str, variant: str | None, pins: list[str]) -> tuple[Scenario, Case]:
     """A case id (`name[variant-label]`, or a pytest node id ending in one), or a scenario name with
     --variant and --set NAME=VALUE pins."""
-    from gpu_memsafety.scenario import registry
     name, inner = registry.split_case_id(what)
     if inner is not None:
         if variant is not None or pins:

@@ -122,7 +122,7 @@ def sync_findings(records: Iterable[SanitizerRecord], *, arch: str = "") -> list
     return out
 
 
-def findings(records: Sequence[SanitizerRecord], *, arch: str = "") -> list[Finding]:
+def race_and_barrier_findings(records: Sequence[SanitizerRecord], *, arch: str = "") -> list[Finding]:
     """Every hazard and barrier finding of a record list (either tool's)."""
     return race_findings(records, arch=arch) + sync_findings(records, arch=arch)
 
@@ -169,7 +169,7 @@ def assign(records: Iterable[SanitizerRecord], kernels: Mapping[str, str], *, ar
             mine[owners[0]].append(rec)
         else:
             alone += [c for c in owners if c not in alone]
-    found = {case_id: findings(recs, arch=arch) for case_id, recs in mine.items() if case_id not in alone}
+    found = {case_id: race_and_barrier_findings(recs, arch=arch) for case_id, recs in mine.items() if case_id not in alone}
     return Assigned(found, alone)
 
 

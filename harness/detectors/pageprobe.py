@@ -25,8 +25,8 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.model import BEFORE_START, PAST_END
 
 BACK, FRONT = "back", "front"
-SIDES = {L.GUARD_PAGE: BACK, L.GUARD_PAGE_FRONT: FRONT}
-PLACEMENT = {BACK: L.GUARD_PAGE, FRONT: L.GUARD_PAGE_FRONT}
+SIDES = {L.GUARD_PAGE_BACK: BACK, L.GUARD_PAGE_FRONT: FRONT}
+PLACEMENT = {BACK: L.GUARD_PAGE_BACK, FRONT: L.GUARD_PAGE_FRONT}
 REGION = {BACK: PAST_END, FRONT: BEFORE_START}
 # Region of a guard-page finding whose direction cannot be told: not a region of the vocabulary, so an
 # expectation is not held to its region (model.ExpectedFinding.matches), and the finding says why.

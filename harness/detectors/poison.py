@@ -123,7 +123,7 @@ def last_changing(changes: Callable[[int, int], bool], lo: int, hi: int) -> int:
     return a
 
 
-def findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: str) -> list[Finding]:
+def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: str) -> list[Finding]:
     """One overread finding per (buffer, region) whose poison changed an output, its bytes the bounded ranges
     (a report written before ranges were recorded has only `bounds`, or nothing for rows: 0 bytes)."""
     out = []

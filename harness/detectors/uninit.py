@@ -27,8 +27,10 @@ Describe = Callable[[str, int, int], str]   # (buffer, start, end) -> the scenar
 UNKNOWN_BUFFER = "?"
 
 
-def findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[str, Any]], *, kernel: str = "", arch: str = "",
-             describe: Describe | None = None) -> list[Finding]:
+def never_written_findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[str, Any]], *, kernel: str = "",
+                           arch: str = "", describe: Describe | None = None) -> list[Finding]:
+    """Bytes nobody wrote that mattered: output bytes the kernel left unwritten (UNWRITTEN) and reads of
+    never-written bytes that changed an output (UNINIT_READ), by buffer and region."""
     layouts = {b["name"]: L.GuardLayout.from_json(b["layout"]) for b in buffers}
     fills = "/".join(f"{v:#04x}" for v in uninit.get("fills", ()))
     noise = _noise(uninit)

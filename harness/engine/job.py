@@ -27,6 +27,10 @@ FAULT = "fault"                 # the CUDA context is gone (or the process died 
 ERROR = "error"                 # any other exception (with its traceback)
 STATUSES = (OK, UNSUPPORTED, NOT_APPLICABLE, OOM, FAULT, ERROR)
 
+# Environment variable naming the process that supervises a worker (the runner sets it, the worker watches it):
+# the worker exits, with its process group, when that process is gone.
+SUPERVISOR_ENV = "GPU_MEMSAFETY_SUPERVISOR_PID"
+
 
 class RecordError(ValueError):
     """A job or result file that does not have the fields this version writes."""

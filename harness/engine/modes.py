@@ -112,7 +112,7 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("both", "memcheck", L.EXACT, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
     # Two passes (back pages, then front pages) when the case runs through; after a fault, reruns with one buffer
     # on a page at a time name it and its side (harness/detectors/pageprobe.py; the runner runs them, in the case's budget).
-    Mode("guard_page", None, L.GUARD_PAGE, True, ONCE, (GUARD, GUARD_PAGE),
+    Mode("guard_page", None, L.GUARD_PAGE_BACK, True, ONCE, (GUARD, GUARD_PAGE),
          "covered tensors flush against an unmapped page, then start right after one: accesses past the end and "
          "before the start fault in hardware, no sanitizer",
          needs_gpu=True, deadline_factor=2.0, then_placement=L.GUARD_PAGE_FRONT),

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.scenario import registry
-from gpu_memsafety.engine.job import FAULT, Job, JobCase, WorkerResult
+from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
 from gpu_memsafety.judge.rules import Batch, Judge, Machine, read_sanitizer
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
@@ -308,10 +308,6 @@ class Runner:
         if self.o.on_result:
             self.o.on_result(result)
         return result
-
-
-# Environment variable naming the process that supervises a worker; the worker exits when it is gone.
-SUPERVISOR_ENV = "GPU_MEMSAFETY_SUPERVISOR_PID"
 
 
 def _die_with_parent() -> None:

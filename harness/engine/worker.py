@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_memsafety.engine import job as J
+from gpu_memsafety.errors import NotApplicable, Unsupported
 from gpu_memsafety.engine.modes import COVER_ALL, MODES, REPEAT_FILL, REPEAT_POISON, REPEAT_STRESS, resolve_cover
 from gpu_memsafety.detectors.poison import PATTERNS as POISON_ORDER
 
@@ -38,11 +39,6 @@ def _scenario_of(entry: J.JobCase) -> Any:
     return registry.get(entry.case.scenario)
 
 
-def _is_a(exc: BaseException, name: str) -> bool:
-    """By class name, so that the engine's and the kernels' own exception classes both count."""
-    return any(cls.__name__ == name for cls in type(exc).__mro__)
-
-
 def _out_of_memory(exc: BaseException) -> bool:
     """torch's OutOfMemoryError (CUDA caching allocator), or an allocator message saying the same."""
     if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
@@ -54,9 +50,9 @@ def _out_of_memory(exc: BaseException) -> bool:
 def classify(exc: BaseException) -> str:
     """What an exception from a case means: not applicable, unsupported, oom, fault (the CUDA context is gone)
     or error. Out of memory comes before fault: cudaMalloc's "CUDA error: out of memory" leaves the context usable."""
-    if _is_a(exc, "NotApplicable"):
+    if isinstance(exc, NotApplicable):
         return J.NOT_APPLICABLE
-    if _is_a(exc, "Unsupported"):
+    if isinstance(exc, Unsupported):
         return J.UNSUPPORTED
     if _out_of_memory(exc):
         return J.OOM
@@ -364,11 +360,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def _leave_when_supervisor_dies() -> None:
-    """The process that started this worker (named in GPU_MEMSAFETY_SUPERVISOR_PID; under a sanitizer it is
+    """The process that started this worker (named in J.SUPERVISOR_ENV; under a sanitizer it is
     not our parent) may be killed; then this worker takes its whole process group (the sanitizer, anything an
     adapter started) with it instead of running on as an orphan. SIGTERM (sent by the kernel when the parent
     dies, see runner._die_with_parent) does the same."""
-    pid = int(os.environ.get("GPU_MEMSAFETY_SUPERVISOR_PID", "0") or 0)
+    pid = int(os.environ.get(J.SUPERVISOR_ENV, "0") or 0)
     if pid <= 0:
         return
     import signal

@@ -5,11 +5,11 @@ Pure: no torch, no processes. The runner runs processes and hands over a `Batch`
 timed out or died, the sanitizer run read from its files); the judge returns one CaseResult per case that
 started. Before anything runs, `Judge.gate` says which cases cannot run here at all.
 
-Detectors plug in through `DETECTORS`: each turns a case's `Evidence` into a `DetectorRun` (did it run, and
+Detectors plug in through `DETECTOR_JUDGES`: each turns a case's `Evidence` into a `DetectorRun` (did it run, and
 if not, could it have) and a list of `Finding`s. A sanitizer tool's records are placed once per batch
 (`place_sanitizer_records`: records belong to a process, not a case) and handed to the detector through
 `Evidence.sanitizer_findings`. To add a detector: write a class with `name`, `explains_fault`, `ran()` and
-`findings()`, add it to DETECTORS and to the modes that run it (harness/engine/modes.py).
+`findings()`, add it to DETECTOR_JUDGES and to the modes that run it (harness/engine/modes.py).
 
 The rules, in order (each has a test in tests/test_judge.py):
  1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --allow-unsupported, else
@@ -47,6 +47,7 @@ from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRIT
                            CaseResult,
                            DetectorRun, Finding, Outcome)
 from gpu_memsafety.engine.modes import COVER_WATCHED, Mode
+from gpu_memsafety.sanitizer.tool import SANITIZER_ERROR_EXITCODE
 from gpu_memsafety.sanitizer.parse import API_ERROR, HAZARD, MEMORY_ACCESS, OTHER, SYNC_ERROR, SanitizerRecord
 from gpu_memsafety.scenario.definition import Case, Scenario
 from gpu_memsafety.judge.verdict import decide
@@ -54,9 +55,6 @@ from gpu_memsafety.report.picture import BUFFERS, buffer_records
 
 Item = tuple[Scenario, Case]
 
-# compute-sanitizer's --error-exitcode (gpu_memsafety.sanitizer.tool.SANITIZER_ERROR_EXITCODE; not imported: that module
-# runs processes).
-SANITIZER_ERROR_EXITCODE = 86
 UNPLACED = "(unplaced)"
 UNPLACED_REGION = "unplaced"
 
@@ -277,7 +275,7 @@ class PoisonDetector:
 
     def findings(self, ev: Evidence) -> list[Finding]:
         from gpu_memsafety.detectors import poison
-        return poison.findings(ev.result.poison, kernel=ev.result.kernel, arch=ev.result.arch)
+        return poison.overread_findings(ev.result.poison, kernel=ev.result.kernel, arch=ev.result.arch)
 
 
 class UninitDetector:
@@ -292,7 +290,7 @@ class UninitDetector:
         from gpu_memsafety.detectors import uninit
         if ev.result.uninit is None:
             return []
-        return uninit.findings(ev.result.uninit, ev.result.buffers, kernel=ev.result.kernel, arch=ev.result.arch,
+        return uninit.never_written_findings(ev.result.uninit, ev.result.buffers, kernel=ev.result.kernel, arch=ev.result.arch,
                                describe=ev.describe)
 
 
@@ -322,9 +320,10 @@ class HazardDetector:
         return [_with(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
 
 
-DETECTORS: dict[str, Detector] = {d.name: d for d in (GuardDetector(), MemcheckDetector(), GuardPageDetector(),
-                                                       PoisonDetector(), UninitDetector(), HazardDetector(RACECHECK),
-                                                       HazardDetector(SYNCCHECK))}
+# Each detector's judge-side half by detector name (the names are gpu_memsafety.model.DETECTORS).
+DETECTOR_JUDGES: dict[str, Detector] = {d.name: d for d in (
+    GuardDetector(), MemcheckDetector(), GuardPageDetector(), PoisonDetector(), UninitDetector(),
+    HazardDetector(RACECHECK), HazardDetector(SYNCCHECK))}
 
 
 # ------------------------------------------------------------------------------- sanitizer records
@@ -547,7 +546,7 @@ class Judge:
             why = (f"{self.mode.name} mode runs {', '.join(self.mode.detectors) or 'no detector'}; scenario "
                    f"{scenario.name} uses {', '.join(scenario.detectors)}")
             return self._result(scenario, case, Outcome.NOT_APPLICABLE, why, [], self._not_started(scenario))
-        if self.mode.sanitizer and self.sanitizer_missing and all(DETECTORS[d].needs_sanitizer for d in used):
+        if self.mode.sanitizer and self.sanitizer_missing and all(DETECTOR_JUDGES[d].needs_sanitizer for d in used):
             return self.cannot_run(scenario, case, self.sanitizer_missing)
         return None
 
@@ -633,8 +632,8 @@ class Judge:
         if res.status == ERROR:
             return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.message}\n{res.traceback}", [], runs, res)
         used = [d for d in self.mode.detectors if d in scenario.detectors]
-        findings = [f for d in used for f in DETECTORS[d].findings(ev)]
-        if res.status == FAULT and not any(DETECTORS[f.detector].explains_fault for f in findings if f.detector in DETECTORS):
+        findings = [f for d in used for f in DETECTOR_JUDGES[d].findings(ev)]
+        if res.status == FAULT and not any(DETECTOR_JUDGES[f.detector].explains_fault for f in findings if f.detector in DETECTOR_JUDGES):
             return self._result(scenario, case, Outcome.CRASHED, f"CUDA context lost: {res.message}", findings, runs, res)
         problem = self._unchecked(ev, runs)
         if problem:
@@ -688,10 +687,10 @@ class Judge:
         for det in self.mode.detectors:
             if det not in ev.scenario.detectors:
                 runs.append(DetectorRun(det, False, f"scenario {ev.scenario.name} does not use {det}"))
-            elif DETECTORS[det].needs_sanitizer and ev.sanitizer is None:
+            elif DETECTOR_JUDGES[det].needs_sanitizer and ev.sanitizer is None:
                 runs.append(DetectorRun(det, False, self.sanitizer_missing or "not sanitized", missing=True))
             else:
-                runs.append(DETECTORS[det].ran(ev))
+                runs.append(DETECTOR_JUDGES[det].ran(ev))
         return runs
 
     # -- results that are not a verdict ----------------------------------------------------------------

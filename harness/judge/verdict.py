@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from gpu_memsafety.placement.layout import GUARD_PAGE as GUARD_PAGE_PLACEMENT, GUARDED, unguarded_regions
+from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, unguarded_regions
 from gpu_memsafety.model import BEFORE_START, GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
 from gpu_memsafety.engine.modes import NEEDS_WATCH
 
@@ -116,7 +116,7 @@ def _placed(expected: ExpectedFinding, placement: str, pages: Mapping[str, int])
     no back guard (a guard page only its alignment tail, 0..255 B), an exact one no front guard either
     (layout.unguarded_regions), so there the expectation is not checked (see _in_tail) unless its bytes are
     known to lie in the tail before a guard page (the tail holds markers)."""
-    if placement == GUARD_PAGE_PLACEMENT and _before_page(expected, pages):
+    if placement == GUARD_PAGE_BACK and _before_page(expected, pages):
         return True
     return not (expected.region in unguarded_regions(placement) and set(expected.detectors) <= {GUARD})
 

@@ -13,7 +13,7 @@ record, and it hides the real finding). The flush placements end the tensor diff
   allocation at least that far away on either side); guard markers then see only row padding and unused rows;
 - FLUSH_END (memcheck before EXACT; still read from older reports): front guard, then exactly nbytes: memcheck
   sees past the end only;
-- GUARD_PAGE: the allocation must end on a page, so the tensor cannot always end on its last byte: the
+- GUARD_PAGE_BACK: the allocation must end on a page, so the tensor cannot always end on its last byte: the
   bytes between its end and the next ALIGN boundary (the alignment tail, 0..255 B, its `back`) hold
   markers, so writes there are seen by the guard markers; reads there are not seen by the fault (poison
   mode and memcheck's exact placement see them).
@@ -43,13 +43,13 @@ DEFAULT_GUARD = 1024
 GUARDED = "guarded"        # front and back guard, markers in both
 FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byte (memcheck sees overreads)
 EXACT = "exact"            # the tensor is its whole allocation (memcheck sees both ends)
-GUARD_PAGE = "guard_page"  # an aligned tail, then an unmapped page of a VMM reservation (hardware faults)
+GUARD_PAGE_BACK = "guard_page"  # an aligned tail, then an unmapped page of a VMM reservation (hardware faults)
 GUARD_PAGE_FRONT = "guard_page_front"  # an unmapped page, then the tensor at once (faults before its start)
-PLACEMENTS = (GUARDED, FLUSH_END, EXACT, GUARD_PAGE, GUARD_PAGE_FRONT)
+PLACEMENTS = (GUARDED, FLUSH_END, EXACT, GUARD_PAGE_BACK, GUARD_PAGE_FRONT)
 # Placements whose tensor ends where its real allocation ends: a sanitizer sees the first byte past the end.
 SANITIZER_PLACEMENTS = (FLUSH_END, EXACT)
 # The page placements and the side of the tensor their unmapped page is on.
-PAGE_SIDES = {GUARD_PAGE: "back", GUARD_PAGE_FRONT: "front"}
+PAGE_SIDES = {GUARD_PAGE_BACK: "back", GUARD_PAGE_FRONT: "front"}
 
 # The region vocabulary lives in gpu_memsafety.model (expectations are checked against it there).
 from gpu_memsafety.model import (BEFORE_START, INSIDE, OLD_REGION_NAMES, PAST_END, REGIONS, ROW_PADDING,  # noqa: E402,F401
@@ -208,7 +208,7 @@ class GuardLayout:
 def plan(nbytes: int, *, placement: str = GUARDED, guard: int = DEFAULT_GUARD, rows: Rows | None = None) -> GuardLayout:
     """Choose guard sizes. The front guard is rounded up to ALIGN so that the tensor starts aligned in an
     aligned allocation. EXACT allocates exactly nbytes (no guard at all: the tensor is the allocation);
-    FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the allocation's); GUARD_PAGE ends the
+    FLUSH_END allocates exactly front + nbytes (the tensor's last byte is the allocation's); GUARD_PAGE_BACK ends the
     allocation on the next ALIGN boundary after the tensor (the alignment tail, 0..ALIGN-1 bytes, is its `back`),
     so an allocation that must end on a page starts the tensor aligned; GUARD_PAGE_FRONT has no front guard (the
     tensor starts on the page boundary) and the same alignment tail."""
@@ -235,7 +235,7 @@ def unguarded_regions(placement: str) -> frozenset[str]:
     right after an unmapped page (GUARD_PAGE_FRONT)."""
     if placement in (EXACT, GUARD_PAGE_FRONT):
         return frozenset({BEFORE_START, PAST_END})
-    if placement in (FLUSH_END, GUARD_PAGE):
+    if placement in (FLUSH_END, GUARD_PAGE_BACK):
         return frozenset({PAST_END})
     return frozenset()
 
@@ -296,7 +296,7 @@ def merge_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def placements(buffers: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """From a worker's buffer map: each buffer's placement (GUARDED, FLUSH_END, GUARD_PAGE), as its layout says."""
+    """From a worker's buffer map: each buffer's placement (GUARDED, FLUSH_END, GUARD_PAGE_BACK), as its layout says."""
     out: dict[str, str] = {}
     for b in buffers:
         try:
@@ -317,7 +317,7 @@ def page_side(buffer: Mapping[str, Any]) -> str:
     counts as the back page, the only one there was."""
     if buffer.get("backend") != "vmm":
         return ""
-    placement = (buffer.get("layout") or {}).get("placement", GUARD_PAGE)
+    placement = (buffer.get("layout") or {}).get("placement", GUARD_PAGE_BACK)
     return PAGE_SIDES.get(placement, "")
 
 

@@ -128,7 +128,7 @@ def allocate_front_page(total: int, device: torch.device) -> tuple[torch.Tensor,
 
 
 # Which allocator each page placement uses (gpu_memsafety.placement.guard.Arena picks from it).
-ALLOCATORS = {L.GUARD_PAGE: allocate_flush_end, L.GUARD_PAGE_FRONT: allocate_front_page}
+ALLOCATORS = {L.GUARD_PAGE_BACK: allocate_flush_end, L.GUARD_PAGE_FRONT: allocate_front_page}
 
 
 def available(device: torch.device) -> tuple[bool, str]:

@@ -124,7 +124,7 @@ def nearest(addr: int, buffers: Sequence[BufferRef]) -> tuple[BufferRef, int] | 
     return (best[1], best[2]) if best else None
 
 
-Placed = tuple[Access, BufferRef | None, int, int, str]   # access, buffer, start, end (tensor offsets), region
+PlacedAccess = tuple[Access, BufferRef | None, int, int, str]   # access, buffer, start, end (tensor offsets), region
 
 
 def _pieces(acc: Access, buf: BufferRef) -> list[tuple[int, int, str]]:
@@ -145,7 +145,7 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
 
     stray_case: the one case that ran in the process (the batch was a single case): an access that maps
     to no buffer is that case's, named relative to its nearest buffer when plausible."""
-    groups: dict[tuple[str, str, str, str, str, str], list[Placed]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str, str, str], list[PlacedAccess]] = defaultdict(list)
     for acc in accesses:
         kind = kind_of(acc)
         buf = locate(acc.address, buffers)
@@ -161,7 +161,7 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
     return dict(out)
 
 
-def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[Placed]], acc: Access, kind: str,
+def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[PlacedAccess]], acc: Access, kind: str,
                  buffers: Sequence[BufferRef], stray_case: str | None) -> None:
     if stray_case is None:
         groups[("", acc.kernel, kind, UNATTRIBUTED, UNATTRIBUTED, "")].append((acc, None, acc.address, acc.address + acc.size, UNATTRIBUTED))
@@ -176,7 +176,7 @@ def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[Placed]]
     groups[(stray_case, acc.kernel, kind, buf.name, region, "nearest")].append((acc, buf, lo, lo + max(acc.size, 1), region))
 
 
-def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: list[Placed], arch: str,
+def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: list[PlacedAccess], arch: str,
              describe: Callable[[str, str, int, int], str] | None) -> Finding:
     first, buf = items[0][0], items[0][1]
     spans = L.merge_runs((lo, hi) for _, _, lo, hi, _ in items)
@@ -194,7 +194,7 @@ def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: li
     )
 
 
-def _details(items: list[Placed], buf: BufferRef | None, how: str, kind: str) -> tuple[tuple[str, str], ...]:
+def _details(items: list[PlacedAccess], buf: BufferRef | None, how: str, kind: str) -> tuple[tuple[str, str], ...]:
     first = items[0][0]
     out: list[tuple[str, str]] = []
     out.append(("access", "/".join(sorted({a.direction or "read" for a, *_ in items}))))
@@ -217,7 +217,7 @@ def _details(items: list[Placed], buf: BufferRef | None, how: str, kind: str) ->
     return tuple(out)
 
 
-def _distance_words(items: list[Placed], buf: BufferRef, near: tuple[BufferRef, int] | None) -> str:
+def _distance_words(items: list[PlacedAccess], buf: BufferRef, near: tuple[BufferRef, int] | None) -> str:
     lo = min(lo for _, _, lo, _, _ in items)
     hi = max(hi for _, _, _, hi, _ in items)
     where = f"{-lo:,} B before {buf.name}" if lo < 0 else f"{lo - buf.nbytes + 1:,} B after the end of {buf.name}"

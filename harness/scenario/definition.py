@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.model import DETECTORS, Expectation
 from gpu_memsafety.engine.modes import COVER_ALL, COVERS
+from gpu_memsafety.scenario.adapter import Adapter
 
 # A scenario without a cost hint is expected to take this share of its per-case deadline.
 COST_SHARE_OF_TIMEOUT = 0.01
@@ -100,7 +101,6 @@ class Case:
 
 
 Describe = Callable[[Case, str, int, int], str]
-Adapter = Callable[..., Any]    # (case, ctx: RunContext) -> RunInfo; the typed protocol is gpu_memsafety.scenario.adapter.Adapter
 
 
 @dataclass(frozen=True)

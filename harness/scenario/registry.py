@@ -139,6 +139,17 @@ def ini_paths(inifile: Path | None) -> list[Path]:
     return [(inifile.parent / e).resolve() for e in entries]
 
 
+def configure_from_command_line(paths: Sequence[str], config: str | None) -> None:
+    """A command's `--scenario-path DIR...` and `--config FILE`: make this process and its children see the
+    scenarios of `paths` and of the configuration file's scenario_paths (FILE, else the file pytest would use
+    from the current directory). A bad path or a name defined twice is reported here, before any work."""
+    inifile = Path(config) if config else find_inifile(Path.cwd())
+    if config and not inifile.is_file():
+        raise ScenarioError(str(config), "--config", f"{config} is not a file")
+    configure([*paths, *ini_paths(inifile)])
+    all_scenarios()
+
+
 # ------------------------------------------------------------------------------------------------ discovery
 
 def is_scenario_file(path: Path) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from gpu_memsafety.kernels.mxfp4 import layout as L
-from gpu_memsafety.kernels.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import Located, find_triton_kernels
 
 if TYPE_CHECKING:

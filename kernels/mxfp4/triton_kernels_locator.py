@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any, Iterator, Mapping, Sequence
 
 from gpu_memsafety.util.paths import vendor_dir
-from gpu_memsafety.kernels.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 
 PACKAGE = "triton_kernels"
 ENV_VAR = "TRITON_KERNELS_PATH"

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from gpu_memsafety.kernels.errors import Unsupported
+from gpu_memsafety.errors import Unsupported
 from .layout import (
     IMPLS,
     MODES,

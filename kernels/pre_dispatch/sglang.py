@@ -26,7 +26,8 @@ from typing import Any, Sequence
 
 from gpu_memsafety.cli import upstream as U
 from gpu_memsafety.kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, write_if_changed
-from gpu_memsafety.kernels.errors import KernelBuildError, Unsupported
+from gpu_memsafety.errors import Unsupported
+from gpu_memsafety.kernels.errors import KernelBuildError
 from gpu_memsafety.kernels.pre_dispatch.layout import SGLANG_REFUSALS
 
 GROUP_SIZE = 32

@@ -23,12 +23,12 @@ def run_case(case: Any, ctx: Any) -> Any:
         ctx.tensor(name, (n,), torch.uint8, watch=name == "a")   # every buffer covered (the default), a watched
     where = {name: buf.layout.placement for name, buf in ctx.arena.buffers.items()}
     for name, buf in ctx.arena.buffers.items():
-        if where[name] in (L.GUARD_PAGE, L.GUARD_PAGE_FRONT) and case.variant != "no_vmm":
+        if where[name] in (L.GUARD_PAGE_BACK, L.GUARD_PAGE_FRONT) and case.variant != "no_vmm":
             buf.backend = "vmm"
     ctx.arena.on_change()                  # the buffer map on disk says so before the "launch"
     variant = case.variant
-    if ((variant == "past_end_b" and where["b"] == L.GUARD_PAGE)
+    if ((variant == "past_end_b" and where["b"] == L.GUARD_PAGE_BACK)
             or (variant == "before_start_a" and where["a"] == L.GUARD_PAGE_FRONT)
-            or (variant == "needs_two" and where["a"] == where["b"] == L.GUARD_PAGE)):
+            or (variant == "needs_two" and where["a"] == where["b"] == L.GUARD_PAGE_BACK)):
         raise RuntimeError(FAULT)
     return RunInfo(kernel="fake_pages", launches=1)

@@ -24,7 +24,7 @@ def test_front_and_back_pages_sit_where_the_layout_says() -> None:
     from gpu_memsafety.placement.guard import Arena
     device = torch.device("cuda")
     arena = Arena(device, page_allocators=dict(vmm.ALLOCATORS))
-    back = arena.tensor("back", (4000,), torch.uint8, placement=L.GUARD_PAGE)
+    back = arena.tensor("back", (4000,), torch.uint8, placement=L.GUARD_PAGE_BACK)
     front = arena.tensor("front", (4000,), torch.uint8, placement=L.GUARD_PAGE_FRONT)
     rb, rf = (arena.buffers[n] for n in ("back", "front"))
     gran = rf.keepalive.reserve_size - rf.keepalive.mapped_size
@@ -54,4 +54,4 @@ def test_guard_page_mode_names_the_buffer_and_its_side(tmp_path: Path) -> None:
         for twin in ("read_past_end_fixed", "read_before_start_fixed"):
             result = results[f"{twin}-{impl}"]
             assert result.outcome is Outcome.CLEAN, (twin, impl, result.message)
-            assert [p["placement"] for p in result.details["passes"]] == [L.GUARD_PAGE, L.GUARD_PAGE_FRONT]
+            assert [p["placement"] for p in result.details["passes"]] == [L.GUARD_PAGE_BACK, L.GUARD_PAGE_FRONT]
