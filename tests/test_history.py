@@ -18,7 +18,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 def result(case_id: str, outcome: Outcome, findings: int = 0, kernel: str = "k") -> CaseResult:
     return CaseResult(case_id=case_id, scenario=case_id.partition("[")[0], variant="v", params={}, kernel=kernel,
-                      arch="sm_90", mode="both", outcome=outcome, expected="clean",
+                      arch="sm_90", mode="both", outcome=outcome,
+                      expected="a known overwrite" if outcome is Outcome.EXPECTED_FINDING else "clean",
                       findings=[padding_overwrite()] * findings, message=outcome.label,
                       detectors=[DetectorRun(GUARD, True, ""), DetectorRun(MEMCHECK, True, "")])
 

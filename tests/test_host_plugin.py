@@ -219,6 +219,11 @@ def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
     results = [r for r in cases_from_report(load_report(tmp_path / "r1" / "report.json"))
                if r.case_id.endswith("test_overwrite")]
     write_baseline(results, tmp_path / "baseline.json")
+    import json
+    data = json.loads((tmp_path / "baseline.json").read_text())     # written with empty reasons: a person fills them
+    for entry in data["accepted"]:
+        entry["reason"] = "a known overwrite, accepted while it is fixed"
+    (tmp_path / "baseline.json").write_text(json.dumps(data))
     proc = run(suite, "-p", "host_fake", "--gpu-memsafety", f"--gpu-memsafety-baseline={tmp_path / 'baseline.json'}",
                "--gpu-memsafety-report-dir", str(tmp_path / "r2"), "-rA", "-q")
     assert report(tmp_path / "r2")["test_overwrite"]["outcome"] == "expected finding"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpu_memsafety.report.merge import merge_cells
-from gpu_memsafety.model import CaseResult, Outcome
+from gpu_memsafety.model import GUARD, DetectorRun, CaseResult, Outcome
 from gpu_memsafety.report import (NOT_APPLICABLE, OK, UNSUPPORTED, ReportError, build_report, load_report, matrix,
                             render_markdown, render_terminal, worst_verdict, write_reports)
 
@@ -24,7 +24,8 @@ MODE = "both mode runs guard, memcheck; scenario planted_race uses racecheck"
 def case(cid: str, outcome: Outcome, kernel: str, message: str = "", arch: str = "") -> CaseResult:
     scenario, _, rest = cid.partition("[")
     return CaseResult(case_id=cid, scenario=scenario, variant=rest.split("-")[0], params={}, kernel=kernel, arch=arch,
-                      mode="both", outcome=outcome, expected="clean", message=message)
+                      mode="both", outcome=outcome, expected="clean", message=message,
+                      detectors=[DetectorRun(GUARD, outcome is Outcome.CLEAN, "")])
 
 
 def results() -> list[CaseResult]:

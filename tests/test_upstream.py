@@ -257,7 +257,9 @@ def test_every_artifact_has_pinned_linux_wheels_and_pins_are_sha256() -> None:
         assert name.endswith(".whl"), name
     for art in U.ARTIFACTS:
         mine = [n for n in U.WHEEL_SHA256 if n.startswith(art.wheel_prefix)]
-        assert any("x86_64" in n for n in mine) and any("aarch64" in n for n in mine), art.key
+        # a pure-Python wheel serves every machine; a platform wheel needs at least the x86_64 one (the GPU runners');
+        # a machine whose wheel has no pin is refused naming the file (tests above)
+        assert any(n.endswith("-none-any.whl") or "x86_64" in n for n in mine), art.key
 
 
 def test_tvm_ffi_is_installed_only_with_its_pinned_hashes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -37,9 +37,13 @@ def test_include_closure_follows_quotes_angles_relative_paths_and_guarded_includ
                           INC + "deep_gemm/ptx/utils.cuh", INC + "cute/config.hpp", INC + "cutlass/cutlass.h"])
 
 
-def test_a_vllm_artifact_unpacks_the_triton_file_and_the_header_closure_only(tmp_path: Path):
+def test_a_vllm_artifact_unpacks_the_triton_file_and_the_header_closure_only(tmp_path: Path, monkeypatch):
+    import hashlib
     art = U.artifact("vllm-0.33.0")
-    folder = U.extract(art, wheel(tmp_path, FILES), tmp_path / "vendor")
+    made = wheel(tmp_path, FILES)
+    # the stand-in wheel's own hash is pinned for this test (the real pin would refuse it, as it should)
+    monkeypatch.setitem(U.WHEEL_SHA256, made.name, hashlib.sha256(made.read_bytes()).hexdigest())
+    folder = U.extract(art, made, tmp_path / "vendor")
     got = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != U.STAMP)
     assert U.VLLM_CACHE_UTILS in got and U.VLLM_DG_METADATA in got and INC + "cutlass/cutlass.h" in got
     assert INC + "cute/arch/mma_sm90_gmma_ext.hpp" not in got and "vllm/engine/big.py" not in got
