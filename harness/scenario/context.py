@@ -74,6 +74,13 @@ class RunContext:
     def covered(self) -> set[str]:
         return {name for name, buf in self.arena.buffers.items() if buf.layout.placement != L.GUARDED}
 
+    @property
+    def results_checkable(self) -> bool:
+        """Whether an adapter may check the kernel's results against a model: not under memcheck (placement
+        `exact`), which stops a kernel at its first bad access, so a buggy kernel's outputs stay partly unwritten
+        there (they hold the fill); the bad access itself is memcheck's finding."""
+        return self.watch_placement != L.EXACT
+
     def tensor(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *, watch: bool = False) -> torch.Tensor:
         """A contiguous tensor named `name` with guard markers around it (its contents are the marker byte 0xA5
         until the adapter writes them), placed so that this mode's detectors see accesses past its end (every

@@ -51,7 +51,7 @@ def run_case(case: Any, ctx: Any) -> Any:
     once()
     host = table_values.tolist()
     got_slots, got_lens = slots.cpu().tolist(), lens.cpu().tolist()
-    for t in range(tokens):
+    for t in range(tokens if ctx.results_checkable else 0):   # memcheck stops the kernel: nothing to check
         if g.in_bounds(t) and got_slots[t] != L.slot_ids(g, host, t):
             raise SlotMismatch(f"vLLM {version}: token {t}'s slot ids {got_slots[t][:8]}... differ from the model's "
                                f"{L.slot_ids(g, host, t)[:8]}...")

@@ -58,7 +58,7 @@ def run_case(case: Any, ctx: Any) -> Any:
     once()
     want = L.schedule(lens, num_sms, fixed=L.FIXED[version]).metadata
     got = tuple(tuple(int(v) for v in row) for row in metadata.cpu().tolist())
-    if got != want:
+    if got != want and ctx.results_checkable:   # under memcheck the stopped kernel leaves the fill
         bad = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
         raise ScheduleMismatch(f"vLLM {version}'s {L.KERNEL} wrote {got[bad]} for SM {bad}; the model says {want[bad]}")
     return RunInfo(kernel=f"{L.KERNEL} [vLLM {version}]", outputs={"schedule_metadata": metadata}, relaunch=once,
