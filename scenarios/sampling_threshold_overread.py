@@ -12,8 +12,8 @@ unpacked by `make upstream`, built by kernels/topk_sampling/build.py as csrc/sam
 (buggy) and 0.7.2 (fixed).
 
 Shapes: 3 rows, 4 samples (one read, top_k[3], 4 bytes past the 12-byte tensor: exact bytes and offsets);
-3 rows, 3,000 samples (the issue's shape: positions 3..2999 read 11,988 bytes past the end; memcheck ends the
-kernel at its first bad warp, so that finding is matched on buffer and region); 3 rows, 3 samples (as many
+3 rows, 3,000 samples (the issue's shape: positions 3..2999 read 11,988 bytes past the end; only the fixed copy
+runs in the matrix: the buggy one ran past 240 s under memcheck on the H200, see HANGS_UNDER_MEMCHECK); 3 rows, 3 samples (as many
 samples as rows: clean on both). The threshold read from past the end is a huge k on every guard pattern (0xA5..
 or 0xFF.. as uint32), so sampling is not truncated either way and poison cannot tell: memcheck and the guard page
 see it.
@@ -49,7 +49,13 @@ def _cases() -> list[Case]:
     return [Case(NAME, v.name, {"flashinfer": v.flashinfer, "rows": rows, "samples": n,
                                 "upstream": f"flashinfer-python {v.flashinfer}"},
                  f"fi{v.flashinfer}-rows{rows}-samples{n}", tags)
-            for v in VARIANTS for rows, n, tags in SHAPES]
+            for v in VARIANTS for rows, n, tags in SHAPES if (v.name, n) not in HANGS_UNDER_MEMCHECK]
+
+
+# Measured on the H200 (compute-sanitizer 2025.3.1, evidence/h200/run20-upstream-scenarios): the buggy kernel on the
+# issue's 3,000-sample shape ran past 240 s under memcheck (2,997 bad reads, one record each) and was killed; the
+# 4-sample shape shows the same read exactly. Kept out of the matrix until the harness bounds memcheck's records.
+HANGS_UNDER_MEMCHECK = {("buggy", 3000)}
 
 
 def _expect(case: Case) -> Expectation:

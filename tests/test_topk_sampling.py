@@ -31,15 +31,16 @@ def test_the_call_covers_every_row():
 
 def test_expectation_table():
     cases = S.SCENARIO.cases()
-    assert len(cases) == 6
+    assert len(cases) == 5          # the buggy 3,000-sample case is out of the matrix (S.HANGS_UNDER_MEMCHECK)
     found = {c.id: S.SCENARIO.expect(c) for c in cases}
     assert [c.id for c in cases if not found[c.id].clean] == [
-        "sampling_threshold_overread[buggy-fi0.7.1-rows3-samples4]",
-        "sampling_threshold_overread[buggy-fi0.7.1-rows3-samples3000]"]
+        "sampling_threshold_overread[buggy-fi0.7.1-rows3-samples4]"]
     (small,) = found["sampling_threshold_overread[buggy-fi0.7.1-rows3-samples4]"].findings
     assert (small.kind, small.buffer, small.region, small.bytes, small.ranges) == (OVERREAD, "top_k", "past_end", 4, ((12, 16),))
     assert set(small.detectors) == {MEMCHECK, GUARD_PAGE} and small.upstream == "flashinfer-ai/flashinfer#5339"
-    (big,) = found["sampling_threshold_overread[buggy-fi0.7.1-rows3-samples3000]"].findings
+    big_case = S.Case(S.NAME, "buggy", {"flashinfer": "0.7.1", "rows": 3, "samples": 3000,
+                                        "upstream": "flashinfer-python 0.7.1"}, "fi0.7.1-rows3-samples3000")
+    (big,) = S.SCENARIO.expect(big_case).findings    # still modelled: only kept out of the run
     assert big.bytes is None and big.ranges is None and big.region == "past_end"
 
 
