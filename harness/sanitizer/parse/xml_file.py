@@ -106,7 +106,6 @@ class _Collector:
     def __init__(self) -> None:
         self.records: list[SanitizerRecord] = []
         self.root_tag = ""
-        self.root_closed = False
         self._stack: list[ET.Element] = []
         self._text: list[list[str]] = []
         self.parser = self._make_parser()
@@ -150,10 +149,7 @@ class _Collector:
     def _end(self, tag: str) -> None:
         element = self._stack.pop()
         element.text = "".join(self._text.pop())
-        depth = len(self._stack)
-        if depth == 0:
-            self.root_closed = True
-        elif depth == 1:
+        if len(self._stack) == 1:
             self.records.append(self._top_level(element))
 
     def _top_level(self, element: ET.Element) -> SanitizerRecord:
