@@ -44,7 +44,9 @@ PURE = (
     "gpu_memsafety.placement.layout", "gpu_memsafety.engine.modes", "gpu_memsafety.engine.job",
     "gpu_memsafety.detectors.hazards", "gpu_memsafety.detectors.poison", "gpu_memsafety.detectors.pageprobe",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
-    "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options",
+    "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
+    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",
+    "gpu_memsafety.cli.bench.results",
 )
 
 
