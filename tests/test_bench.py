@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpu_memsafety.cli import bench
+from gpu_memsafety.cli.bench import parts as bench_parts, results as bench_results
 from gpu_memsafety.scenario.registry import all_scenarios
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
@@ -130,23 +130,23 @@ def _parts(guard: float | None = None, verify: float | None = None, speedup: flo
     ((None, None, None, None, None), ["not measured"] * 9),
 ])
 def test_targets_follow_the_issue_thresholds(values: tuple[Any, ...], expected: list[str]) -> None:
-    assert [t["status"] for t in bench.evaluate_targets(_parts(*values))] == expected
+    assert [t["status"] for t in bench_results.evaluate_targets(_parts(*values))] == expected
 
 
 def test_scaling_with_different_outcomes_is_not_a_measured_speedup() -> None:
     parts = {"scaling": {"gpus": 2, "speedup": 2.0, "same_outcomes": False}}
-    [target] = [t for t in bench.evaluate_targets(parts) if t["target"].startswith("default matrix on all GPUs")]
+    [target] = [t for t in bench_results.evaluate_targets(parts) if t["target"].startswith("default matrix on all GPUs")]
     assert target["status"] == "not measured" and "different outcomes" in target["why"]
 
 
 def test_small_buffers_do_not_count_for_the_bandwidth_target() -> None:
-    [verify] = [t for t in bench.evaluate_targets(_parts(verify=0.6)) if t["target"].startswith("guard verification")]
+    [verify] = [t for t in bench_results.evaluate_targets(_parts(verify=0.6)) if t["target"].startswith("guard verification")]
     assert verify["measured"] == 0.6        # the 1 MiB row's 0.01 is below the 64 MiB floor and ignored
 
 
 def test_sample_spreads_over_every_scenario_and_skips_isolated_cases() -> None:
-    items = bench.matrix_cases(all_scenarios())
-    sample = bench.spread_sample(items, 12)
+    items = bench_parts.matrix_cases(all_scenarios())
+    sample = bench_parts.spread_sample(items, 12)
     assert 3 <= len(sample) <= 12
     assert {s.name for s, _ in sample} == {s.name for s, _ in items}
     assert not any(s.isolated(c) for s, c in sample)
@@ -218,12 +218,16 @@ def test_bench_uses_only_public_names_of_the_worker_and_the_arena() -> None:
     import ast
 
     from gpu_memsafety.engine import worker
-    tree = ast.parse((ROOT / "harness" / "cli" / "bench.py").read_text())
-    assert _private_uses(tree) == []
-    # and no copy of the worker's exit code for a lost context: bench takes worker.CONTEXT_LOST
-    copies = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
-              if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant) and node.value.value == worker.CONTEXT_LOST]
-    assert copies == []
+    files = sorted((ROOT / "harness" / "cli" / "bench").glob("*.py"))
+    assert len(files) > 3
+    for file in files:
+        tree = ast.parse(file.read_text())
+        assert _private_uses(tree) == [], file.name
+        # and no copy of the worker's exit code for a lost context: bench takes worker.CONTEXT_LOST
+        copies = [t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
+                  if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)
+                  and node.value.value == worker.CONTEXT_LOST]
+        assert copies == [], file.name
     # the check itself sees what it forbids
     bad = ast.parse("from gpu_memsafety.engine.worker import _context_lost\ndef f(a):\n    a._allocate('x', None)\n")
     assert _private_uses(bad) == ["from gpu_memsafety.engine.worker import _context_lost", "line 3: ._allocate"]

@@ -1,6 +1,6 @@
 """racecheck and synccheck records -> findings: a hazard names the kernel, the source line and the two accesses.
 
-Pure (no torch, triton or CUDA), tested on CPU with text in the shape of real output (parse.py says which).
+Pure (no torch, triton or CUDA), tested on CPU with text in the shape of real output (sanitizer/parse/text_log.py says which).
 A shared-memory hazard has no byte range in any buffer the harness allocated: its buffer is `__shared__`
 and its place is the pair of source lines. racecheck's analysis mode reports one access and every access it
 races with, each with its hazard count; its hazard mode reports one pair per record with the threads and the

@@ -48,7 +48,6 @@ class RunOptions:
     cover: str = COVER_SCENARIO        # which buffers are covered: each scenario's `cover`, or "all" / "watched"
     iterations: int = 10               # stress mode
     timeout_scale: float = 1.0
-    keep_going_after_fault: bool = True
     debug: bool = False
     allow_unsupported: bool = False    # a case that could not run on a GPU machine is a skip, not a failure
     python: str = sys.executable

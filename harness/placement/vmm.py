@@ -129,14 +129,3 @@ def allocate_front_page(total: int, device: torch.device) -> tuple[torch.Tensor,
 
 # Which allocator each page placement uses (gpu_memsafety.placement.guard.Arena picks from it).
 ALLOCATORS = {L.GUARD_PAGE_BACK: allocate_flush_end, L.GUARD_PAGE_FRONT: allocate_front_page}
-
-
-def available(device: torch.device) -> tuple[bool, str]:
-    """Whether guard pages can be used here, and why not."""
-    try:
-        storage, _, _, _, block = allocate_flush_end(4096, device)
-        del storage
-        block.close()
-        return True, "cuda-bindings VMM"
-    except (VmmUnavailable, RuntimeError) as exc:
-        return False, str(exc)

@@ -65,7 +65,6 @@ from gpu_memsafety.report.load import (
 )
 from gpu_memsafety.report.markdown import (
     MarkdownRenderer,
-    md_cell,
     md_code_block,
     md_details,
     md_table,

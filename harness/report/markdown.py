@@ -47,8 +47,6 @@ def md_text(text: str) -> str:
     return _AUTOLINK.sub(lambda m: f"{m.group(1) or m.group(3)}\\{m.group(2) or m.group(4)}", text)
 
 
-md_cell = md_text
-
 
 def md_table(head: Sequence[str], rows: Iterable[Sequence[str]], *, right: int = 0) -> str:
     """A pipe table; columns from index `right` on are right-aligned (0: none). Cells must be md_text already."""

@@ -20,7 +20,6 @@ from typing import Any, Callable
 import torch
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.errors import Unsupported  # noqa: F401  (re-exported for adapters)
 from gpu_memsafety.placement.guard import Arena
 from gpu_memsafety.engine.modes import COVER_ALL, covers
 

@@ -341,18 +341,9 @@ def all_scenarios() -> dict[str, Scenario]:
     return discover()
 
 
-def scenario_files() -> set[Path]:
-    return {Path(s.file) for s in sources()}
-
-
 def scenario_modules() -> list[str]:
     """The repository's own scenario modules, by importable name."""
     return sorted(s.module for s in _dir_sources(SCENARIO_DIR, "") if s.module)
-
-
-def scenario_dirs() -> list[Path]:
-    """Every directory that holds a scenario file."""
-    return sorted({Path(s.file).parent for s in sources()})
 
 
 def get(name: str) -> Scenario:

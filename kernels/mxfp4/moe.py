@@ -186,14 +186,6 @@ def _api(gen: str) -> _Api:
     return _APIS[gen]
 
 
-def kernel_names(api_gen: str = "matmul_ogs") -> tuple[str, ...]:
-    """Kernel-name prefixes the sanitizer reports for the matmul (see gpu_memsafety.kernels.mxfp4.layout.parse_kernel_name).
-
-    Only the first (non-persistent) kernel runs on sm90 with mxfp4 weights.
-    """
-    return L.MATMUL_KERNELS[api_gen]
-
-
 def check_device(device: Any) -> tuple[int, int]:
     """The compute capability of `device`; Unsupported unless it is a CUDA device. Every architecture runs:
     one without an expectation reports what it finds."""

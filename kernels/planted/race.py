@@ -11,7 +11,6 @@ from typing import Any
 
 from gpu_memsafety.errors import Unsupported
 
-THREADS = 256
 CU_PATH = Path(__file__).with_name("race.cu")
 BINDING = """
 #include <torch/extension.h>

@@ -31,11 +31,9 @@ from gpu_memsafety.kernels.errors import KernelBuildError
 from gpu_memsafety.kernels.pre_dispatch.layout import SGLANG_REFUSALS
 
 GROUP_SIZE = 32
-KERNEL_NAME = "mega_moe_pre_dispatch_kernel"
 CUH = U.PRE_DISPATCH_CUH
 JIT_DIR = "sglang/kernels/jit"
 # sglang's DEFAULT_CFLAGS and get_default_target_flags (0.5.17 .. 0.5.19), and toolchain's base flags.
-CXX_FLAGS = ("-fPIC", "-std=c++20", "-O3")
 CUDA_FLAGS = ("-Xcompiler", "-fPIC")
 # What tvm-ffi's _decorate_with_tvm_ffi prepends to every generated unit (sglang compile/spec.py).
 FFI_INCLUDES = ("tvm/ffi/container/tensor.h", "tvm/ffi/dtype.h", "tvm/ffi/error.h", "tvm/ffi/extra/c_env_api.h",
