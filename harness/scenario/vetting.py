@@ -5,7 +5,7 @@ Imported straight into the process that runs pytest or `list`, a file whose impo
 with no output and no report; `sys.exit(0)` at import ends `list` or `repro` with status 0 and nothing done;
 `os.chdir` sends a relative report directory elsewhere; a changed environment reaches every xdist worker; a
 process it starts outlives the run. So before a process imports scenario files it has not seen, ONE child
-(`python -m gpu_memsafety.scenario.vetting`) imports all of them and records, file by file, what each import
+(`python -m gpu_memsafety.scenario.vet_child`) imports all of them and records, file by file, what each import
 did (`watch`): it raised (SystemExit included), changed the working directory or the environment, wrote to
 stdout (wrote to stderr: a warning, shown), or left processes running (killed, named); a file whose import
 does not finish within the deadline is named and the child's whole process group is killed. A file with a
@@ -27,7 +27,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -227,7 +226,7 @@ def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pytho
         env = dict(os.environ)
         env["PYTHONPATH"] = inherited_pythonpath(env) if pythonpath is None else pythonpath
         with open(err, "wb") as stderr:
-            proc = subprocess.Popen([python, "-m", "gpu_memsafety.scenario.vetting", str(job)], env=env,
+            proc = subprocess.Popen([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                                     start_new_session=True)
             timed_out = _wait(proc, deadline_s)
@@ -310,30 +309,3 @@ def problem_text(verdicts: Sequence[Verdict]) -> str:
             lines.append(f"{verdict.file}:")
             lines += [f"  - {p}" for p in verdict.problems]
     return "\n".join(lines)
-
-
-# -------------------------------------------------------------------------------------------- the child side
-
-def _child(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
-    procs.subreaper()          # orphans of what an import starts become ours, so they are found and killed
-    from gpu_memsafety.scenario import registry
-    with open(job["log"], "a", buffering=1) as log:
-        for data in job["sources"]:
-            source = registry.Source.from_json(data)
-            log.write(json.dumps({"file": source.file, "started": True}) + "\n")
-            effects, problems = Effects(), []
-            try:
-                with watch(effects, fd_level=True):
-                    registry.load_unvetted(source)
-            except registry.ScenarioError as exc:
-                problems.append(exc.problem)          # names the file already
-            except Exception as exc:  # noqa: BLE001 - any failure of a user's file is its verdict
-                problems.append(f"importing {source.file} failed: {type(exc).__name__}: {exc}")
-            problems += [f"importing {source.file}: {p}" for p in effects.problems]   # what only the child sees
-            log.write(json.dumps({"file": source.file, "problems": problems, "warnings": effects.warnings}) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))
