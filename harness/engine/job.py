@@ -126,6 +126,7 @@ class WorkerResult:
     uninit: dict[str, Any] | None = None                          # fillcheck's report (uninit mode)
     stress_iterations: int | None = None
     memory: dict[str, int] = field(default_factory=dict)          # out of memory: what was free after releasing
+    stray_processes: list[dict[str, Any]] = field(default_factory=list)   # left running by the case: killed (pid, command)
     kernel_seconds: float = 0.0
     seconds: float = 0.0
 

@@ -25,6 +25,7 @@ from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, Worker
 from gpu_memsafety.judge.rules import Batch, Judge, Machine, read_sanitizer
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
+from gpu_memsafety.util import procs
 from gpu_memsafety.util.paths import inherited_pythonpath
 from gpu_memsafety.scenario.definition import Case, Scenario
 
@@ -61,6 +62,7 @@ class Runner:
             raise ValueError(f"cover {options.cover!r} is not one of {', '.join(COVER_OPTIONS)}")
         self.o = options
         self.o.workdir.mkdir(parents=True, exist_ok=True)
+        procs.subreaper()      # orphans of a worker that died (an adapter's daemon) come to us, to be reaped
         self._batch = 0
         # Cases to rerun one per process: their batch had sanitizer records that map to no buffer, and only
         # a process of their own can say which case made them (the judge asks for it).
@@ -80,6 +82,7 @@ class Runner:
         pending = list(items)
         results: list[CaseResult] = []
         relaunches = 0
+        registry.vet(list({s.source.file: s.source for s, _ in items if s.source is not None}.values()))
         while pending:
             runnable = []
             for scenario, case in pending:
@@ -132,7 +135,8 @@ class Runner:
                                         target_argv=argv)
         spawned = time.time()
         batch = self._supervise(argv, items, out, sanitized)
-        self.processes.append(_process_times(out, len(items), sanitized, spawned, time.time(), batch.returncode))
+        self.processes.append({**_process_times(out, len(items), sanitized, spawned, time.time(), batch.returncode),
+                               **({"left_behind": batch.left_behind} if batch.left_behind else {})})
         if sanitized:
             batch.sanitizer = read_sanitizer(self.o.mode.sanitizer or "", batch.log,
                                              xml_path.read_bytes() if xml_path.exists() else None,
@@ -235,6 +239,7 @@ class Runner:
     def _supervise(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Batch:
         batch = Batch()
         log_path = out / "worker.log"
+        before = procs.children()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, env=self._env(sanitized), stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -246,7 +251,9 @@ class Runner:
                 # process group (the sanitizer and its target) goes with us, never left running.
                 self._kill(proc)
                 proc.wait()
+                self._sweep(proc.pid, before)
                 raise
+        batch.left_behind = self._sweep(proc.pid, before)
         batch.log = log_path.read_text(errors="replace")
         for index in range(len(items)):
             result_path = out / f"{index}.json"
@@ -299,6 +306,13 @@ class Runner:
                 except ValueError:
                     return index, time.time()
         return None
+
+    @staticmethod
+    def _sweep(pgid: int, before: list[int]) -> list[procs.ProcessRecord]:
+        """After a worker process ended: whatever is still in its process group (an adapter's child when the
+        worker died in the case), and any orphan handed to this process (a subreaper) since the worker
+        started: killed, and named in the batch's process record."""
+        return procs.reap([*procs.group_members(pgid), *procs.stray_children(before)])
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpu_memsafety.engine import job as J
 from gpu_memsafety.errors import NotApplicable, Unsupported
+from gpu_memsafety.util import procs
 from gpu_memsafety.engine.modes import COVER_ALL, MODES, REPEAT_FILL, REPEAT_POISON, REPEAT_STRESS, resolve_cover
 from gpu_memsafety.detectors.poison import PATTERNS as POISON_ORDER
 
@@ -92,9 +93,13 @@ class Worker:
         return dict(vmm.ALLOCATORS)
 
     def run(self) -> int:
+        procs.subreaper()      # a daemon an adapter starts (forked twice, its own session) stays our child
         for index, entry in enumerate(self.job.cases):
             self.begin(index, entry)
-            self._write(index, self._run_case(entry.case, index))
+            before = procs.children()
+            result = self._run_case(entry.case, index)
+            result.stray_processes = procs.reap(procs.stray_children(before))   # nothing outlives its case
+            self._write(index, result)
         return 0
 
     def begin(self, index: int, entry: J.JobCase | None = None) -> None:

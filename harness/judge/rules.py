@@ -136,6 +136,7 @@ class Batch:
     returncode: int | None = None
     log: str = ""
     sanitizer: SanitizerRun | None = None                       # None: not sanitized
+    left_behind: list[dict[str, Any]] = field(default_factory=list)   # processes alive after it ended: killed
 
     @property
     def sanitized(self) -> bool:
@@ -719,7 +720,7 @@ class Judge:
             details = {k: v for k, v in (("notes", res.notes), ("kernel_seconds", res.kernel_seconds),
                                          ("seconds", res.seconds), ("stress_iterations", res.stress_iterations),
                                          ("poison", res.poison), ("device", res.device), ("memory", res.memory),
-                                         ("passes", res.passes))
+                                         ("passes", res.passes), ("stray_processes", res.stray_processes))
                        if v not in (None, {}, "", [])}
             if res.cover and self.mode.watch_placement != layout.GUARDED:
                 # which buffers got this mode's placement: the worker's buffer map says (each layout's placement)

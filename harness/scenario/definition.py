@@ -28,6 +28,7 @@ class ScenarioError(ValueError):
         super().__init__(f"scenario {scenario!r}, field {field_name!r}: {problem}")
         self.scenario = scenario
         self.field = field_name
+        self.problem = problem
 
 
 @dataclass(frozen=True)

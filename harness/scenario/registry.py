@@ -28,6 +28,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -286,10 +287,40 @@ def import_source(source: Source) -> ModuleType:
 
 
 def load_source(source: Source) -> Scenario:
-    """Import a scenario file and return its SCENARIO, tagged with where it came from. An exception while
-    importing it becomes a ScenarioError naming the file and the line, not a bare traceback."""
+    """Import a scenario file and return its SCENARIO, tagged with where it came from: first in a child process
+    unless this run already did (vet), then here, under the same watch. Anything wrong (an exception, a
+    sys.exit, a changed directory or environment, output on stdout, a process left running) is a ScenarioError
+    naming the file, never a bare traceback, an exit, or a hang."""
+    vet([source])
+    return load_unvetted(source)
+
+
+def vet(sources: Sequence[Source]) -> None:
+    """Import every source from outside the harness that this run has not yet vetted, in one child process with
+    a deadline (gpu_memsafety.scenario.vetting); a ScenarioError names every file with a problem and each
+    problem. What a file wrote to stderr is shown as a warning."""
+    from gpu_memsafety.scenario import vetting
+    # The repository's own scenarios/ ship with the harness (its own code, as trusted as this file): only files
+    # from elsewhere (scenario paths, entry points, a folder on the package's path) are vetted.
+    verdicts = vetting.vet([s.to_json() for s in sources if Path(s.file).resolve().parent != SCENARIO_DIR])
+    for verdict in verdicts:
+        for text in verdict.warnings:
+            warnings.warn(f"scenario file {verdict.file}: {text}", vetting.ScenarioImportWarning, stacklevel=3)
+    bad = [v for v in verdicts if v.problems]
+    if len(bad) == 1 and len(bad[0].problems) == 1:
+        raise ScenarioError(Path(bad[0].file).stem, "file", bad[0].problems[0])
+    if bad:
+        raise ScenarioError(Path(bad[0].file).stem, "file", f"{len(bad)} scenario file(s) cannot be imported:\n"
+                            + vetting.problem_text(bad))
+
+
+def load_unvetted(source: Source) -> Scenario:
+    """load_source without the child: the import runs here, under vetting.watch."""
+    from gpu_memsafety.scenario import vetting
+    effects = vetting.Effects()
     try:
-        module = import_source(source)
+        with vetting.watch(effects):
+            module = import_source(source)
     except ScenarioError:
         raise
     except Exception as exc:  # noqa: BLE001 - any error in a user's file is reported with the file's name
@@ -298,6 +329,10 @@ def load_source(source: Source) -> Scenario:
         where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
         raise ScenarioError(Path(source.file).stem, "file", f"importing {source.file} failed: "
                             f"{type(exc).__name__}: {exc}{where}") from exc
+    if effects.problems:
+        raise ScenarioError(Path(source.file).stem, "file", f"importing {source.file}: {'; '.join(effects.problems)}")
+    for text in effects.warnings:
+        warnings.warn(f"scenario file {source.file}: {text}", vetting.ScenarioImportWarning, stacklevel=2)
     scenario = getattr(module, "SCENARIO", None)
     if not isinstance(scenario, Scenario):
         raise ScenarioError(Path(source.file).stem, "SCENARIO",
@@ -326,8 +361,10 @@ def discover(paths: Sequence[Path] | None = None, *, entry_points: bool = True) 
     if key in _cache:
         return dict(_cache[key])
     found: dict[str, Scenario] = {}
-    for source in sources(paths, entry_points=entry_points):
-        scenario = load_source(source)
+    every = sources(paths, entry_points=entry_points)
+    vet(every)            # all files in one child process: a file that hangs, exits or meddles is named first
+    for source in every:
+        scenario = load_unvetted(source)
         if scenario.name in found:
             first = found[scenario.name].source
             raise ScenarioError(scenario.name, "name", f"defined twice: in {first.file if first else '?'} and in "
