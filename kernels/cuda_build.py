@@ -104,12 +104,18 @@ def build_library(name: str, cu_path: Path, capability: tuple[int, int], *, extr
 
 
 def driver_ldflags() -> list[str]:
-    """Linking the CUDA driver API (libcuda): the toolkit's stub, for a build machine without a driver's libcuda.so;
-    at run time the driver's libcuda.so.1 is loaded, as torch does."""
+    """Linking the CUDA driver API (libcuda): the toolkit's stub when it has one, else the driver's own libcuda.so.1;
+    at run time the driver's libcuda.so.1 is loaded either way, as torch does."""
     from torch.utils import cpp_extension
     home = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda")
-    stubs = [d for d in (home / "lib64" / "stubs", home / "targets" / "x86_64-linux" / "lib" / "stubs") if d.is_dir()]
-    return [*(f"-L{d}" for d in stubs), "-lcuda"]
+    stubs = [d for d in (home / "lib64" / "stubs", home / "targets" / "x86_64-linux" / "lib" / "stubs")
+             if (d / "libcuda.so").exists()]
+    if stubs:
+        return [f"-L{stubs[0]}", "-lcuda"]
+    for lib in (Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib64"), Path("/usr/local/nvidia/lib64")):
+        if (lib / "libcuda.so.1").exists():
+            return [f"-L{lib}", "-l:libcuda.so.1"]
+    return ["-lcuda"]
 
 
 def toolchain_problem() -> str:

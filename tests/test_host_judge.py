@@ -59,6 +59,12 @@ def test_rule4_context_lost_in_the_test_is_crashed() -> None:
     assert r.outcome is Outcome.CRASHED and r.failed and "the test itself failed" in r.message
 
 
+def test_rule4_a_memcheck_finding_explains_the_lost_context() -> None:
+    f = Finding(MEMCHECK, OVERREAD, "alloc 64 B at t.py line 3", PAST_END, 4, 1)
+    r = judge(ev(mode="memcheck", findings=[f], context_lost="unspecified launch failure"), OwnResult("failed"))
+    assert r.outcome is Outcome.FINDING
+
+
 def test_rule5_break_without_findings_is_not_applicable() -> None:
     r = judge(ev(breaks=[Seen("memory_stats", "call to torch.cuda.memory.memory_stats")]), PASSED)
     assert r.outcome is Outcome.NOT_APPLICABLE and "pytorch/pytorch#133281" in r.message and "unguarded" in r.message

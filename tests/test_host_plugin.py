@@ -255,3 +255,26 @@ def test_an_allocation_before_the_allocator_is_named(tmp_path: Path, allocated: 
     cases = report(tmp_path / "r")
     assert all(c["outcome"] == "could not run" for c in cases.values()), proc.stdout[-2000:]
     assert "4,096 B on cuda:0" in cases["test_clean"]["message"] and "before the guard allocator" in cases["test_clean"]["message"]
+
+
+GUARDED_SUITE = '''import torch
+
+
+def test_inside(gpu_memsafety_guarded):
+    out = gpu_memsafety_guarded.empty("out", (10,), torch.uint8, device="cpu")
+    out.fill_(1)
+
+
+def test_two_bytes_past_the_end(gpu_memsafety_guarded):
+    out = gpu_memsafety_guarded.empty("out", (10,), torch.uint8, device="cpu")
+    out.as_strided((12,), (1,))[10:] = 7          # what an unmasked store does: the bytes after the tensor
+'''
+
+
+def test_the_guarded_fixture_works_in_an_ordinary_run(tmp_path: Path) -> None:
+    suite = make_suite(tmp_path)
+    (suite / "test_guarded.py").write_text(GUARDED_SUITE)
+    proc = run(suite, "test_guarded.py", "-rA", "-q")
+    assert outcomes(proc.stdout) == {"test_inside": "PASSED", "test_two_bytes_past_the_end": "ERROR+PASSED"}
+    assert "out: 2 marker byte(s) changed (past_end bytes 10..11)" in proc.stdout
+

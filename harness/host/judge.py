@@ -7,7 +7,8 @@ rule in tests/test_host_judge.py):
     both say what was needed and what was found, and the test ran unguarded.
  2. the test's gpu_memsafety marker turned guarding off: NOT_APPLICABLE, with the marker's reason.
  3. the CUDA context was lost before the test started: NOT_APPLICABLE (an earlier test's crash is that test's).
- 4. its process died, or the CUDA context was lost while it ran, and no finding explains it: CRASHED.
+ 4. its process died, or the CUDA context was lost while it ran, and no finding explains it (a guard-page fault, a
+    memcheck record): CRASHED.
  5. a break (gpu_memsafety.host.breaks) and nothing found: NOT_APPLICABLE with the break's reason.
  6. the detector ran but cannot be trusted (a truncated sanitizer output): UNRESOLVED.
  7. it made no CUDA allocation and nothing was found: NOT_APPLICABLE (nothing of its own to guard; the live blocks
@@ -40,6 +41,9 @@ MODES = {
 MODE_DETECTORS = {MARKERS: (GUARD,), MEMCHECK_MODE: (MEMCHECK,), PAGES: (GUARD_PAGE, GUARD)}
 SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE)}
 STACK_SHOWN = 6
+# Findings that explain a lost CUDA context: a guard-page fault is one; memcheck ends the kernel it reports
+# (--destroy-on-device-error kernel), and the error that leaves is its doing.
+EXPLAINS_LOSS = frozenset({GUARD_PAGE, MEMCHECK})
 
 
 # ------------------------------------------------------------------------------------------- expectations
@@ -197,7 +201,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
     findings = ev.findings + guard_findings(ev.hits, ev.test, ev.arch)
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
-    if lost and not any(f.detector == GUARD_PAGE for f in findings):
+    if lost and not any(f.detector in EXPLAINS_LOSS for f in findings):
         return result(Outcome.CRASHED, f"{lost}; {_own_words(own)}", findings)
     if ev.breaks and not findings:
         return result(Outcome.NOT_APPLICABLE, "; ".join(b.reason() for b in ev.breaks))

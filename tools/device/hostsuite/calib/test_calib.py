@@ -12,37 +12,57 @@ BLOCK = 256
 
 
 @triton.jit
-def _copy(src, dst, n, extra: tl.constexpr, BLOCK: tl.constexpr):
+def _fill(dst, n, extra: tl.constexpr, BLOCK: tl.constexpr):
+    """dst[i] = i + 1 for i < n + extra: with extra = 1, 4 B written past dst's end (no load: memcheck, which ends a
+    kernel at its first bad access, sees the write itself; the value 1001.0 is not the 0xA5 marker)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(src + offs, mask=offs < n + extra, other=0.0)
-    tl.store(dst + offs, x, mask=offs < n + extra)
+    tl.store(dst + offs, (offs + 1).to(tl.float32), mask=offs < n + extra)
 
 
-def _run(extra: int) -> tuple[torch.Tensor, torch.Tensor]:
+@triton.jit
+def _shift(src, dst, n, extra: tl.constexpr, BLOCK: tl.constexpr):
+    """dst[i] = src[i + extra] for i < n: with extra = 1, 4 B read past src's end, every write inside dst."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs + extra, mask=offs < n, other=0.0)
+    tl.store(dst + offs, x, mask=offs < n)
+
+
+def _filled(extra: int) -> torch.Tensor:
+    y = torch.empty(N, dtype=torch.float32, device="cuda")
+    _fill[(triton.cdiv(N + extra, BLOCK),)](y, N, extra, BLOCK=BLOCK)
+    return y
+
+
+def _shifted(extra: int) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.arange(N, dtype=torch.float32, device="cuda")
     y = torch.empty_like(x)
-    _copy[(triton.cdiv(N + extra, BLOCK),)](x, y, N, extra, BLOCK=BLOCK)
+    _shift[(triton.cdiv(N, BLOCK),)](x, y, N, extra, BLOCK=BLOCK)
     return x, y
 
 
-def test_clean_copy() -> None:
-    x, y = _run(0)
-    assert torch.equal(x, y)
+EXPECTED = torch.arange(1, N + 1, dtype=torch.float32)
+
+
+def test_clean_fill() -> None:
+    assert torch.equal(_filled(0).cpu(), EXPECTED)
 
 
 def test_store_one_past_the_end() -> None:
-    """markers: 4 B written past y's end; memcheck: that write and the 4 B read past x's end. The result is right."""
-    x, y = _run(1)
-    assert torch.equal(x, y)
+    """markers and memcheck: 4 B written past the end of `alloc 4000 B` (bytes 4000..4003). The result is right."""
+    assert torch.equal(_filled(1).cpu(), EXPECTED)
 
 
-@pytest.mark.gpu_memsafety(expect=[{"kind": "overwrite", "bytes": 4, "region": "past_end"},
-                                   {"kind": "overread", "bytes": 4, "region": "past_end"}],
+def test_read_one_past_the_end() -> None:
+    """memcheck: 4 B read past the end of x (bytes 4000..4003); markers: clean (they see writes only)."""
+    x, y = _shifted(1)
+    assert torch.equal(y[: N - 1], x[1:])
+
+
+@pytest.mark.gpu_memsafety(expect="overwrite", bytes=4, region="past_end", size=N * 4,
                            issue="planted: the calibration's own off-by-one")
 def test_known_off_by_one() -> None:
-    """The same bug, declared: an expected finding in markers mode (its overread not checkable there) and memcheck."""
-    x, y = _run(1)
-    assert torch.equal(x, y)
+    """The store past the end, declared: an expected finding in markers and memcheck mode."""
+    assert torch.equal(_filled(1).cpu(), EXPECTED)
 
 
 def test_memory_stats_break() -> None:
