@@ -20,7 +20,7 @@ PY=.venv/bin/python
 step bootstrap 120 make .venv/.bootstrap-gpu       # the editable install into .venv, as a fresh clone gets it
 { date -u; nvidia-smi -L; $PY -c "import gpu_memsafety, sys; print('gpu_memsafety from', gpu_memsafety.__file__, sys.version)"
   $PY -m gpu_memsafety env; } > "$R/env.txt" 2>&1
-CASE='planted_oob[overwrite-triton-n4000-x1]'
+CASE='planted_oob[clean-triton-n4000-x1]'   # clean: guard_page and memcheck are timed too (an expected finding stops them)
 step bench 150 $PY -m gpu_memsafety bench --out "$R/bench" --parts bandwidth,cases --case "$CASE" \
   --reps 5 --sizes-mib 64,256 --case-modes guard_page,memcheck
 $PY - "$R/bench/bench.json" >> "$R/summary.txt" 2>&1 <<'EOF'
