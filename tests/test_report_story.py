@@ -519,15 +519,17 @@ EVIDENCE = sorted((ROOT / "evidence").rglob("report.json"))
 def test_reports_from_earlier_runs_still_load_render_and_match_the_schema(path: Path) -> None:
     doc = load_report(path)
     jsonschema.validate(doc, SCHEMA)
-    assert headline(doc).text.split(":")[0] in ("passed", "FAILED", "checked nothing")
+    assert headline(doc).text.split(":")[0] in ("passed", "FAILED", "checked nothing", "interrupted")
     for text in (render_terminal(doc), render_markdown(doc), render_junit(doc)):
         assert text
 
 
 def test_earlier_runs_merge(tmp_path: Path) -> None:
     from gpu_memsafety.report.merge import main
-    assert len(EVIDENCE) >= 2
-    assert main([*map(str, EVIDENCE), "-o", str(tmp_path)]) == 0
+    import json
+    whole = [p for p in EVIDENCE if json.loads(p.read_text())["summary"]["status"] != "interrupted"]  # run 20 keeps two
+    assert len(whole) >= 2
+    assert main([*map(str, whole), "-o", str(tmp_path)]) == 0
     assert "| kernel | sm_90 |" in (tmp_path / "merged.md").read_text()
 
 
