@@ -33,7 +33,6 @@ MAX_LINES = 600
 # Modules over MAX_LINES for now, each with the work that splits it. An entry whose module has come under the
 # limit fails the test too, so the list only shrinks.
 OVERSIZE: dict[str, str] = {
-    "harness/judge/rules.py": "detectors as units (issue 24 item 4): the detector classes leave for gpu_memsafety.detectors",
 }
 GPU_STACK = ("torch", "triton", "cuda")
 # Pure: no GPU stack at import. A package with every module in it ends with a dot.
@@ -43,6 +42,9 @@ PURE = (
     "gpu_memsafety.sanitizer.parse.", "gpu_memsafety.sanitizer.attribute", "gpu_memsafety.sanitizer.tool",
     "gpu_memsafety.placement.layout", "gpu_memsafety.engine.modes", "gpu_memsafety.engine.job",
     "gpu_memsafety.detectors.hazards", "gpu_memsafety.detectors.poison", "gpu_memsafety.detectors.pageprobe",
+    "gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry", "gpu_memsafety.detectors.guard",
+    "gpu_memsafety.detectors.memcheck", "gpu_memsafety.detectors.guard_page", "gpu_memsafety.detectors.uninit",
+    "gpu_memsafety.sanitizer.records", "gpu_memsafety.engine.actions", "gpu_memsafety.engine.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
     "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
     "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",

@@ -13,7 +13,7 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer.attribute import NEAR_BEFORE_BYTES, NEAR_BYTES, WRAPS, Access, BufferRef, aggregate, guard_findings, locate
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
 from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, parse_xml
-from gpu_memsafety.judge.rules import _access
+from gpu_memsafety.sanitizer.records import _access
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 BASE = 0x7F00_0000_0000

@@ -19,7 +19,7 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import parse
 from gpu_memsafety.sanitizer.attribute import BufferRef, aggregate
 from gpu_memsafety.model import MISALIGNED, OVERREAD, OVERWRITE
-from gpu_memsafety.judge.rules import _access
+from gpu_memsafety.sanitizer.records import _access
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 P = "========= "

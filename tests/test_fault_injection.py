@@ -575,7 +575,7 @@ def test_gpu_illegal_address_is_crashed_and_the_rest_rerun_in_a_fresh_process(gp
 def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failure() -> None:
     """Real H200 output: memcheck ends the mxfp4 kernel; a destructor's cudaFree then aborts the worker. The
     sanitizer's records are complete, so the case is judged from them (not 'memcheck did not run')."""
-    from gpu_memsafety.judge.rules import read_sanitizer
+    from gpu_memsafety.sanitizer.records import read_sanitizer
     data = Path(__file__).parent / "data" / "sanitizer"
     run = read_sanitizer("memcheck", (data / "memcheck-mxfp4-overread-target-aborted.txt").read_text(),
                          (data / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes(), exit_code=86,
@@ -585,7 +585,7 @@ def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failu
 
 
 def test_sanitizer_that_could_not_start_its_target_is_still_a_failure() -> None:
-    from gpu_memsafety.judge.rules import read_sanitizer
+    from gpu_memsafety.sanitizer.records import read_sanitizer
     data = Path(__file__).parent / "data" / "sanitizer"
     run = read_sanitizer("memcheck", (data / "cpu-wheel-13.5.25-no-gpu.txt").read_text(), None, exit_code=255,
                          timed_out=False)

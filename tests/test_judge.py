@@ -16,8 +16,9 @@ import pytest
 from gpu_memsafety.engine import job as J
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
-from gpu_memsafety.judge.rules import (Batch, Evidence, Judge, Machine, SanitizerRun, api_error_class, apply_baseline,
-                           place_sanitizer_records, read_sanitizer)
+from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.judge.rules import Batch, Judge, Machine, apply_baseline
+from gpu_memsafety.sanitizer.records import SanitizerRun, api_error_class, place_sanitizer_records, read_sanitizer
 from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, CaseResult, DetectorRun, Expectation,
                            ExpectedFinding, Finding, Outcome)
 from gpu_memsafety.engine.modes import MODES
@@ -56,10 +57,16 @@ SRC = buffer("src", BASE)
 
 
 def worker(status: str = J.OK, **fields: Any) -> J.WorkerResult:
+    """A worker result; the detectors' evidence may be given by detector name (guard=..., poison=...; None: the
+    detector recorded nothing). By default the guard markers were checked and found nothing."""
     base: dict[str, Any] = {"case_id": CASE.id, "status": status, "kernel": "k", "arch": "sm_90", "launches": 1,
-                            "buffers": [SRC], "watched": ["src"], "guard": {"src": []}, "markers_checked": True}
+                            "buffers": [SRC], "watched": ["src"]}
+    evidence: dict[str, Any] = {GUARD: {"src": []}}
+    for name in ("guard", "poison", "uninit", "stress"):
+        if name in fields:
+            evidence[name] = fields.pop(name)
     base.update(fields)
-    return J.WorkerResult(**base)
+    return J.WorkerResult(**base, evidence={k: v for k, v in evidence.items() if v is not None})
 
 
 def access(address: int | None = BASE + N, size: int = 4, direction: str = "read", kernel: str = "k",
@@ -390,7 +397,7 @@ def test_a_bug_the_mode_cannot_see_is_not_applicable() -> None:
 
 
 def test_stress_counts_iterations_and_is_no_verdict() -> None:
-    res = worker(buffers=[], watched=[], guard=None, markers_checked=False, stress_iterations=20, launches=20)
+    res = worker(buffers=[], watched=[], guard=None, stress={"iterations": 20}, launches=20)
     result = judge_one(res, mode="stress", sanitized=False)
     assert result.outcome is Outcome.NOT_APPLICABLE and "20 iterations ran without a crash" in result.message
 
@@ -435,7 +442,7 @@ def test_a_process_that_died_before_any_case_is_unresolved_for_all() -> None:
 # --------------------------------------------------------------------------------------------- records
 
 def test_worker_result_round_trips_and_refuses_unknown_fields() -> None:
-    res = worker(poison={"changed": {}}, stress_iterations=3)
+    res = worker(poison={"changed": {}}, stress={"iterations": 3})
     assert J.WorkerResult.from_json(res.to_json()) == res
     with pytest.raises(J.RecordError, match="unknown field"):
         J.WorkerResult.from_json({**res.to_json(), "surprise": 1})

@@ -123,9 +123,9 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
     probing = P.start([paged("a"), paged("b")])
     drive(probing, faults_when(("a", P.BACK)), written=("a",))
     assert probing.conclude()[0].written
-    from gpu_memsafety.judge.rules import GuardPageDetector
+    from gpu_memsafety.detectors.guard_page import GuardPageDetector
     from tests.test_judge import CASE, scenario
-    from gpu_memsafety.judge.rules import Evidence
+    from gpu_memsafety.detectors.base import Evidence
     from gpu_memsafety.engine.modes import MODES
     res = J.WorkerResult(case_id=CASE.id, status=J.FAULT, message="illegal address", buffers=[paged("a"), paged("b")])
     [f] = GuardPageDetector().findings(Evidence(scenario(), CASE, res, MODES["guard_page"], pages=probing))
@@ -226,14 +226,14 @@ def test_pageprobe_the_judge_and_the_planted_scenario_import_no_torch() -> None:
 
 
 def test_two_passes_merge_into_one_result_with_markers_changed_in_either() -> None:
-    from gpu_memsafety.engine.worker import _merge_passes
+    from gpu_memsafety.detectors.guard_page import merge_passes
     run = lambda lo, hi: {"region": "past_end", "start": lo, "end": hi, "logical": ""}   # noqa: E731
-    first = {"launches": 1, "kernel_seconds": 0.5, "watched": ["a"], "markers_checked": True, "buffers": ["first map"],
-             "passes": [{"placement": L.GUARD_PAGE_BACK}], "guard": {"a": [run(4000, 4002)], "b": []}}
-    second = {"launches": 2, "kernel_seconds": 0.25, "watched": ["a"], "markers_checked": True, "buffers": ["second"],
-              "passes": [{"placement": L.GUARD_PAGE_FRONT}], "guard": {"a": [run(4001, 4004)], "b": [run(10, 11)]}}
-    merged = _merge_passes(first, second)
+    first = {"launches": 1, "kernel_seconds": 0.5, "watched": ["a"], "buffers": ["first map"],
+             "passes": [{"placement": L.GUARD_PAGE_BACK}], "evidence": {"guard": {"a": [run(4000, 4002)], "b": []}}}
+    second = {"launches": 2, "kernel_seconds": 0.25, "watched": ["a"], "buffers": ["second"],
+              "passes": [{"placement": L.GUARD_PAGE_FRONT}], "evidence": {"guard": {"a": [run(4001, 4004)], "b": [run(10, 11)]}}}
+    merged = merge_passes(first, second)
     assert (merged["launches"], merged["kernel_seconds"], merged["buffers"]) == (3, 0.75, ["first map"])
     assert [p["placement"] for p in merged["passes"]] == [L.GUARD_PAGE_BACK, L.GUARD_PAGE_FRONT]
-    assert merged["guard"] == {"a": [run(4000, 4004)], "b": [run(10, 11)]}     # bytes counted once
-    assert _merge_passes(first, dict(second, markers_checked=False))["markers_checked"] is False
+    assert merged["evidence"]["guard"] == {"a": [run(4000, 4004)], "b": [run(10, 11)]}     # bytes counted once
+    assert "guard" not in merge_passes(first, dict(second, evidence={}))["evidence"]    # checked in one pass only

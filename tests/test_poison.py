@@ -206,8 +206,8 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
     for i, case in enumerate(cases):
         res = json.loads((tmp_path / f"{i}.json").read_text())
         assert res["status"] == "ok", res
-        assert res["poison"]["outputs"] == [] and res["poison"]["compared_buffers"] == ["x", "out"]
-        found = poison.overread_findings(res["poison"], kernel=res["kernel"], arch=res["arch"])
+        assert res["evidence"]["poison"]["outputs"] == [] and res["evidence"]["poison"]["compared_buffers"] == ["x", "out"]
+        found = poison.overread_findings(res["evidence"]["poison"], kernel=res["kernel"], arch=res["arch"])
         verdict = decide(scenario.expect(case), found, [DetectorRun(POISON, True, "compared")])
         if case.variant == "undeclared_overread":
             assert verdict.outcome is Outcome.EXPECTED_FINDING, verdict.message

@@ -5,7 +5,7 @@ from gpu_memsafety.model import MEMCHECK, OVERREAD, SHARED, SHARED_MEMORY, UNATT
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer.attribute import SHARED_WINDOW, Access, BufferRef, aggregate
 from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, parse_text
-from gpu_memsafety.judge.rules import _access
+from gpu_memsafety.sanitizer.records import _access
 
 TEXT = """========= COMPUTE-SANITIZER
 ========= Invalid __shared__ read of size 4 bytes

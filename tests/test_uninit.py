@@ -81,7 +81,7 @@ def _run_worker(tmp: Path, scenario: Any, cases: list[Any]) -> list[dict[str, An
 
 def _judged(scenario: Any, case: Any, res: dict[str, Any]) -> tuple[Outcome, list[Any]]:
     assert res["status"] == "ok", res
-    found = uninit.never_written_findings(res["uninit"], res["buffers"], kernel=res["kernel"], arch=res["arch"])
+    found = uninit.never_written_findings(res["evidence"]["uninit"], res["buffers"], kernel=res["kernel"], arch=res["arch"])
     verdict = decide(scenario.expect(case), found, [DetectorRun(UNINIT, True, "two fills")])
     return verdict.outcome, found
 
@@ -99,7 +99,7 @@ def test_accumulating_into_an_output_nobody_wrote_is_a_read_of_all_of_it(planted
     assert outcome is Outcome.EXPECTED_FINDING
     (f,) = found
     assert (f.kind, f.buffer, f.region, f.bytes) == (UNINIT_READ, "out", "inside", 16000)
-    assert planted_triton["accumulate_empty"][2]["uninit"]["runs"] == 5   # A, B, A again, one per buffer (x, out)
+    assert planted_triton["accumulate_empty"][2]["evidence"]["uninit"]["runs"] == 5   # A, B, A again, one per buffer (x, out)
 
 
 def test_a_grid_one_block_short_leaves_the_last_block_unwritten(planted_triton: dict[str, Any]) -> None:
@@ -113,7 +113,7 @@ def test_a_grid_one_block_short_leaves_the_last_block_unwritten(planted_triton: 
 def test_fixed_twins_are_clean_in_two_runs(planted_triton: dict[str, Any], variant: str) -> None:
     outcome, found = _judged(*planted_triton[variant])
     assert outcome is Outcome.CLEAN and not found
-    assert planted_triton[variant][2]["uninit"]["runs"] == 2
+    assert planted_triton[variant][2]["evidence"]["uninit"]["runs"] == 2
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_a_read_seen_only_in_an_output_outside_the_arena(fake_results: dict[str,
 
 def test_run_to_run_noise_is_set_aside_not_reported(fake_results: dict[str, Any]) -> None:
     outcome, found = _judged(*fake_results["nondeterministic"])
-    report = fake_results["nondeterministic"][2]["uninit"]
+    report = fake_results["nondeterministic"][2]["evidence"]["uninit"]
     assert outcome is Outcome.CLEAN and not found
     assert report["nondeterministic"] == {"out": 4000} and report["runs"] == 3
 
@@ -155,7 +155,7 @@ def test_float_noise_in_other_elements_every_run_is_not_a_read(fake_results: dic
     result = _run_worker(tmp_path, scenario, [case])[0] if attempt else fake_results["sparse_noise"][2]
     outcome, found = _judged(scenario, case, result)
     assert outcome is Outcome.CLEAN and not found, found
-    assert 0 < result["uninit"]["noise_scale"]["out"] <= 1.2e-6     # 1 + 1e-6 in fp32: one rounding step
+    assert 0 < result["evidence"]["uninit"]["noise_scale"]["out"] <= 1.2e-6     # 1 + 1e-6 in fp32: one rounding step
 
 
 def test_accumulating_into_never_written_output_is_found_through_float_noise(fake_results: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
 from gpu_memsafety.model import CaseResult, Outcome
-from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
 

@@ -36,8 +36,9 @@ from typing import Any
 
 import torch
 
-from gpu_memsafety.placement.guard import _runs_from_sorted
 from gpu_memsafety.detectors.uninit import NOISE_FACTOR
+from gpu_memsafety.model import UNINIT
+from gpu_memsafety.placement.guard import _runs_from_sorted
 
 # 0xA5 is the guard marker, so run A is a guard-mode run; 0x5A flips every bit. As fp32 and bf16 they are
 # about -2.9e-16 and +1.5e16, as int32 -1.5e9 and +1.5e9, as fp8 e4m3 -0.2 and 20: a result computed from
@@ -60,7 +61,7 @@ class _Run:
 def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None) -> _Run:
     ctx = worker.context(case, fill=fill, fill_for=fill_for)
     info = adapter(case, ctx)
-    worker._sync()
+    worker.sync()
     return _Run(ctx, info)
 
 
@@ -177,10 +178,8 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     if any(bool(m.any()) for m in changed.values()) or any(bool(m.any()) for m in ext_changed.values()):
         _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external)
     _release(worker, b)
-    guard = {n: [r.__dict__ for r in rs] for n, rs in a.ctx.arena.verify().items()}
-    return {"kernel": a.info.kernel, "launches": a.info.launches, "arch": a.ctx.arch(),
-            "buffers": a.ctx.arena.buffer_map(), "watched": sorted(a.ctx.watched), "guard": guard,
-            "markers_checked": True, "uninit": report}
+    from gpu_memsafety.engine.actions import launched, marker_check
+    return launched(a.ctx, a.info, evidence={**marker_check(worker, a.ctx), UNINIT: report})
 
 
 def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: dict[str, Any],

@@ -14,7 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from gpu_memsafety.model import BARRIER, RACE, RACECHECK, SHARED, SHARED_MEMORY, SYNCCHECK, Finding
+from gpu_memsafety.detectors.base import Evidence, sanitizer_ran, with_defaults
+from gpu_memsafety.model import BARRIER, RACE, RACECHECK, SHARED, SHARED_MEMORY, SYNCCHECK, DetectorRun, Finding
+from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer.parse import (API_ERROR, HAZARD, INTERNAL_ERROR, MEMORY_ACCESS, OTHER, PROCESS_EXIT, SYNC_ERROR,
                            HazardAccess, ParseResult, SanitizerRecord)
 
@@ -25,6 +27,32 @@ TOOLS = ("racecheck", "synccheck")
 # records, not "Target application returned an error": tests/data/sanitizer/memcheck-mxfp4-*; racecheck's
 # "N hazards displayed" counts its race reports).
 _COUNTED = {"racecheck": (HAZARD,), "synccheck": (SYNC_ERROR, API_ERROR, MEMORY_ACCESS, OTHER)}
+
+
+class HazardDetector:
+    """racecheck or synccheck: a compute-sanitizer tool whose records (from the tool's text) are sorted onto cases by
+    the kernel that made them (`assign`); records nobody can place come with them, failing the case with the raw
+    record."""
+
+    placement = L.GUARDED
+    needs_cover = needs_gpu = False
+    action = None               # it watches the plain launch from the sanitizer
+    explains_fault = ends_process = False
+
+    def __init__(self, name: str, deadline_factor: float) -> None:
+        self.name = self.sanitizer = name
+        self.deadline_factor = deadline_factor
+
+    def ran(self, ev: Evidence) -> DetectorRun:
+        return sanitizer_ran(ev, self.name)
+
+    def findings(self, ev: Evidence) -> list[Finding]:
+        return [with_defaults(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
+
+
+# racecheck tracks every shared-memory access: far slower than memcheck (DESIGN: 1,000x and more).
+RACECHECK_DETECTOR = HazardDetector(RACECHECK, deadline_factor=10.0)
+SYNCCHECK_DETECTOR = HazardDetector(SYNCCHECK, deadline_factor=1.0)
 
 
 @dataclass(frozen=True)

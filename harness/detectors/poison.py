@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.model import OVERREAD, POISON, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import OVERREAD, POISON, ByteRange, Finding
 
 Span = tuple[int, int]
 # run(buffer, spans, pattern) -> {output: {"elements": ..., "of": ...}} for the outputs that changed ({} if none),
@@ -29,6 +30,30 @@ Span = tuple[int, int]
 Run = Callable[[str, list[Span], int], Mapping[str, Any]]
 # Poison patterns in the order they are tried on a region (the baseline's marker is 0xA5): see the docstring.
 PATTERNS = (0xFF, 0x7B)
+# The baseline's marker, then the patterns: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0,
+# as fp32 and as bf16; 0x7B a large finite positive number.
+BASELINE = 0xA5
+ACTION = "poison"
+
+
+class PoisonDetector:
+    name = POISON
+    sanitizer = None
+    placement = L.GUARDED
+    needs_cover = needs_gpu = False
+    action = ACTION
+    deadline_factor = 2.0       # one launch per buffer and region, at least two
+    explains_fault = ends_process = False
+
+    def ran(self, ev: Evidence) -> DetectorRun:
+        ok = ev.of(POISON) is not None
+        return DetectorRun(POISON, ok, "two patterns compared" if ok else "not run")
+
+    def findings(self, ev: Evidence) -> list[Finding]:
+        return overread_findings(ev.of(POISON), kernel=ev.result.kernel, arch=ev.result.arch)
+
+
+DETECTOR = PoisonDetector()
 # Kernel runs one region may spend on bounding its bytes beyond the first: past it, what is left stays whole.
 REFINE_BUDGET = 256
 
@@ -150,3 +175,90 @@ def _ranges(entry: Mapping[str, Any]) -> tuple[ByteRange, ...]:
         return tuple(ByteRange(str(r[2]), int(r[0]), int(r[1])) for r in entry["ranges"])
     bounds = entry.get("bounds")
     return (ByteRange(entry["region"], int(bounds[0]), int(bounds[1])),) if bounds else ()
+
+
+# ------------------------------------------------------------------------------------ the worker side (torch)
+
+def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
+    """A baseline run with every marker byte in one pattern, then one run per buffer and region of its marker
+    bytes with only that region in another pattern (`survey`: every buffer, watched ones first; before and after
+    the tensor apart; bytes bounded by bisection when something changed)."""
+    from gpu_memsafety.engine.actions import launched, marker_check
+    ctx = worker.context(case, marker=BASELINE)
+    info = adapter(case, ctx)
+    worker.sync()
+    baseline = _host_outputs(info.outputs)
+    result = launched(ctx, info, evidence=marker_check(worker, ctx))
+
+    # Besides the declared outputs, every buffer that holds none of them is compared too: an adapter that
+    # declares no output (or not all of them) must not make poison mode compare nothing.
+    compared = _undeclared_buffers(ctx, info.outputs)
+
+    def poisoned(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
+        kept = len(worker.keep)
+        pctx = worker.context(case, marker=BASELINE, poison_spans={name: spans}, poison_marker=pattern)
+        pinfo = adapter(case, pctx)
+        worker.sync()
+        diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
+        diff.update(_changed_buffers(ctx, pctx, [n for n in compared if n != name]))
+        worker.release(kept, current=ctx)     # no sanitizer watches these runs: their addresses may be reused
+        return diff
+
+    layouts = {name: buf.layout for name, buf in ctx.arena.buffers.items()}
+    order = sorted(ctx.watched) + sorted(set(layouts) - ctx.watched)
+    itemsizes = {name: buf.tensor.element_size() for name, buf in ctx.arena.buffers.items()}
+    regions, runs = survey(layouts, order, poisoned, itemsizes)
+    changed: dict[str, Any] = {}
+    for entry in regions:
+        changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
+    result["evidence"][POISON] = {"patterns": [BASELINE, *PATTERNS], "changed": changed, "regions": regions,
+                                  "outputs": sorted(baseline), "compared_buffers": compared, "runs": 1 + runs,
+                                  "buffers": order}
+    return result
+
+
+def _host_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.detach().float().cpu() for k, v in outputs.items()}
+
+
+def _undeclared_buffers(ctx: Any, outputs: dict[str, Any]) -> list[str]:
+    """The case's buffers that hold none of the declared outputs (their bytes are compared as a whole)."""
+    def holds(buf: Any) -> bool:
+        lo, hi = buf.tensor_addr, buf.tensor_addr + buf.layout.nbytes
+        return any(t.device == buf.storage.device and lo <= t.data_ptr() < hi for t in outputs.values())
+    return [name for name, buf in ctx.arena.buffers.items() if not holds(buf)]
+
+
+def _changed_buffers(base: Any, other: Any, names: list[str]) -> dict[str, Any]:
+    """Buffers of `names` whose contents differ between two runs, as {"buffer NAME": {"elements", "of"}}."""
+    changed = {}
+    for name in names:
+        a_buf, b_buf = base.arena.buffers.get(name), other.arena.buffers.get(name)
+        if a_buf is None or b_buf is None or a_buf.layout != b_buf.layout:
+            continue
+        x, y = a_buf.float_values(), b_buf.float_values()
+        if x is None or y is None:         # not floating point: the bytes, exactly
+            x, y = a_buf.body(), b_buf.body()
+        diff = _count_changed(x, y)
+        if diff:
+            changed[f"buffer {name}"] = {"elements": diff, "of": x.numel()}
+    return changed
+
+
+def _count_changed(x: Any, y: Any) -> int:
+    """Elements that differ between two runs: floats beyond isclose's tolerance (NaN equals NaN), others exactly."""
+    import torch
+    same = torch.isclose(x, y, equal_nan=True) if x.dtype.is_floating_point else x == y
+    return int((~same).sum())
+
+
+def _changed_outputs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    changed = {}
+    for name in a:
+        x, y = a[name], b[name]
+        diff = _count_changed(x, y)
+        if diff:
+            changed[name] = {"elements": diff, "of": x.numel(),
+                             "nan_b": int(torch.isnan(y).sum()), "nan_a": int(torch.isnan(x).sum())}
+    return changed

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Mapping, Sequence
 
+from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.model import UNINIT, UNINIT_READ, UNWRITTEN, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import UNINIT, UNINIT_READ, UNWRITTEN, ByteRange, Finding
 
 # In a floating-point buffer whose values change from run to run on their own (atomics in another order), a
 # difference between the fills is their effect only beyond this many times the largest run-to-run difference
@@ -25,6 +26,31 @@ NOISE_FACTOR = 64.0
 
 Describe = Callable[[str, int, int], str]   # (buffer, start, end) -> the scenario's words
 UNKNOWN_BUFFER = "?"
+ACTION = "fill"             # the worker side: gpu_memsafety.detectors.fillcheck.run
+
+
+class UninitDetector:
+    name = UNINIT
+    sanitizer = None
+    placement = L.GUARDED
+    needs_cover = needs_gpu = False
+    action = ACTION
+    deadline_factor = 12.0      # two runs when clean; 3 + one per buffer when something is found
+    explains_fault = ends_process = False
+
+    def ran(self, ev: Evidence) -> DetectorRun:
+        report = ev.of(UNINIT)
+        return DetectorRun(UNINIT, report is not None, checked_outputs(report) if report is not None else "not run")
+
+    def findings(self, ev: Evidence) -> list[Finding]:
+        report = ev.of(UNINIT)
+        if report is None:
+            return []
+        return never_written_findings(report, ev.result.buffers, kernel=ev.result.kernel, arch=ev.result.arch,
+                                      describe=ev.describe)
+
+
+DETECTOR = UninitDetector()
 
 
 def never_written_findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[str, Any]], *, kernel: str = "",

@@ -1,12 +1,12 @@
 """The typed records that cross the process boundary between the runner and the worker.
 
 `Job` is what the runner writes to `job.json` for one worker process; `WorkerResult` is what the worker
-writes to `<n>.json` for each case (and, as a partial result, to `<n>.buffers.json` before the kernel
+writes to `<n>.json` for each case (the detectors' evidence keyed by detector name) (and, as a partial result, to `<n>.buffers.json` before the kernel
 runs, so that a process that dies in the launch can still be attributed). Both are plain dataclasses with
 `to_json` / `from_json`; `from_json` refuses unknown fields, so a worker and a parent of different versions
 fail loudly instead of losing a field. Pure: no torch.
 
-Buffer records (`buffers`) and guard runs (`guard`) stay the JSON shapes that `gpu_memsafety.placement.guard` writes and
+Buffer records (`buffers`) and guard runs (`evidence["guard"]`) stay the JSON shapes that `gpu_memsafety.placement.guard` writes and
 `gpu_memsafety.sanitizer.attribute` reads (`GuardedBuffer.record()`, `ByteRange` fields).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.engine.modes import COVER_SCENARIO
+from gpu_memsafety.engine.cover import COVER_SCENARIO
 from gpu_memsafety.scenario.definition import Case
 
 # Worker statuses: what happened to the case inside the worker process.
@@ -119,12 +119,11 @@ class WorkerResult:
     buffers: list[dict[str, Any]] = field(default_factory=list)   # GuardedBuffer.record() of every guarded buffer
     watched: list[str] = field(default_factory=list)
     cover: str = ""                                               # "all" / "watched": what this case covered
-    guard: dict[str, list[dict[str, Any]]] | None = None          # changed marker runs per buffer; None: not checked
-    passes: list[dict[str, Any]] = field(default_factory=list)    # guard_page: each placement pass that ran (placement, seconds)
-    markers_checked: bool = False
-    poison: dict[str, Any] | None = None
-    uninit: dict[str, Any] | None = None                          # fillcheck's report (uninit mode)
-    stress_iterations: int | None = None
+    # What each detector recorded, by detector name (gpu_memsafety.detectors.registry): "guard" the changed marker runs
+    # per buffer, "poison" and "uninit" their reports; "stress" its iterations. A detector without an entry
+    # recorded nothing (its DetectorRun says it did not run).
+    evidence: dict[str, Any] = field(default_factory=dict)
+    passes: list[dict[str, Any]] = field(default_factory=list)    # each placement pass that ran (placement, pages, seconds)
     memory: dict[str, int] = field(default_factory=dict)          # out of memory: what was free after releasing
     stray_processes: list[dict[str, Any]] = field(default_factory=list)   # left running by the case: killed (pid, command)
     kernel_seconds: float = 0.0
@@ -145,6 +144,11 @@ class WorkerResult:
     def guarded(self) -> int:
         """How many buffers the adapter allocated through the context's arena."""
         return len(self.buffers)
+
+    @property
+    def guard(self) -> dict[str, list[dict[str, Any]]] | None:
+        """The guard markers' evidence: changed runs per buffer; None when they were not checked."""
+        return self.evidence.get("guard")
 
     @property
     def covered(self) -> list[str]:

@@ -1,24 +1,19 @@
-"""The detector modes as one policy table: what each mode runs, in which environment, under which deadline,
-and what it can see.
+"""The detector modes as one policy table: which detectors each mode runs; everything else follows from them.
 
-Pure (no torch): the runner reads it to start processes, the worker to pick what to do with a case, the judge
-to know which detectors were asked for and which of them need a covered buffer. A new mode is a row here,
-not a name compared in three modules.
+Pure (no torch): the runner reads it to start processes, the worker to pick the actions that run a case, the
+judge to know which detectors were asked for and which of them need a covered buffer. A mode's sanitizer, the
+placement of its covered buffers, whether the guard markers are checked, the worker actions and the deadline
+all come from its detectors (gpu_memsafety.detectors.registry): a new detector is its module and one row here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
 
-from gpu_memsafety.placement import layout as L
+from gpu_memsafety.detectors.registry import UNITS
+from gpu_memsafety.engine.actions import ONCE, STRESS
 from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, RACECHECK, SYNCCHECK, UNINIT
-
-# What the worker does with a case.
-ONCE = "once"        # one launch on guarded buffers, then the marker check
-REPEAT_POISON = "poison"   # a baseline launch, then one launch per buffer and region with its markers in another pattern
-REPEAT_STRESS = "stress"   # production conditions, N launches
-REPEAT_FILL = "fill"       # launches with two fill patterns in never-written bytes (harness/detectors/fillcheck.py)
-WORKER_ACTIONS = (ONCE, REPEAT_POISON, REPEAT_STRESS, REPEAT_FILL)
+from gpu_memsafety.placement import layout as L
 
 # memcheck slows kernels 16-30x (measured on the H200) and a sanitized process starts slower.
 SANITIZER_SLOWDOWN = 30.0
@@ -26,55 +21,65 @@ SANITIZER_SLOWDOWN = 30.0
 # Detectors that see nothing unless some buffer is covered (placed by the mode's watch placement: an exact
 # allocation of its own, or ended against an unmapped page). Guard markers check every guarded buffer; poison
 # poisons every buffer.
-NEEDS_WATCH: frozenset[str] = frozenset({MEMCHECK, GUARD_PAGE})
-
-# Which buffers get the mode's watch placement ("covered"): a scenario's `cover`, or the run-wide `--cover`.
-COVER_ALL = "all"            # every buffer the adapter allocates through the context (the default)
-COVER_WATCHED = "watched"    # only the buffers allocated with watch=True (the behaviour before issue 20)
-COVERS = (COVER_ALL, COVER_WATCHED)
-COVER_SCENARIO = "scenario"  # run-wide option: each scenario's own `cover` (the default)
-COVER_OPTIONS = (COVER_SCENARIO, *COVERS)
+NEEDS_WATCH: frozenset[str] = frozenset(name for name, d in UNITS.items() if d.needs_cover)
 
 
-def resolve_cover(option: str, scenario_cover: str) -> str:
-    """What a case covers: the run-wide option (`--cover`), unless it defers to the scenario's own `cover`."""
-    if option not in COVER_OPTIONS:
-        raise ValueError(f"cover option {option!r} is not one of {', '.join(COVER_OPTIONS)}")
-    return _known(scenario_cover if option == COVER_SCENARIO else option)
-
-
-def covers(cover: str, watch: bool) -> bool:
-    """The one place that decides whether a buffer is covered (gets the mode's watch placement): every buffer
-    under `all`, only a buffer allocated with watch=True under `watched`."""
-    return _known(cover) == COVER_ALL or watch
-
-
-def _known(cover: str) -> str:
-    if cover not in COVERS:
-        raise ValueError(f"cover {cover!r} is not one of {', '.join(COVERS)}")
-    return cover
+class ModeError(ValueError):
+    """A mode row whose detectors cannot share one process (two sanitizer tools, two placements)."""
 
 
 @dataclass(frozen=True)
 class Mode:
     name: str
-    sanitizer: str | None          # compute-sanitizer tool, or None
-    watch_placement: str           # where covered buffers sit (layout placement; see covers)
-    check_markers: bool            # the worker verifies guard markers after the launch
-    worker_mode: str               # what the worker does: one of WORKER_ACTIONS
-    detectors: tuple[str, ...]     # what this mode can see
+    detectors: tuple[str, ...]     # what this mode can see (gpu_memsafety.detectors.registry names)
     summary: str
+    # Worker actions (gpu_memsafety.engine.actions.ACTIONS) run for each case, in order; () : those of the detectors
+    # (each one's own, once), or the plain launch when none has one.
+    actions: tuple[str, ...] = ()
     caching_allocator: bool = False  # torch's caching allocator hides overreads and reuses addresses: off unless production
-    needs_gpu: bool = False        # the mode itself (not only the kernel) needs a CUDA GPU
-    deadline_factor: float = 1.0   # x the scenario's deadline (poison: one launch per buffer and region, at least two)
     per_iteration: bool = False    # the deadline is per iteration (stress)
-    # a second pass with the covered buffers in this placement when the first ran through (guard_page: front pages,
-    # so that a read or write before a tensor's start faults too); None: one pass
-    then_placement: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [d for d in self.detectors if d not in UNITS]
+        if unknown:
+            raise ModeError(f"mode {self.name}: unknown detector(s) {unknown}; known: {', '.join(UNITS)}")
+        tools = {UNITS[d].sanitizer for d in self.detectors} - {None}
+        places = {UNITS[d].placement for d in self.detectors} - {L.GUARDED}
+        if len(tools) > 1 or len(places) > 1:
+            raise ModeError(f"mode {self.name}: {', '.join(self.detectors)} need {sorted(tools)} and {sorted(places)}: "
+                            "one process runs under one sanitizer tool, with one placement")
+        if not self.actions:
+            derived = tuple(dict.fromkeys(a for a in (UNITS[d].action for d in self.detectors) if a))
+            object.__setattr__(self, "actions", derived or (ONCE,))
+
+    @property
+    def sanitizer(self) -> str | None:
+        """The compute-sanitizer tool this mode's processes run under, or None."""
+        return next((t for t in (UNITS[d].sanitizer for d in self.detectors) if t), None)
+
+    @property
+    def watch_placement(self) -> str:
+        """Where covered buffers go: the placement a detector of this mode needs, else front and back guards."""
+        return next((p for p in (UNITS[d].placement for d in self.detectors) if p != L.GUARDED), L.GUARDED)
+
+    @property
+    def check_markers(self) -> bool:
+        """The worker verifies the guard markers after each launch."""
+        return GUARD in self.detectors
+
+    @property
+    def needs_gpu(self) -> bool:
+        """The mode itself (not only the kernel) needs a CUDA GPU."""
+        return any(UNITS[d].needs_gpu for d in self.detectors)
+
+    @property
+    def deadline_factor(self) -> float:
+        """x the scenario's deadline: the slowest of its detectors (poison: one launch per buffer and region)."""
+        return max((UNITS[d].deadline_factor for d in self.detectors), default=1.0)
 
     def placement(self, sanitized: bool) -> str:
-        """Where the worker puts covered buffers (modes.covers): a sanitizer mode that runs without its sanitizer keeps guards
-        (a flush end would only cost the back guard)."""
+        """Where the worker puts covered buffers (gpu_memsafety.engine.cover.covers): a sanitizer mode that runs without its
+        sanitizer keeps guards (a flush end would only cost the back guard)."""
         return L.GUARDED if self.sanitizer and not sanitized else self.watch_placement
 
     def deadline(self, timeout_s: float, *, sanitized: bool, iterations: int = 1, scale: float = 1.0) -> float:
@@ -102,33 +107,25 @@ class Mode:
     @property
     def guarded(self) -> bool:
         """The mode places buffers with guards (all but production runs)."""
-        return self.worker_mode != REPEAT_STRESS
+        return STRESS not in self.actions
 
 
 MODES: Mapping[str, Mode] = {m.name: m for m in (
-    Mode("guard", None, L.GUARDED, True, ONCE, (GUARD,),
-         "guard markers only, no sanitizer (near-native speed; overwrites only)"),
-    Mode("memcheck", "memcheck", L.EXACT, False, ONCE, (MEMCHECK,), "compute-sanitizer memcheck only"),
-    Mode("both", "memcheck", L.EXACT, True, ONCE, (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
+    Mode("guard", (GUARD,), "guard markers only, no sanitizer (near-native speed; overwrites only)"),
+    Mode("memcheck", (MEMCHECK,), "compute-sanitizer memcheck only"),
+    Mode("both", (GUARD, MEMCHECK), "guard markers and memcheck in one run"),
     # Two passes (back pages, then front pages) when the case runs through; after a fault, reruns with one buffer
-    # on a page at a time name it and its side (harness/detectors/pageprobe.py; the runner runs them, in the case's budget).
-    Mode("guard_page", None, L.GUARD_PAGE_BACK, True, ONCE, (GUARD, GUARD_PAGE),
+    # on a page at a time name it and its side (gpu_memsafety.detectors.pageprobe; the runner runs them, in the case's budget).
+    Mode("guard_page", (GUARD, GUARD_PAGE),
          "covered tensors flush against an unmapped page, then start right after one: accesses past the end and "
-         "before the start fault in hardware, no sanitizer",
-         needs_gpu=True, deadline_factor=2.0, then_placement=L.GUARD_PAGE_FRONT),
-    Mode("poison", None, L.GUARDED, True, REPEAT_POISON, (GUARD, POISON),
-         "guards in two poison patterns; an output that changes is an overread", deadline_factor=2.0),
-    Mode("stress", None, L.GUARDED, False, REPEAT_STRESS, (),
-         "production conditions (caching allocator on, no guards), repeated: how often does it crash?",
-         caching_allocator=True, per_iteration=True),
+         "before the start fault in hardware, no sanitizer"),
+    Mode("poison", (GUARD, POISON), "guards in two poison patterns; an output that changes is an overread"),
+    Mode("stress", (), "production conditions (caching allocator on, no guards), repeated: how often does it crash?",
+         actions=(STRESS,), caching_allocator=True, per_iteration=True),
     # Two runs when clean; 3 + one per buffer when a result depends on never-written bytes (fillcheck).
-    Mode("uninit", None, L.GUARDED, True, REPEAT_FILL, (GUARD, UNINIT),
-         "two fill patterns in every byte the host did not write: reads of never-written memory, outputs left unwritten",
-         deadline_factor=12.0),
-    # racecheck tracks every shared-memory access: far slower than memcheck (DESIGN: 1,000x and more).
-    Mode("racecheck", "racecheck", L.GUARDED, False, ONCE, (RACECHECK,),
-         "compute-sanitizer racecheck: shared-memory races, naming the kernel and both source lines",
-         deadline_factor=10.0),
-    Mode("synccheck", "synccheck", L.GUARDED, False, ONCE, (SYNCCHECK,),
+    Mode("uninit", (GUARD, UNINIT),
+         "two fill patterns in every byte the host did not write: reads of never-written memory, outputs left unwritten"),
+    Mode("racecheck", (RACECHECK,), "compute-sanitizer racecheck: shared-memory races, naming the kernel and both source lines"),
+    Mode("synccheck", (SYNCCHECK,),
          "compute-sanitizer synccheck: barriers used wrongly (divergent __syncthreads), naming kernel and line"),
 )}

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO, MODES
+from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.engine.modes import MODES
 from gpu_memsafety.model import CaseResult
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import ScenarioError

@@ -22,9 +22,11 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
-from gpu_memsafety.judge.rules import Batch, Judge, Machine, read_sanitizer
+from gpu_memsafety.judge.rules import Batch, Judge, Machine
+from gpu_memsafety.sanitizer.records import read_sanitizer
 from gpu_memsafety.model import CaseResult, Outcome
-from gpu_memsafety.engine.modes import COVER_OPTIONS, COVER_SCENARIO, MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
+from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.engine.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
 from gpu_memsafety.util import procs
 from gpu_memsafety.util.paths import inherited_pythonpath
 from gpu_memsafety.scenario.definition import Case, Scenario

@@ -47,7 +47,7 @@ class Attributed:
 def attribute_records(records: Sequence[SanitizerRecord], order: Sequence[str], ended: Sequence[str],
                       allocations: Sequence[Allocation], *, arch: str = "") -> Attributed:
     """`order`: the tests that started, in order; `ended`: those that ended (fenced) in order."""
-    from gpu_memsafety.judge.rules import _access   # the one place a record becomes an access
+    from gpu_memsafety.sanitizer.records import _access   # the one place a record becomes an access
     accesses = [(rec, _access(rec)) for rec in records if rec.category == MEMORY_ACCESS and not rec.unplaceable]
     fences = [i for i, rec in enumerate(records) if is_fence(rec)]
     life = _lifetimes(order, allocations)

@@ -5,11 +5,10 @@ Pure: no torch, no processes. The runner runs processes and hands over a `Batch`
 timed out or died, the sanitizer run read from its files); the judge returns one CaseResult per case that
 started. Before anything runs, `Judge.gate` says which cases cannot run here at all.
 
-Detectors plug in through `DETECTOR_JUDGES`: each turns a case's `Evidence` into a `DetectorRun` (did it run, and
-if not, could it have) and a list of `Finding`s. A sanitizer tool's records are placed once per batch
-(`place_sanitizer_records`: records belong to a process, not a case) and handed to the detector through
-`Evidence.sanitizer_findings`. To add a detector: write a class with `name`, `explains_fault`, `ran()` and
-`findings()`, add it to DETECTOR_JUDGES and to the modes that run it (harness/engine/modes.py).
+Detectors are units (gpu_memsafety.detectors.registry): each turns a case's `Evidence` into a `DetectorRun` (did it run,
+and if not, could it have) and a list of `Finding`s. A sanitizer tool's records are placed once per batch
+(gpu_memsafety.sanitizer.records: records belong to a process, not a case) and handed to the detector through
+`Evidence.sanitizer_findings`. This module keeps only the rules.
 
 The rules, in order (each has a test in tests/test_judge.py):
  1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --allow-unsupported, else
@@ -32,44 +31,23 @@ The rules, in order (each has a test in tests/test_judge.py):
 """
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field, replace
-from pathlib import PurePath
-from typing import Any, Mapping, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
-from gpu_memsafety.sanitizer import attribute
-from gpu_memsafety.detectors import hazards
-from gpu_memsafety.placement import layout
 from gpu_memsafety.detectors import pageprobe
-from gpu_memsafety.sanitizer import parse
+from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.registry import UNITS
+from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
-from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT,
-                           CaseResult,
-                           DetectorRun, Finding, Outcome)
-from gpu_memsafety.engine.modes import COVER_WATCHED, Mode
-from gpu_memsafety.sanitizer.tool import SANITIZER_ERROR_EXITCODE
-from gpu_memsafety.sanitizer.parse import API_ERROR, HAZARD, MEMORY_ACCESS, OTHER, SYNC_ERROR, SanitizerRecord
-from gpu_memsafety.scenario.definition import Case, Scenario
+from gpu_memsafety.engine.modes import Mode
 from gpu_memsafety.judge.verdict import decide
+from gpu_memsafety.model import GUARD_PAGE, CaseResult, DetectorRun, Finding, Outcome
+from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
+from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records
+from gpu_memsafety.scenario.definition import Case, Scenario
 
 Item = tuple[Scenario, Case]
-
-UNPLACED = "(unplaced)"
-UNPLACED_REGION = "unplaced"
-
-# API errors every real run has and that say nothing about the kernel: the CUDA runtime probes driver entry
-# points with cuGetProcAddress and gets CUDA_ERROR_INVALID_VALUE for the ones this driver lacks (34 of them in
-# every sanitized H200 run, tests/data/sanitizer/memcheck-mxfp4-overread-target-aborted.*).
-BENIGN_API_ERRORS: tuple[tuple[str, str], ...] = (("cuGetProcAddress", "CUDA_ERROR_INVALID_VALUE"),)
-# API errors that mean a kernel's work failed (driver and runtime share these codes): illegal address, launch
-# out of resources, launch timeout, device assert, hardware stack error, illegal instruction, misaligned
-# address, invalid address space, invalid PC, launch failure.
-KERNEL_FAILURE_CODES = frozenset({700, 701, 702, 710, 714, 715, 716, 717, 718, 719})
-KERNEL_FAILURE_WORDS = ("ILLEGAL_ADDRESS", "IllegalAddress", "LAUNCH_FAILED", "LaunchFailure", "ILLEGAL_INSTRUCTION",
-                        "IllegalInstruction", "MISALIGNED", "Misaligned", "LAUNCH_OUT_OF_RESOURCES",
-                        "LaunchOutOfResources", "ASSERT", "Assert", "HARDWARE_STACK", "HardwareStack", "INVALID_PC",
-                        "InvalidPc", "LAUNCH_TIMEOUT", "LaunchTimeout")
 
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -81,49 +59,6 @@ class Machine:
     gpu: bool
     allow_unsupported: bool = False
     gpu_missing_reason: str = ""   # why there is no GPU, e.g. "CUDA_VISIBLE_DEVICES is set and empty"
-
-
-@dataclass(frozen=True)
-class SanitizerRun:
-    """One sanitized process, as read from its XML and its log (see read_sanitizer)."""
-
-    tool: str
-    records: tuple[SanitizerRecord, ...] = ()
-    problem: str = ""                 # why the run cannot be trusted; "" when it ran to the end
-    summary_errors: int | None = None  # the "ERROR SUMMARY: N errors" count
-    exit_code: int | None = None
-    describe: str = ""                # "compute-sanitizer 2025.3.1 (/path)"
-    never_attached: str = ""          # why it never instrumented the worker (the tool could not start there)
-
-    @property
-    def ran(self) -> bool:
-        return not self.problem
-
-    @property
-    def attached(self) -> bool:
-        return not self.never_attached
-
-    def not_started(self, detector: str) -> DetectorRun | None:
-        """A sanitizer that never attached could not start its detector: 'could not run' (rule 6: a failure on a GPU
-        machine unless --allow-unsupported; what the other detectors saw is kept), naming what was needed and
-        what was found. Its missing XML and ERROR SUMMARY follow from that. None when it attached."""
-        if self.attached:
-            return None
-        return DetectorRun(detector, False, f"needed {self.tool} attached to the worker process to instrument its "
-                                            f"CUDA calls; found {self.describe or 'compute-sanitizer'}, which never "
-                                            f"attached: {self.never_attached}", missing=True)
-
-    def disagreement(self) -> str:
-        """Why the sanitizer's own count or exit code disagrees with its records; "" when they agree."""
-        if self.summary_errors is not None and self.summary_errors != len(self.records):
-            return (f"compute-sanitizer counted {self.summary_errors} errors (ERROR SUMMARY) but its XML holds "
-                    f"{len(self.records)} records: records were lost or added")
-        if self.summary_errors and self.exit_code == 0:
-            return f"compute-sanitizer counted {self.summary_errors} errors but exited with code 0"
-        if self.exit_code == SANITIZER_ERROR_EXITCODE and self.summary_errors == 0 and not self.records:
-            return (f"compute-sanitizer exited with its error code {SANITIZER_ERROR_EXITCODE} but counted no "
-                    "errors and wrote no records")
-        return ""
 
 
 @dataclass
@@ -156,373 +91,6 @@ class Judged:
     probe: dict[int, tuple[WorkerResult, pageprobe.Probing]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """Everything the judge knows about one case."""
-
-    scenario: Scenario
-    case: Case
-    result: WorkerResult
-    mode: Mode
-    sanitizer: SanitizerRun | None = None
-    sanitizer_findings: tuple[Finding, ...] = ()   # this case's share of the batch's placed records
-    pages: pageprobe.Probing | None = None          # the guard-page reruns after a fault (GuardPageDetector)
-
-    def describe(self, name: str, start: int, end: int) -> str:
-        return self.scenario.describe(self.case, name, start, end) if self.scenario.describe else ""
-
-
-# -------------------------------------------------------------------------------------------- detectors
-
-class Detector(Protocol):
-    name: str
-    explains_fault: bool   # a finding of this detector explains a lost context (it is that detector's evidence)
-    needs_sanitizer: bool  # it runs only inside a sanitized process (a compute-sanitizer tool)
-
-    def ran(self, ev: Evidence) -> DetectorRun: ...
-
-    def findings(self, ev: Evidence) -> list[Finding]: ...
-
-
-class GuardDetector:
-    name, explains_fault, needs_sanitizer = GUARD, False, False
-
-    def ran(self, ev: Evidence) -> DetectorRun:
-        ok = ev.result.markers_checked and ev.result.guard is not None
-        return DetectorRun(GUARD, ok, "markers verified" if ok else "markers not checked")
-
-    def findings(self, ev: Evidence) -> list[Finding]:
-        return attribute.guard_findings(ev.result.guard or {}, kernel=ev.result.kernel, arch=ev.result.arch,
-                                        case_id=ev.case.id, buffers=ev.result.buffers,
-                                        describe=lambda _case_id, name, s, e: ev.describe(name, s, e))
-
-
-class MemcheckDetector:
-    name, explains_fault, needs_sanitizer = MEMCHECK, True, True
-
-    def ran(self, ev: Evidence) -> DetectorRun:
-        run = ev.sanitizer
-        if run is None:
-            return DetectorRun(MEMCHECK, False, "not sanitized", missing=True)
-        if not run.attached:
-            return run.not_started(MEMCHECK)  # type: ignore[return-value]
-        if not run.ran:
-            return DetectorRun(MEMCHECK, False, run.problem)
-        return DetectorRun(MEMCHECK, True, run.describe or "compute-sanitizer ran")
-
-    def findings(self, ev: Evidence) -> list[Finding]:
-        return [_with(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
-
-
-def _kernel_label(ev: Evidence) -> str:
-    try:
-        return str(ev.scenario.kernel(ev.case))
-    except Exception:   # a scenario's label function is user code: a report never fails on it
-        return ""
-
-
-class GuardPageDetector:
-    """A lost context with buffers on guard pages. The fault names neither the buffer nor the side: the runner
-    reruns the case with one buffer on a page at a time (harness/detectors/pageprobe.py) and hands the reruns over in
-    `Evidence.pages`; without them a finding names every candidate and matches no expectation."""
-
-    name, explains_fault, needs_sanitizer = GUARD_PAGE, True, False
-
-    def ran(self, ev: Evidence) -> DetectorRun:
-        placed = any(b.get("backend") == "vmm" for b in ev.result.buffers)
-        if placed or ev.result.status == FAULT:
-            return DetectorRun(GUARD_PAGE, True, "VMM guard page")
-        return DetectorRun(GUARD_PAGE, False, "no VMM guard page was placed (no CUDA virtual memory management here)",
-                           missing=True)
-
-    def findings(self, ev: Evidence) -> list[Finding]:
-        res = ev.result
-        if res.status != FAULT:
-            return []
-        # Only a buffer that really sat on an unmapped page can have faulted on it (the buffer map says which).
-        probing = ev.pages or pageprobe.start(res.buffers, res.watched, cap=0)
-        if probing is None:
-            candidates = res.watched or [b["name"] for b in res.buffers]
-            if not candidates:
-                return []
-            probing = pageprobe.Probing(pageprobe.BACK, tuple(candidates), cap=0)
-        reruns = probing.to_json()
-        ran = "; ".join(f"{r['pages']}: {r['status']} in {r['seconds']:.1f} s" for r in reruns["runs"]) or "none"
-        out = []
-        for named in probing.conclude():
-            # a write only where the guard markers saw one (a rerun that ran through); the fault cannot say
-            kind, access = (OVERWRITE, "write (the guard markers saw it)") if named.written else (OVERREAD, "read or write")
-            which = (f"on {named.buffer}'s guard page" if named.named
-                     else f"on the guard page of one of {named.buffer.replace('|', ', ')} (not told apart)")
-            note = f"hardware fault {which}: {named.how}; no sanitizer: {res.message}"
-            if probing.stopped:
-                note += f" ({probing.stopped}; not run: {', '.join(probing.not_run) or '-'})"
-            # the fault ends the adapter before it returns its RunInfo: the scenario names the kernel instead
-            out.append(Finding(detector=GUARD_PAGE, kind=kind, buffer=named.buffer, region=named.region, bytes=0,
-                               kernel=res.kernel or _kernel_label(ev), arch=res.arch, note=note, exact=False,
-                               details={"access": access, "direction": named.how,
-                                        "candidates": "|".join(probing.candidates),
-                                        "named": "yes" if named.named else "no", "reruns": ran,
-                                        **({"reruns_stopped": probing.stopped} if probing.stopped else {})}))
-        return out
-
-
-class PoisonDetector:
-    name, explains_fault, needs_sanitizer = POISON, False, False
-
-    def ran(self, ev: Evidence) -> DetectorRun:
-        ok = ev.result.poison is not None
-        return DetectorRun(POISON, ok, "two patterns compared" if ok else "not run")
-
-    def findings(self, ev: Evidence) -> list[Finding]:
-        from gpu_memsafety.detectors import poison
-        return poison.overread_findings(ev.result.poison, kernel=ev.result.kernel, arch=ev.result.arch)
-
-
-class UninitDetector:
-    name, explains_fault, needs_sanitizer = UNINIT, False, False
-
-    def ran(self, ev: Evidence) -> DetectorRun:
-        from gpu_memsafety.detectors import uninit
-        report = ev.result.uninit
-        return DetectorRun(UNINIT, report is not None, uninit.checked_outputs(report) if report is not None else "not run")
-
-    def findings(self, ev: Evidence) -> list[Finding]:
-        from gpu_memsafety.detectors import uninit
-        if ev.result.uninit is None:
-            return []
-        return uninit.never_written_findings(ev.result.uninit, ev.result.buffers, kernel=ev.result.kernel, arch=ev.result.arch,
-                               describe=ev.describe)
-
-
-class HazardDetector:
-    """racecheck or synccheck: a compute-sanitizer tool whose records (harness/detectors/hazards.py, from the tool's text)
-    are sorted onto cases by the kernel that made them; records nobody can place come with them, failing the
-    case with the raw record."""
-
-    explains_fault, needs_sanitizer = False, True
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def ran(self, ev: Evidence) -> DetectorRun:
-        run = ev.sanitizer
-        if run is None:
-            return DetectorRun(self.name, False, "not sanitized", missing=True)
-        if run.tool != self.name:
-            return DetectorRun(self.name, False, f"the process ran under {run.tool}, not {self.name}")
-        if not run.attached:
-            return run.not_started(self.name)  # type: ignore[return-value]
-        if not run.ran:
-            return DetectorRun(self.name, False, run.problem)
-        return DetectorRun(self.name, True, run.describe or f"compute-sanitizer {self.name} ran")
-
-    def findings(self, ev: Evidence) -> list[Finding]:
-        return [_with(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
-
-
-# Each detector's judge-side half by detector name (the names are gpu_memsafety.model.DETECTORS).
-DETECTOR_JUDGES: dict[str, Detector] = {d.name: d for d in (
-    GuardDetector(), MemcheckDetector(), GuardPageDetector(), PoisonDetector(), UninitDetector(),
-    HazardDetector(RACECHECK), HazardDetector(SYNCCHECK))}
-
-
-# ------------------------------------------------------------------------------- sanitizer records
-
-@dataclass
-class Placed:
-    """A batch's sanitizer records, sorted: findings per case id, and what is kept in every case's details."""
-
-    findings: dict[str, list[Finding]] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)           # the process's API errors, explained records
-    strays: list[Finding] = field(default_factory=list)             # accesses no buffer of a multi-case batch holds
-    alone: list[str] = field(default_factory=list)                  # cases a hazard may belong to: rerun one per process
-
-
-def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | None, timed_out: bool,
-                   describe: str = "") -> SanitizerRun:
-    """A sanitized process's output (its log, its `--xml --save` file or None when missing) -> SanitizerRun."""
-    from gpu_memsafety.sanitizer import parse
-    text = parse.parse_text(log)
-    problems = []
-    never = ""
-    if text.attached is False:
-        never = text.problem or "target terminated before first instrumented API call"
-        problems.append(f"compute-sanitizer never attached to the worker ({never})")
-    internal = [r for r in text.records if r.category == "internal_error"]
-    if text.attached and text.summary_errors is not None:
-        # After a full sanitized run, "process didn't terminate successfully" only says the target died
-        # (a destructor aborting on the context memcheck ended, say); the worker's exit judges that.
-        internal = [r for r in internal if not _target_died(r.text)]
-    if internal:
-        problems.append("compute-sanitizer internal error: " + internal[0].text)
-    records: tuple[SanitizerRecord, ...] = ()
-    summary = text.summary_errors
-    if tool in hazards.TOOLS:
-        # racecheck and synccheck records come from their text (the format known from real runs); the XML is
-        # only checked to be complete, and the tool's own count is checked against the text here.
-        records, disagreement = hazards.tool_records(tool, text)
-        problems += [disagreement] if disagreement else []
-        summary = None
-    if xml is None:
-        problems.append("compute-sanitizer wrote no XML (sanitizer.xml missing)")
-    else:
-        try:
-            parsed = parse.parse_xml(xml)
-        except Exception as exc:  # noqa: BLE001 - hostile or broken XML is a non-pass, with the reason
-            problems.append(f"sanitizer XML unreadable: {exc}")
-        else:
-            records = records if tool in hazards.TOOLS else parsed.records
-            if not parsed.complete:
-                problems.append(f"sanitizer XML incomplete: {parsed.problem}")
-    if text.summary_errors is None and not timed_out:
-        problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
-    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe, never_attached=never)
-
-
-def _target_died(text: str) -> bool:
-    return text.strip().startswith("Error: process didn't terminate successfully")
-
-
-def api_error_class(record: SanitizerRecord) -> str:
-    """'benign' (a probe every run makes), 'kernel' (a kernel's work failed) or 'other' (kept, not failing)."""
-    if any(record.api.startswith(api) and record.error == error for api, error in BENIGN_API_ERRORS):
-        return "benign"
-    if record.result in KERNEL_FAILURE_CODES or any(w in record.error for w in KERNEL_FAILURE_WORDS):
-        return "kernel"
-    return "other"
-
-
-def place_sanitizer_records(items: Sequence[Item], results: Mapping[int, WorkerResult],
-                            run: SanitizerRun) -> Placed:
-    """Sort one sanitized process's records onto the cases of its batch.
-
-    Memory accesses with an address and size are placed by address (gpu_memsafety.sanitizer.attribute). Records that cannot
-    be placed (no or bad address or size, Imprecise and unknown records, an API error that says a kernel failed)
-    become UNPLACED findings showing the raw record, unless explained: memcheck ends a kernel that made a placed
-    error (`--destroy-on-device-error kernel`), which turns the rest of that kernel's warps into Imprecise
-    "Illegal instruction" records and the API calls after it into illegal-instruction errors. API errors are
-    kept in every case's details, never dropped.
-    """
-    placed = Placed()
-    accesses = [_access(r) for r in run.records if r.category == MEMORY_ACCESS and not r.unplaceable]
-    by_address = _place_accesses(items, results, accesses)
-    placed.strays = by_address.pop("", [])
-    placed_kernels = {f.kernel for fs in (*by_address.values(), placed.strays) for f in fs}
-    placed.findings = by_address
-    tool_records = [r for r in run.records if r.category in (HAZARD, SYNC_ERROR)]
-    if tool_records:
-        # No address names a case: the kernel does (hazards.assign), or a process of its own.
-        assigned = hazards.assign(tool_records, {items[i][1].id: r.kernel for i, r in sorted(results.items())})
-        for case_id, found in assigned.findings.items():
-            placed.findings.setdefault(case_id, []).extend(found)
-        placed.alone = assigned.alone
-        placed_kernels |= {r.kernel for r in tool_records}
-    unplaced: list[SanitizerRecord] = []
-    explained: list[SanitizerRecord] = []
-    api_errors: Counter[tuple[str, str, int | None, str]] = Counter()
-    for rec in run.records:
-        if rec.category == MEMORY_ACCESS and rec.unplaceable:
-            unplaced.append(rec)
-        elif rec.category == API_ERROR:
-            cls = api_error_class(rec)
-            api_errors[(rec.api, rec.error, rec.result, cls)] += 1
-            if cls == "kernel":
-                (explained if placed_kernels else unplaced).append(rec)
-        elif rec.category == OTHER:
-            (explained if rec.kernel and rec.kernel in placed_kernels else unplaced).append(rec)
-    if api_errors:
-        placed.details["api_errors"] = [{"api": a, "error": e, "result": r, "class": c, "count": n}
-                                        for (a, e, r, c), n in sorted(api_errors.items(), key=str)]
-    if explained:
-        placed.details["explained_records"] = _grouped(explained)
-    if unplaced:
-        blamed = _blamed(items, results)
-        for finding in _unplaced_findings(unplaced):
-            for case_id in blamed:
-                placed.findings.setdefault(case_id, []).append(finding)
-    return placed
-
-
-def _place_accesses(items: Sequence[Item], results: Mapping[int, WorkerResult],
-                    accesses: list[attribute.Access]) -> dict[str, list[Finding]]:
-    """Findings per case id; "" holds accesses that map to no buffer of a batch of several cases (strays)."""
-    buffers = [attribute.BufferRef.from_record(items[i][1].id, rec) for i, res in results.items() for rec in res.buffers]
-    by_id = {c.id: (s, c) for s, c in items}
-
-    def describe(case_id: str, name: str, start: int, end: int) -> str:
-        sc = by_id.get(case_id)
-        return sc[0].describe(sc[1], name, start, end) if sc and sc[0].describe else ""
-
-    # A process that ran one case: what maps to no buffer is that case's, named from its nearest buffer.
-    alone = items[0][1].id if len(items) == 1 else None
-    return attribute.aggregate(accesses, buffers, describe=describe, stray_case=alone)
-
-
-def _blamed(items: Sequence[Item], results: Mapping[int, WorkerResult]) -> list[str]:
-    """Who an unplaced record is charged to: the cases whose process died in a launch, else every case."""
-    faulted = [items[i][1].id for i, r in results.items() if r.status == FAULT]
-    return faulted or [c.id for _, c in items]
-
-
-def _grouped(records: Sequence[SanitizerRecord]) -> list[dict[str, Any]]:
-    groups: Counter[tuple[str, str, str, str]] = Counter((r.kind, r.kernel, r.text or r.error, r.api) for r in records)
-    return [{"kind": k, "kernel": f, "text": t, "api": a, "count": n} for (k, f, t, a), n in sorted(groups.items())]
-
-
-def _unplaced_findings(records: Sequence[SanitizerRecord]) -> list[Finding]:
-    groups: dict[tuple[str, str, str], list[SanitizerRecord]] = {}
-    for rec in records:
-        kind = {"read": OVERREAD, "write": OVERWRITE}.get(rec.direction, "unknown")
-        groups.setdefault((kind, rec.kernel, _why_unplaced(rec)), []).append(rec)
-    return [Finding(detector=MEMCHECK, kind=kind, buffer=UNPLACED, region=UNPLACED_REGION, bytes=0, count=len(recs),
-                    kernel=kernel, first_thread=_xyz(recs[0].thread), first_block=_xyz(recs[0].block),
-                    source=_source(recs[0]), exact=False,
-                    note=f"the harness cannot place this record ({why}); raw: {raw_record(recs[0])}")
-            for (kind, kernel, why), recs in groups.items()]
-
-
-def _why_unplaced(rec: SanitizerRecord) -> str:
-    if rec.category == MEMORY_ACCESS:
-        return rec.unplaceable
-    if rec.category == API_ERROR:
-        return "an API error that says a kernel failed, and no placed access explains it"
-    if rec.kind:
-        return f"a {rec.kind} record, which names no address"
-    return "a record the parser does not know"
-
-
-def raw_record(rec: SanitizerRecord) -> str:
-    """The record as the sanitizer gave it: kind, text and every field it had."""
-    parts = [f"kind={rec.kind!r}" if rec.kind else "", f"text={rec.text!r}" if rec.text else ""]
-    parts += [f"{k}={v!r}" for k, v in (("api", rec.api), ("error", rec.error), ("result", rec.result),
-                                        ("address", rec.address), ("size", rec.size), ("kernel", rec.kernel)) if v]
-    parts += [f"{k}={v!r}" for k, v in rec.details]
-    return ", ".join(p for p in parts if p)
-
-
-def _access(record: SanitizerRecord) -> attribute.Access:
-    """A placeable memory-access record, reduced to what attribution needs (its kind from gpu_memsafety.sanitizer.parse)."""
-    kind = parse.classify(record)
-    direction = record.direction or (kind if kind in (parse.READ, parse.WRITE, parse.ATOMIC) else "read")
-    return attribute.Access(address=int(record.address or 0), size=int(record.size or 1), direction=direction,
-                            kernel=record.kernel or "", thread=record.thread, block=record.block, source=_source(record),
-                            misaligned=kind == parse.MISALIGNED, text=record.text, path=record.file,
-                            space=record.space)
-
-
-def _source(record: SanitizerRecord) -> str:
-    return f"{PurePath(record.file).name}:{record.line}" if record.file else ""
-
-
-def _xyz(v: tuple[int, int, int] | None) -> str:
-    return f"({v[0]},{v[1]},{v[2]})" if v else ""
-
-
-def _with(f: Finding, **changes: Any) -> Finding:
-    return replace(f, **{k: v for k, v in changes.items() if v and not getattr(f, k)})
-
-
 # ------------------------------------------------------------------------------------------------ judge
 
 class Judge:
@@ -548,7 +116,7 @@ class Judge:
             why = (f"{self.mode.name} mode runs {', '.join(self.mode.detectors) or 'no detector'}; scenario "
                    f"{scenario.name} uses {', '.join(scenario.detectors)}")
             return self._result(scenario, case, Outcome.NOT_APPLICABLE, why, [], self._not_started(scenario))
-        if self.mode.sanitizer and self.sanitizer_missing and all(DETECTOR_JUDGES[d].needs_sanitizer for d in used):
+        if self.mode.sanitizer and self.sanitizer_missing and all(UNITS[d].sanitizer for d in used):
             return self.cannot_run(scenario, case, self.sanitizer_missing)
         return None
 
@@ -634,8 +202,8 @@ class Judge:
         if res.status == ERROR:
             return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.message}\n{res.traceback}", [], runs, res)
         used = [d for d in self.mode.detectors if d in scenario.detectors]
-        findings = [f for d in used for f in DETECTOR_JUDGES[d].findings(ev)]
-        if res.status == FAULT and not any(DETECTOR_JUDGES[f.detector].explains_fault for f in findings if f.detector in DETECTOR_JUDGES):
+        findings = [f for d in used for f in UNITS[d].findings(ev)]
+        if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
             return self._result(scenario, case, Outcome.CRASHED, f"CUDA context lost: {res.message}", findings, runs, res)
         problem = self._unchecked(ev, runs)
         if problem:
@@ -651,8 +219,9 @@ class Judge:
             return self.cannot_run(scenario, case, why + seen, res, runs, findings)
         if outcome is Outcome.UNSUPPORTED:
             outcome = Outcome.NOT_APPLICABLE
-        if res.stress_iterations is not None:
-            message = (f"stress runs no memory-safety detector: {res.stress_iterations} iterations ran without a "
+        stress = res.evidence.get("stress")
+        if stress is not None:
+            message = (f"stress runs no memory-safety detector: {stress['iterations']} iterations ran without a "
                        f"crash under production conditions")
         result = self._result(scenario, case, outcome, message, findings, runs, res)
         if verdict.missing:
@@ -689,10 +258,10 @@ class Judge:
         for det in self.mode.detectors:
             if det not in ev.scenario.detectors:
                 runs.append(DetectorRun(det, False, f"scenario {ev.scenario.name} does not use {det}"))
-            elif DETECTOR_JUDGES[det].needs_sanitizer and ev.sanitizer is None:
+            elif UNITS[det].sanitizer and ev.sanitizer is None:
                 runs.append(DetectorRun(det, False, self.sanitizer_missing or "not sanitized", missing=True))
             else:
-                runs.append(DETECTOR_JUDGES[det].ran(ev))
+                runs.append(UNITS[det].ran(ev))
         return runs
 
     # -- results that are not a verdict ----------------------------------------------------------------
@@ -718,8 +287,9 @@ class Judge:
         details: dict[str, Any] = {}
         if res is not None:
             details = {k: v for k, v in (("notes", res.notes), ("kernel_seconds", res.kernel_seconds),
-                                         ("seconds", res.seconds), ("stress_iterations", res.stress_iterations),
-                                         ("poison", res.poison), ("device", res.device), ("memory", res.memory),
+                                         ("seconds", res.seconds),
+                                         ("stress_iterations", (res.evidence.get("stress") or {}).get("iterations")),
+                                         ("poison", res.evidence.get("poison")), ("device", res.device), ("memory", res.memory),
                                          ("passes", res.passes), ("stray_processes", res.stray_processes))
                        if v not in (None, {}, "", [])}
             if res.cover and self.mode.watch_placement != layout.GUARDED:
@@ -766,3 +336,4 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
     result.details["baseline"] = [{"finding": seen.key, "reason": entry.reason, "upstream": entry.upstream}
                                   for seen, entry in diff.accepted]   # read by report.baselines and report.load
     return result
+

@@ -21,7 +21,7 @@ import torch
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.placement.guard import Arena
-from gpu_memsafety.engine.modes import COVER_ALL, covers
+from gpu_memsafety.engine.cover import COVER_ALL, covers
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.model import DETECTORS, Expectation
-from gpu_memsafety.engine.modes import COVER_ALL, COVERS
+from gpu_memsafety.engine.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
 # A scenario without a cost hint is expected to take this share of its per-case deadline.

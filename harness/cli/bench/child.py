@@ -154,10 +154,10 @@ class Child:
         """One poison-mode case on the same buffers: baseline pattern, then each buffer's guards in the other
         pattern (every buffer, watched ones first, as poison mode does), each followed by the launch and an
         on-device comparison of the outputs."""
-        from gpu_memsafety.engine.worker import POISON_PATTERNS
+        from gpu_memsafety.detectors.poison import BASELINE, PATTERNS
         torch = self.torch
         arena, relaunch = ctx.arena, self._relaunch(info)
-        base, poison = POISON_PATTERNS[:2]
+        base, poison = BASELINE, PATTERNS[0]
         order = sorted(ctx.watched) + sorted(set(arena.buffers) - ctx.watched)
 
         def outputs(returned: Any) -> dict[str, Any]:

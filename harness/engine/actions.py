@@ -1,0 +1,110 @@
+"""Worker-side actions: how a case is launched for the detectors of a mode (the worker calls them, never branches).
+
+An action is a function `(worker, adapter, case) -> dict`: it runs the adapter on contexts the worker makes
+(`worker.context(...)`), and returns the case's result fields (gpu_memsafety.engine.job.WorkerResult) with the detectors'
+evidence under "evidence", keyed by detector name. A detector names the action it needs
+(gpu_memsafety.detectors.base.Detector.action); detectors that only watch the plain launch share `once`. The actions
+here are the plain launch and stress (production conditions, no detector); the detectors' own live in their
+modules and are named in ACTIONS as "module:function", imported in the worker only (they import torch).
+
+A mode with several actions (a stage that runs poison and uninit) runs each on the case in turn; `combine` adds
+their results up into one.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from typing import Any, Callable
+
+from gpu_memsafety.model import GUARD
+
+ONCE = "once"
+STRESS = "stress"
+ACTIONS: dict[str, str] = {
+    ONCE: "gpu_memsafety.engine.actions:once",
+    STRESS: "gpu_memsafety.engine.actions:stress",
+    "guard_page": "gpu_memsafety.detectors.guard_page:run",
+    "poison": "gpu_memsafety.detectors.poison:run",
+    "fill": "gpu_memsafety.detectors.fillcheck:run",
+}
+
+Action = Callable[[Any, Any, Any], dict[str, Any]]
+
+
+def resolve(name: str) -> Action:
+    """The function an action name stands for (imported on first use)."""
+    if name not in ACTIONS:
+        raise KeyError(f"unknown worker action {name!r}; known: {', '.join(ACTIONS)}")
+    module, func = ACTIONS[name].split(":", 1)
+    return getattr(importlib.import_module(module), func)
+
+
+def launched(ctx: Any, info: Any, **extra: Any) -> dict[str, Any]:
+    """The result fields every action reports for a launch on `ctx`: what the adapter said (kernel, launches,
+    notes: a host-side refusal says so there) and the context's buffer map, plus `extra`."""
+    return {"kernel": info.kernel, "launches": info.launches, "arch": ctx.arch(), "notes": jsonable(info.notes),
+            "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), **extra}
+
+
+def marker_check(worker: Any, ctx: Any) -> dict[str, Any]:
+    """The guard detector's evidence for a launch on `ctx` when the mode runs it ({} otherwise): the changed
+    marker runs per buffer."""
+    if not worker.mode.check_markers:
+        return {}
+    return {GUARD: {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.verify().items()}}
+
+
+def once(worker: Any, adapter: Any, case: Any, *, watch_placement: str | None = None,
+         placements: dict[str, str] | None = None) -> dict[str, Any]:
+    """One launch on buffers in the case's placement (or `watch_placement`, or a rerun's `placements`), then the
+    marker check when the mode runs the guard detector."""
+    where = watch_placement or worker.placement
+    ctx = worker.context(case, watch_placement=where, placements=placements)
+    t0 = time.perf_counter()
+    info = adapter(case, ctx)
+    worker.sync()
+    kernel_s = time.perf_counter() - t0
+    pages = {b["name"]: b["layout"]["placement"] for b in ctx.arena.buffer_map() if b["backend"] == "vmm"}
+    return launched(ctx, info, evidence=marker_check(worker, ctx), kernel_seconds=kernel_s,
+                    passes=[{"placement": where if placements is None else "rerun", "pages": pages,
+                             "kernel_seconds": round(kernel_s, 6)}])
+
+
+def stress(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
+    """Production conditions: caching allocator on, no guards, no placement; count clean iterations."""
+    iterations = worker.job.iterations
+    done = launches = 0
+    info = None
+    for _ in range(iterations):
+        ctx = worker.context(case, production=True)
+        info = adapter(case, ctx)
+        worker.sync()
+        done += 1
+        launches += info.launches
+        (worker.out / "stress.progress").write_text(str(done))
+    return {"kernel": info.kernel if info else "", "arch": worker.arch(), "launches": launches, "buffers": [],
+            "evidence": {STRESS: {"iterations": done}}}
+
+
+def combine(bodies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several actions' results for one case as one: the first one's buffer map, kernel and notes; launches and
+    kernel time added; every detector's evidence (the guard markers of every launch that checked them)."""
+    from gpu_memsafety.detectors.guard import merge as merge_guard
+    if len(bodies) == 1:
+        return bodies[0]
+    merged = dict(bodies[0])
+    merged["launches"] = sum(b.get("launches", 0) for b in bodies)
+    merged["kernel_seconds"] = sum(b.get("kernel_seconds", 0.0) for b in bodies)
+    merged["watched"] = sorted({w for b in bodies for w in b.get("watched", [])})
+    merged["passes"] = [p for b in bodies for p in b.get("passes", [])]
+    evidence: dict[str, Any] = {}
+    for body in bodies:
+        for name, value in body.get("evidence", {}).items():
+            evidence[name] = merge_guard(evidence.get(name), value) if name == GUARD else value
+    merged["evidence"] = evidence
+    return merged
+
+
+def jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
