@@ -101,8 +101,9 @@ def test_version_hang_is_reported_not_raised(tmp_path: Path) -> None:
     hang = write_exe(tmp_path / "cs", f"sleep 30 &\necho $! > {pid_file}\nwait\n")
     start = time.monotonic()
     probe = version(hang, timeout_s=0.5)
-    # the wrapper's `sleep` child holds the pipe: only killing the whole group returns this fast
-    assert time.monotonic() - start < 2.0
+    # the wrapper's `sleep 30` child holds the pipe: only killing the whole group returns well before it ends
+    # (the margin is for a loaded machine's scheduling, not for the probe)
+    assert time.monotonic() - start < 15.0
     assert probe.version == "" and "did not finish within 0.5 s" in probe.error
     time.sleep(0.1)
     assert not _alive(int(pid_file.read_text()))
