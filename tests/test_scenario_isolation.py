@@ -196,7 +196,7 @@ def test_a_daemon_left_by_a_worker_that_died_is_reaped_by_the_runner(hostile_run
 def test_reap_kills_a_whole_tree_and_waits_only_for_the_named_processes(marker: str) -> None:
     assert procs.subreaper()
     keep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
-    before = [keep.pid]
+    before = procs.snapshot()
     tree = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(300)' {marker} & wait"])
     deadline = time.monotonic() + 10
     while len(_alive_with(marker)) < 1 and time.monotonic() < deadline:
@@ -206,4 +206,21 @@ def test_reap_kills_a_whole_tree_and_waits_only_for_the_named_processes(marker: 
     reaped = procs.reap(stray)
     assert [r["pid"] for r in reaped][:1] == [tree.pid] and any(marker in r["command"] for r in reaped)
     assert _alive_with(marker) == []
-    assert keep.wait(timeout=10) == 0          # a Popen elsewhere still gets its own child's exit status
+    assert keep.wait(timeout=30) == 0          # a child of ours that is not the step's is neither killed nor waited for
+
+
+def test_an_older_orphan_handed_over_during_a_step_is_not_the_steps(marker: str) -> None:
+    """A subreaper gets every orphan below it, also one some earlier work left (pytest's own subprocesses, say)
+    that is handed over while a case runs: started before the step, it is not the step's to kill."""
+    assert procs.subreaper()
+    holder = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(300)' {marker}-older & "
+                                           "sleep 1"])
+    deadline = time.monotonic() + 10
+    while not _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    before = procs.snapshot()
+    holder.wait(timeout=30)                    # its child is now an orphan, handed to us
+    [older] = _alive_with(marker)
+    assert older in procs.children() and procs.stray_children(before) == []
+    assert [r["pid"] for r in procs.reap([older])] == [older]

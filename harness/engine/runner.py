@@ -241,7 +241,7 @@ class Runner:
     def _supervise(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Batch:
         batch = Batch()
         log_path = out / "worker.log"
-        before = procs.children()
+        before = procs.snapshot()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, env=self._env(sanitized), stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -310,11 +310,13 @@ class Runner:
         return None
 
     @staticmethod
-    def _sweep(pgid: int, before: list[int]) -> list[procs.ProcessRecord]:
+    def _sweep(pgid: int, before: procs.Snapshot) -> list[procs.ProcessRecord]:
         """After a worker process ended: whatever is still in its process group (an adapter's child when the
-        worker died in the case), and any orphan handed to this process (a subreaper) since the worker
-        started: killed, and named in the batch's process record."""
-        return procs.reap([*procs.group_members(pgid), *procs.stray_children(before)])
+        worker died in the case), and every orphan handed to this process (a subreaper) since the worker started
+        that descends from it (it carries the worker's SUPERVISOR_ENV: this process's pid): killed, and named in
+        the batch's process record. Nothing else this process has as a child is touched."""
+        ours = [p for p in procs.stray_children(before) if procs.carries(p, SUPERVISOR_ENV, str(os.getpid()))]
+        return procs.reap([*procs.group_members(pgid), *ours])
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:

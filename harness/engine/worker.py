@@ -99,7 +99,7 @@ class Worker:
         procs.subreaper()      # a daemon an adapter starts (forked twice, its own session) stays our child
         for index, entry in enumerate(self.job.cases):
             self.begin(index, entry)
-            before = procs.children()
+            before = procs.snapshot()
             result = self._run_case(entry.case, index)
             result.stray_processes = procs.reap(procs.stray_children(before))   # nothing outlives its case
             self._write(index, result)

@@ -61,7 +61,7 @@ def watch(effects: Effects, *, fd_level: bool = False) -> Iterator[None]:
     """Run the body (one import) and record in `effects` what it changed; the working directory and the
     environment are put back, processes it left are killed. SystemExit becomes a problem (never an exit);
     other exceptions pass through unchanged, after the same checks."""
-    cwd, environ, before = os.getcwd(), dict(os.environ), procs.children()
+    cwd, environ, before = os.getcwd(), dict(os.environ), procs.snapshot()
     with _captured(fd_level) as output:
         try:
             yield
@@ -100,7 +100,7 @@ def _check_environ(environ: Mapping[str, str], effects: Effects) -> None:
                             "workers would inherit it")
 
 
-def _check_children(before: Sequence[int], effects: Effects) -> None:
+def _check_children(before: procs.Snapshot, effects: Effects) -> None:
     stray = procs.stray_children(before)
     if not stray:
         return

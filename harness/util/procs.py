@@ -16,6 +16,7 @@ import ctypes
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, TypedDict
 
@@ -33,6 +34,49 @@ WAIT_S = 5.0
 class ProcessRecord(TypedDict):
     pid: int
     command: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """This process's children at one moment, and the moment (clock ticks since boot, as /proc counts)."""
+
+    pids: frozenset[int]
+    ticks: int
+
+
+def snapshot() -> Snapshot:
+    return Snapshot(frozenset(children()), now_ticks())
+
+
+def now_ticks() -> int:
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return int(uptime * os.sysconf("SC_CLK_TCK"))
+
+
+def start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (/proc/PID/stat field 22); None when it is gone."""
+    stat = _stat(pid)
+    try:
+        return int(stat[19]) if stat is not None else None
+    except (IndexError, ValueError):
+        return None
+
+
+def _started_since(pid: int, ticks: int) -> bool:
+    started = start_ticks(pid)
+    return started is not None and started >= ticks - 1     # one tick of slack: the clock's resolution
+
+
+def carries(pid: int, key: str, value: str) -> bool:
+    """Whether `pid`'s environment has key=value (what every descendant of a worker inherits, unless it clears it)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{key}={value}".encode() in raw.split(b"\0")
 
 
 def subreaper() -> bool:
@@ -117,10 +161,11 @@ def describe(pid: int) -> ProcessRecord:
     return {"pid": pid, "command": command}
 
 
-def stray_children(before: Iterable[int] = ()) -> list[int]:
-    """This process's live children that were not among `before` (taken when the step began)."""
-    known = set(before)
-    return [p for p in children() if p not in known]
+def stray_children(before: Snapshot) -> list[int]:
+    """This process's live children that were not among `before` and started after it was taken: what the step
+    since `before` started (or what was handed to us as its orphans). An unrelated orphan of something older,
+    handed to a subreaper meanwhile, started before: it is not the step's."""
+    return [p for p in children() if p not in before.pids and _started_since(p, before.ticks)]
 
 
 def reap(pids: Iterable[int]) -> list[ProcessRecord]:
@@ -130,6 +175,7 @@ def reap(pids: Iterable[int]) -> list[ProcessRecord]:
     records: list[ProcessRecord] = []
     seen: set[int] = set()
     todo = list(pids)
+    began = now_ticks()
     for _ in range(REAP_ROUNDS):
         tree = [p for p in _with_descendants(todo) if p not in seen]
         if not tree:
@@ -141,7 +187,8 @@ def reap(pids: Iterable[int]) -> list[ProcessRecord]:
             _kill(pid)
         for pid in tree:
             _wait(pid)
-        todo = [p for p in children() if p not in seen]   # orphans handed to us (a subreaper) by the kills
+        # what the tree forked while it was being killed, handed to us (a subreaper) as orphans; never an older child
+        todo = [p for p in children() if p not in seen and _started_since(p, began)]
     return records
 
 
