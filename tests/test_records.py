@@ -102,7 +102,8 @@ def test_a_record_lost_again_alone_is_unresolved_never_a_pass_or_a_finding() -> 
 def test_check_tensor_ops_where_the_sanitizer_has_it_and_the_detector_line_says_when_it_does_not() -> None:
     from pathlib import Path
 
-    from gpu_memsafety.engine.runner import _describe
+    from gpu_memsafety.detectors.base import Evidence, sanitizer_ran
+    from gpu_memsafety.engine.runner import _caveat
     from gpu_memsafety.sanitizer.tool import SanitizerInfo, memcheck_command, tensor_ops
     data = Path(__file__).parent / "data" / "sanitizer"
     assert "--check-tensor-ops" in (data / "help-2026.4.0.txt").read_text()
@@ -114,6 +115,9 @@ def test_check_tensor_ops_where_the_sanitizer_has_it_and_the_detector_line_says_
     assert command[command.index("--check-tensor-ops") + 1] == "yes" and command[-4:] == argv
     assert "--check-tensor-ops" not in memcheck_command(new, tool="racecheck", xml_path="/tmp/s.xml", target_argv=argv)
     assert "not checked" in tensor_ops(old)[1] and "2026.4" in tensor_ops(old)[1]
-    assert "not checked: --check-tensor-ops needs compute-sanitizer 2026.4" in _describe(old, "memcheck")
-    assert _describe(new, "memcheck").endswith("bulk tensor copies (cp.async.bulk.tensor) checked")
-    assert _describe(new, "racecheck") == "compute-sanitizer 2026.4.0 (/y/compute-sanitizer)"
+    assert "not checked: --check-tensor-ops needs compute-sanitizer 2026.4" in _caveat(old, "memcheck")
+    assert _caveat(new, "memcheck") == "bulk tensor copies (cp.async.bulk.tensor) checked"
+    assert _caveat(new, "racecheck") == ""
+    run = replace(memcheck_run(), caveat=_caveat(old, "memcheck"))
+    line = sanitizer_ran(Evidence(scenario(), CASE, worker(), MODES["memcheck"], run), MEMCHECK)
+    assert line.ran and line.detail.startswith("compute-sanitizer 2025.3.1 (fake); bulk tensor copies")

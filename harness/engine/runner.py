@@ -78,7 +78,8 @@ class Runner:
         self.judge = Judge(options.mode, Machine(gpu=options.gpu_available, allow_unsupported=options.allow_unsupported,
                                                    gpu_missing_reason=options.gpu_missing_reason),
                            sanitizer_missing=self._sanitizer_missing() if options.mode.sanitizer else "",
-                           sanitizer_describe=_describe(found, options.mode.sanitizer) if found else "")
+                           sanitizer_describe=f"compute-sanitizer {found.version} ({found.path})" if found else "",
+                           sanitizer_caveat=_caveat(found, options.mode.sanitizer) if found else "")
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
@@ -151,7 +152,7 @@ class Runner:
             batch.sanitizer = read_sanitizer(self.o.mode.sanitizer or "", batch.log,
                                              xml_path.read_bytes() if xml_path.exists() else None,
                                              exit_code=batch.returncode, timed_out=bool(batch.timed_out),
-                                             describe=self.judge.sanitizer_describe)
+                                             describe=self.judge.sanitizer_describe, caveat=self.judge.sanitizer_caveat)
         (out / "argv.json").write_text(json.dumps(argv))
         judged = self.judge.judge_batch(items, batch)
         if judged.alone:
@@ -339,12 +340,11 @@ class Runner:
         return result
 
 
-def _describe(found: Any, tool: str | None) -> str:
-    """The sanitizer as a detector line names it: version, path, and for memcheck whether bulk tensor copies are
-    checked (gpu_memsafety.sanitizer.tool.tensor_ops)."""
+def _caveat(found: Any, tool: str | None) -> str:
+    """What the detector line of a sanitized run adds to the tool's name: for memcheck, whether bulk tensor copies
+    are checked (gpu_memsafety.sanitizer.tool.tensor_ops)."""
     from gpu_memsafety.sanitizer.tool import tensor_ops
-    words = tensor_ops(found, tool or "")[1] if getattr(found, "version", None) is not None else ""
-    return f"compute-sanitizer {found.version} ({found.path})" + (f"; {words}" if words else "")
+    return tensor_ops(found, tool or "")[1] if getattr(found, "version", None) is not None else ""
 
 
 def ends_process(mode: Mode, scenario: Scenario, case: Case) -> bool:

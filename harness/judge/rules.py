@@ -97,11 +97,13 @@ class Judged:
 class Judge:
     """Decides every outcome of one run (one mode, one machine)."""
 
-    def __init__(self, mode: Mode, machine: Machine, *, sanitizer_missing: str = "", sanitizer_describe: str = "") -> None:
+    def __init__(self, mode: Mode, machine: Machine, *, sanitizer_missing: str = "", sanitizer_describe: str = "",
+                 sanitizer_caveat: str = "") -> None:
         self.mode = mode
         self.machine = machine
         self.sanitizer_missing = sanitizer_missing     # why the mode's sanitizer cannot run here ("" when it can)
         self.sanitizer_describe = sanitizer_describe
+        self.sanitizer_caveat = sanitizer_caveat       # what a ran detector's line adds (memcheck: bulk tensor copies)
         # The verdict's assessment of each case judged from evidence (not of a case that crashed, timed out, ...)
         self.assessed: dict[str, Assessment] = {}
         # Runs of a case in which memcheck lost the access record that made it end the kernel (records.lost_record)

@@ -56,6 +56,7 @@ class SanitizerRun:
     exit_code: int | None = None
     describe: str = ""                # "compute-sanitizer 2025.3.1 (/path)"
     never_attached: str = ""          # why it never instrumented the worker (the tool could not start there)
+    caveat: str = ""                  # what its detector could not check here, said on its line when it ran
 
     @property
     def ran(self) -> bool:
@@ -103,7 +104,7 @@ class Placed:
 
 
 def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | None, timed_out: bool,
-                   describe: str = "") -> SanitizerRun:
+                   describe: str = "", caveat: str = "") -> SanitizerRun:
     """A sanitized process's output (its log, its `--xml --save` file or None when missing) -> SanitizerRun."""
     text = parse.parse_text(log)
     problems = []
@@ -139,7 +140,8 @@ def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | N
                 problems.append(f"sanitizer XML incomplete: {parsed.problem}")
     if text.summary_errors is None and not timed_out:
         problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
-    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe, never_attached=never)
+    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe, never_attached=never,
+                        caveat=caveat)
 
 
 def _target_died(text: str) -> bool:
