@@ -238,3 +238,18 @@ def test_poisons_refinement_is_bounded_by_the_cases_own_run_time() -> None:
     assert lo <= 700 < hi and len(calls) <= 4                      # a bound: narrowed as far as 4 runs go, 700 kept
     calls.clear()
     assert bound(changes, [(0, 1024)], 1, budget=64) == [(700, 701)]
+
+
+def test_a_scenario_without_memcheck_gets_the_whole_poison_survey_after_a_memcheck_stage(
+        tmp_path: Path, interpreter: str, worker_env: Path) -> None:
+    """fake_poison uses the markers and poison only: no memcheck watched its buffers' ends in the first stage,
+    so poison surveys them in the second (it leaves guards only to a memcheck that watched them)."""
+    fake = registry.load_source(registry.Source(str(CHECKOUT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_poison.py"),
+                                                None, "tests"))
+    case = next(c for c in fake.build() if c.variant == "undeclared_overread")
+    runner = Runner(RunOptions(mode=MODES["complete"], workdir=tmp_path / "w", gpu_available=True,
+                               sanitizer=fake_memcheck(tmp_path, []), python=interpreter, timeout_scale=0.5))
+    [result] = runner.run([(fake, case)])
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    assert [(f.detector, f.buffer, f.region) for f in result.findings] == [(POISON, "x", "past_end")]
+    assert [s["mode"] for s in result.details["stages"]] == ["both", "values"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.detectors.base import Evidence
-from gpu_memsafety.model import BEFORE_START, OVERREAD, PAST_END, POISON, ByteRange, DetectorRun, Finding
+from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 Span = tuple[int, int]
@@ -259,7 +259,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     order = sorted(ctx.watched) + sorted(set(layouts) - ctx.watched)
     itemsizes = {name: buf.tensor.element_size() for name, buf in ctx.arena.buffers.items()}
     left = {}
-    if worker.job.covered_seen:
+    if worker.job.covered_seen and worker.scenario is not None and MEMCHECK in worker.scenario.detectors:
         from gpu_memsafety.engine.cover import covers
         left = {name: OUTSIDE for name in order if covers(worker.cover, name in ctx.watched)}
     expected = worker.scenario.expectation(case, ctx.arch()).findings if worker.scenario is not None else ()

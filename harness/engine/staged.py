@@ -39,7 +39,8 @@ def run(parent: "Runner", items: Sequence[tuple["Scenario", "Case"]]) -> list[Ca
             # A stage runs for a case when it brings a detector its scenario uses that no earlier stage ran, and
             # that detector has something to look at (after memcheck, poison only at what memcheck cannot see).
             new = [d for d in stage.detectors if d in s.detectors and d not in earlier]
-            if POISON in new and covered_seen and c.id in maps and not left_after_memcheck(maps[c.id]):
+            seen = covered_seen and MEMCHECK in s.detectors and c.id in maps   # memcheck watched its covered buffers
+            if POISON in new and seen and not left_after_memcheck(maps[c.id]):
                 new.remove(POISON)
                 left.setdefault(c.id, {})[POISON] = (
                     "not run: memcheck watched both ends of every buffer of the case and none has row padding or "
