@@ -1,10 +1,12 @@
 # Two commands set up a fresh machine and run: `make test` (the harness's own tests, CPU) and
-# `make sanitize` (every scenario under guard markers and memcheck, one xdist worker per GPU).
+# `make sanitize` (every scenario, every detector that applies to it: mode complete; workers per GPU chosen from its
+# memory, the cores and the matrix). `make sanitize-quick` is the partial gate for pull requests (mode both:
+# memcheck and the guard markers only).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 REPORTS ?= reports
-MODE ?= both
+MODE ?= complete
 # SHARD=K/N runs shard K of N of the matrix (split evenly by expected cost); merge the N report.json files
 # with `python -m gpu_memsafety merge`. The shards of one run share RUN_GROUP (under CI the run's id by default).
 SHARD ?=
@@ -25,7 +27,7 @@ SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--scenario-path $(call q,$(ab
 QPY = $(call q,$(value PY))
 ARGS_FROM = $(QPY) -m gpu_memsafety.cli.makeargs GPU_MEMSAFETY_MAKE_ARGS -- $(QPY)
 
-.PHONY: test sanitize smoke bench env upstream triton-kernels clean
+.PHONY: test sanitize sanitize-quick smoke bench env upstream triton-kernels clean
 
 $(VENV)/.bootstrap-test: pyproject.toml tools/bootstrap.py
 	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras test
@@ -44,6 +46,11 @@ sanitize: $(VENV)/.bootstrap-gpu
 	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup --mode $(call q,$(value MODE)) \
 		--report-dir $(call q,$(value REPORTS)) $(if $(value SHARD),--shard $(call q,$(value SHARD))) \
 		$(if $(value RUN_GROUP),--run-group $(call q,$(value RUN_GROUP))) $(SCENARIO_ARGS)
+
+# Memcheck and the guard markers only (no poison, uninit, racecheck, synccheck): quicker, and partial, as its
+# report says.
+sanitize-quick:
+	$(MAKE) sanitize MODE=both
 
 smoke: $(VENV)/.bootstrap-gpu
 	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --mode $(call q,$(value MODE)) \

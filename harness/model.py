@@ -55,6 +55,9 @@ UNINIT = "uninit"          # two runs, never-written bytes in two fill patterns:
 RACECHECK = "racecheck"    # compute-sanitizer racecheck: shared-memory hazards
 SYNCCHECK = "synccheck"    # compute-sanitizer synccheck: invalid barrier use
 DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, RACECHECK, SYNCCHECK)
+# What a scenario uses unless it says otherwise: racecheck and synccheck only where it declares them (a kernel that
+# uses shared memory or barriers: they track every shared-memory access, 10 to 1,000 times slower).
+DEFAULT_DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT)
 
 # Finding kinds. An atomic is a write (an overwrite, with access "atomic" in its details). A misaligned
 # access is its own kind, never an overread: its bytes may all lie inside the tensor.
@@ -90,6 +93,29 @@ REGIONS = (BEFORE_START, PAST_END, ROW_PADDING, UNUSED_ROW, INSIDE, SHARED_MEMOR
 OLD_REGION_NAMES = {"front_guard": BEFORE_START, "before_allocation": BEFORE_START, "back_guard": PAST_END,
                     "alignment_tail": PAST_END, "past_allocation": PAST_END, "padding": ROW_PADDING,
                     "guard": f"{BEFORE_START}' or '{PAST_END}"}
+
+
+# What each detector can see, for an expectation that names no detectors (ExpectedFinding): the kinds it reports,
+# the regions they lie in (None: an expectation of any region), and whether only in a buffer of the case (never
+# memory that is no allocation of ours, shared memory or a barrier, which only a sanitizer sees).
+_OUTSIDE_LOGICAL = (None, BEFORE_START, PAST_END, ROW_PADDING, UNUSED_ROW)
+_ANYWHERE = (None, *REGIONS)
+SIGHT: Mapping[str, tuple[tuple[str, ...], tuple[str | None, ...], bool]] = {
+    GUARD: ((OVERWRITE,), _OUTSIDE_LOGICAL, True),
+    MEMCHECK: ((OVERREAD, OVERWRITE, MISALIGNED), (None, BEFORE_START, PAST_END, SHARED_MEMORY), False),
+    GUARD_PAGE: ((OVERREAD, OVERWRITE), (None, BEFORE_START, PAST_END), True),
+    POISON: ((OVERREAD,), _OUTSIDE_LOGICAL, True),
+    UNINIT: ((UNINIT_READ, UNWRITTEN), _ANYWHERE, False),
+    RACECHECK: ((RACE,), _ANYWHERE, False),
+    SYNCCHECK: ((BARRIER,), _ANYWHERE, False),
+}
+NOT_OURS = frozenset({UNATTRIBUTED, SHARED, "barrier"})   # buffers that are no buffer of the case
+
+
+def seeing(kind: str, buffer: str, region: str | None) -> tuple[str, ...]:
+    """Every detector that can see this kind of access to this buffer in this region (SIGHT)."""
+    return tuple(name for name, (kinds, regions, ours) in SIGHT.items()
+                 if kind in kinds and region in regions and not (ours and buffer in NOT_OURS))
 
 
 def region_class(region: str) -> str:
@@ -178,24 +204,35 @@ class Finding:
 
 @dataclass(frozen=True)
 class ExpectedFinding:
-    """What a known bug must produce. `bytes`/`ranges` None means 'any amount'."""
+    """What a known bug must produce. `bytes`/`ranges` None means 'any amount'.
+
+    `detectors`: the detectors that see it; left out (the default), every detector that can see this kind of
+    access in this region (SIGHT: an overread past the end is memcheck's, the guard page's and poison's). `blind`: detectors that see such accesses in general but cannot see this one, each with
+    the reason (poison when the output does not depend on the bytes read...): they are dropped from `detectors`,
+    and where only they ran the case is not applicable, with that reason."""
 
     kind: str
     buffer: str
-    detectors: tuple[str, ...]
+    detectors: tuple[str, ...] = ()
     region: str | None = None
     bytes: int | None = None
     ranges: tuple[tuple[int, int], ...] | None = None
     upstream: str = ""               # e.g. "triton-lang/triton#10772"
+    blind: tuple[tuple[str, str], ...] = ()   # (detector, why it cannot see this one)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"expected finding of kind {self.kind!r}: kinds are {', '.join(KINDS)}")
         if self.region is not None:
             check_region(self.region)
-        unknown = set(self.detectors) - set(DETECTORS)
+        if isinstance(self.blind, Mapping):
+            object.__setattr__(self, "blind", tuple(self.blind.items()))
+        unknown = (set(self.detectors) | {d for d, _ in self.blind}) - set(DETECTORS)
         if unknown:
             raise ValueError(f"expected finding names unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
+        detectors = self.detectors or seeing(self.kind, self.buffer, self.region)
+        blind = {d for d, _ in self.blind}
+        object.__setattr__(self, "detectors", tuple(d for d in detectors if d not in blind))
 
     def matches(self, finding: Finding) -> bool:
         if finding.detector not in self.detectors:
@@ -218,6 +255,15 @@ class ExpectedFinding:
             if not all(any(lo <= r.start and r.end <= hi for lo, hi in self.ranges) for r in finding.ranges):
                 return False
         return True
+
+    def matches_spill(self, finding: Finding) -> bool:
+        """`finding` is this expected overrun seen where it landed: another buffer's guard (a guard finding whose
+        details name the victim, gpu_memsafety.detectors.guard), with this expectation's buffer as its culprit. It
+        covers the finding (never unexpected) without counting as seen: the markers only see it when the overrun
+        happens to land in a guard."""
+        if not finding.detail("victim") or finding.kind != self.kind or finding.buffer != self.buffer:
+            return False
+        return self.region is None or finding.region == self.region
 
     def describe(self) -> str:
         amount = f"{self.bytes} B" if self.bytes is not None else "any bytes"

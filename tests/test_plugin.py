@@ -120,7 +120,8 @@ def test_pytest_and_the_harness_tell_the_same_story(planted_run: dict[str, Any])
                                                         harness_line.split("as pytest counts them:")[1]))
     assert said == told == {"passed": 2, "skipped": 13, "xfailed": 3}, (pytest_line, harness_line)
     summary = (planted_run["dir"] / "summary.md").read_text().splitlines()[0]
-    assert summary.startswith("## ✅ GPU memory safety — passed: 5 ran, 13 not run")
+    # the CUDA cases could not run here: never a plain pass with part of the matrix not run (issue 26 item 7)
+    assert summary.startswith("## ⚠️ GPU memory safety — passed, partial: 5 ran, 13 not run")
     assert planted_run["report"]["run"]["id"] in (planted_run["dir"] / "junit.xml").read_text()
 
 

@@ -23,10 +23,11 @@ from typing import Any
 from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.engine.modes import DEFAULT_MODE
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
 
-ALL_MODES = ("both", "guard_page", "poison", "stress")
+ALL_MODES = ("complete", "guard_page", "poison", "stress")
 
 
 def parse_set(values: list[str], scenario: Scenario) -> dict[str, Any]:
@@ -84,7 +85,7 @@ def main(argv: list[str]) -> int:
                     "list` prints it and pytest names it), or a scenario name with --variant/--set")
     ap.add_argument("--variant")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
-    ap.add_argument("--mode", default="both", help=f"a mode, a comma list, or 'all' ({', '.join(ALL_MODES)})")
+    ap.add_argument("--mode", default=DEFAULT_MODE, help=f"a mode, a comma list, or 'all' ({', '.join(ALL_MODES)})")
     ap.add_argument("--loop", type=int, default=20, help="stress mode: iterations")
     ap.add_argument("--cover", default=COVER_SCENARIO, choices=COVER_OPTIONS,
                     help="which buffers memcheck and guard-page modes place so that they see past their end: "

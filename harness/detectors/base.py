@@ -88,7 +88,8 @@ def sanitizer_ran(ev: Evidence, name: str) -> DetectorRun:
         return run.not_started(name)  # type: ignore[return-value]
     if not run.ran:
         return DetectorRun(name, False, run.problem)
-    return DetectorRun(name, True, run.describe or f"compute-sanitizer {name} ran")
+    said = run.describe or f"compute-sanitizer {name} ran"
+    return DetectorRun(name, True, f"{said}; {run.caveat}" if run.caveat else said)
 
 
 def with_defaults(f: Finding, **changes: Any) -> Finding:

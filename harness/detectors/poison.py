@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.detectors.base import Evidence
-from gpu_memsafety.model import OVERREAD, POISON, ByteRange, DetectorRun, Finding
+from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 Span = tuple[int, int]
@@ -34,6 +34,8 @@ PATTERNS = (0xFF, 0x7B)
 # as fp32 and as bf16; 0x7B a large finite positive number.
 BASELINE = 0xA5
 ACTION = "poison"
+# A buffer's guards: the regions memcheck sees when the buffer is covered (its own allocation, exact).
+OUTSIDE = (BEFORE_START, PAST_END)
 
 
 class PoisonDetector:
@@ -46,8 +48,12 @@ class PoisonDetector:
     explains_fault = ends_process = False
 
     def ran(self, ev: Evidence) -> DetectorRun:
-        ok = ev.of(POISON) is not None
-        return DetectorRun(POISON, ok, "two patterns compared" if ok else "not run")
+        report = ev.of(POISON)
+        if report is None:
+            return DetectorRun(POISON, False, "not run")
+        left = report.get("left_to_memcheck")
+        words = f"; the guards of {', '.join(left)} left to memcheck, which watched their ends" if left else ""
+        return DetectorRun(POISON, True, f"two patterns compared, {report.get('runs', 0)} runs{words}")
 
     def findings(self, ev: Evidence) -> list[Finding]:
         return overread_findings(ev.of(POISON), kernel=ev.result.kernel, arch=ev.result.arch)
@@ -56,18 +62,54 @@ class PoisonDetector:
 DETECTOR = PoisonDetector()
 # Kernel runs one region may spend on bounding its bytes beyond the first: past it, what is left stays whole.
 REFINE_BUDGET = 256
+# Seconds one region may spend on bounding its bytes, counted in runs of the case's own baseline (a gpt-oss shape's
+# adapter call takes a second or two), never fewer runs than bisecting a default 1 KiB guard to the byte takes:
+# its cost stays bounded, and what is left unrefined stays whole, a bound, never a byte dropped.
+REFINE_SECONDS = 8.0
+MIN_REFINE_RUNS = 24
+# A run this long or longer is not refined at all where no expectation asks for the bytes (see refine_budget).
+COSTLY_RUN_S = 0.25
+
+
+def left_after_memcheck(buffers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The buffers of a buffer map (the worker's, from a memcheck run) where poison still has something to see
+    after memcheck: marker bytes inside the tensor (row padding, unused rows), or guards memcheck did not watch
+    (a buffer that was not covered, placed with its guards). [] when memcheck saw past both ends of every buffer
+    and none has rows: a poison survey would only repeat memcheck."""
+    left = []
+    for record in buffers:
+        lay = L.GuardLayout.from_json(record["layout"])
+        inside = any(0 <= lo < lay.nbytes for lo, _, _ in lay.marker_spans())
+        if inside or lay.placement == L.GUARDED:
+            left.append(str(record["name"]))
+    return left
+
+
+def refine_budget(baseline_s: float, expected: Sequence[Any] = (), buffer: str | None = None) -> int:
+    """Refinement runs per region for a case whose baseline run took `baseline_s` seconds. None at all for a costly
+    case (COSTLY_RUN_S and longer per run) on a buffer whose every expected poison finding names no bytes
+    (`expected`: the case's ExpectedFindings): the bounds would judge nothing there (the finding then names its
+    whole region, still a bound, which no byte count is held against)."""
+    mine = [e for e in expected if e.buffer == buffer and POISON in e.detectors]
+    if baseline_s >= COSTLY_RUN_S and mine and all(e.ranges is None and e.bytes is None for e in mine):
+        return 0
+    return max(MIN_REFINE_RUNS, min(REFINE_BUDGET, int(REFINE_SECONDS / max(baseline_s, 1e-3))))
 
 
 def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
-           itemsizes: Mapping[str, int] | None = None, budget: int = REFINE_BUDGET,
-           patterns: Sequence[int] = PATTERNS) -> tuple[list[dict[str, Any]], int]:
+           itemsizes: Mapping[str, int] | None = None, budget: int | Mapping[str, int] = REFINE_BUDGET,
+           patterns: Sequence[int] = PATTERNS,
+           skip: Mapping[str, Sequence[str]] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded (in the pattern
-    that changed it); and how many kernel runs that took (the baseline not counted)."""
+    that changed it); and how many kernel runs that took (the baseline not counted). `skip`: regions of a buffer
+    not to survey (the guards of a buffer whose ends memcheck watched)."""
     found: list[dict[str, Any]] = []
     runs = 0
     for name in order:
         layout = layouts[name]
         for region, spans in layout.region_spans().items():
+            if region in (skip or {}).get(name, ()):
+                continue
             diff: dict[str, Any] = {}
             for pattern in patterns:
                 diff = dict(run(name, spans, pattern))
@@ -82,7 +124,7 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
                 calls[0] += 1
                 return bool(run(name, part, pattern))
             size = max(1, (itemsizes or {}).get(name, 1))
-            pieces = bound(changes, spans, size, budget)
+            pieces = bound(changes, spans, size, budget if isinstance(budget, int) else budget.get(name, REFINE_BUDGET))
             runs += calls[0]
             ranges = [[lo, hi, layout.region_of(lo)] for lo, hi in pieces]
             found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges, "pattern": pattern,
@@ -117,17 +159,20 @@ def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: in
     out: list[Span] = []
     for (lo, hi), confirmed in matters(sorted(spans)):
         if confirmed and hi - lo > size and spent[0] < budget:
-            first = first_changing(lambda a, b: test([(a, b)]), lo, hi)
-            last = last_changing(lambda a, b: test([(a, b)]), lo, hi)
+            more = lambda: spent[0] < budget   # noqa: E731 - past the budget, each search keeps its widest answer
+            first = first_changing(lambda a, b: test([(a, b)]), lo, hi, more)
+            last = last_changing(lambda a, b: test([(a, b)]), lo, hi, more)
             lo, hi = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
         out.append((lo, hi))
     return out
 
 
-def first_changing(changes: Callable[[int, int], bool], lo: int, hi: int) -> int:
-    """The smallest b such that poisoning [lo, b] changes the output (changes(lo, hi) is known true)."""
+def first_changing(changes: Callable[[int, int], bool], lo: int, hi: int,
+                   more: Callable[[], bool] = lambda: True) -> int:
+    """The smallest b such that poisoning [lo, b] changes the output (changes(lo, hi) is known true). When `more`
+    says stop, the smallest b still possible (a bound that keeps every byte that may matter)."""
     a, b = lo + 1, hi            # poisoning [lo, a) ... [lo, b): find the smallest end that changes
-    while a < b:
+    while a < b and more():
         mid = (a + b) // 2
         if changes(lo, mid):
             b = mid
@@ -136,16 +181,18 @@ def first_changing(changes: Callable[[int, int], bool], lo: int, hi: int) -> int
     return a - 1
 
 
-def last_changing(changes: Callable[[int, int], bool], lo: int, hi: int) -> int:
-    """The largest a such that poisoning [a, hi) changes the output (changes(lo, hi) is known true)."""
+def last_changing(changes: Callable[[int, int], bool], lo: int, hi: int,
+                  more: Callable[[], bool] = lambda: True) -> int:
+    """The largest a such that poisoning [a, hi) changes the output (changes(lo, hi) is known true). When `more`
+    says stop, the largest a still possible."""
     a, b = lo, hi - 1
-    while a < b:
+    while a < b and more():
         mid = (a + b + 1) // 2
         if changes(mid, hi):
             a = mid
         else:
             b = mid - 1
-    return a
+    return b
 
 
 def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: str) -> list[Finding]:
@@ -183,11 +230,15 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     """A baseline run with every marker byte in one pattern, then one run per buffer and region of its marker
     bytes with only that region in another pattern (`survey`: every buffer, watched ones first; before and after
     the tensor apart; bytes bounded by bisection when something changed)."""
+    import time
+
     from gpu_memsafety.engine.actions import launched, marker_check
     ctx = worker.context(case, marker=BASELINE)
+    t0 = time.perf_counter()
     info = adapter(case, ctx)
     worker.sync()
-    baseline = _host_outputs(info.outputs)
+    took = time.perf_counter() - t0
+    baseline = _host_outputs(ctx, info.outputs)
     result = launched(ctx, info, evidence=marker_check(worker, ctx))
 
     # Besides the declared outputs, every buffer that holds none of them is compared too: an adapter that
@@ -199,7 +250,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
         pctx = worker.context(case, marker=BASELINE, poison_spans={name: spans}, poison_marker=pattern)
         pinfo = adapter(case, pctx)
         worker.sync()
-        diff = _changed_outputs(baseline, _host_outputs(pinfo.outputs))
+        diff = _changed_outputs(baseline, _host_outputs(pctx, pinfo.outputs))
         diff.update(_changed_buffers(ctx, pctx, [n for n in compared if n != name]))
         worker.release(kept, current=ctx)     # no sanitizer watches these runs: their addresses may be reused
         return diff
@@ -207,18 +258,56 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     layouts = {name: buf.layout for name, buf in ctx.arena.buffers.items()}
     order = sorted(ctx.watched) + sorted(set(layouts) - ctx.watched)
     itemsizes = {name: buf.tensor.element_size() for name, buf in ctx.arena.buffers.items()}
-    regions, runs = survey(layouts, order, poisoned, itemsizes)
+    left = {}
+    if worker.job.covered_seen and worker.scenario is not None and MEMCHECK in worker.scenario.detectors:
+        from gpu_memsafety.engine.cover import covers
+        left = {name: OUTSIDE for name in order if covers(worker.cover, name in ctx.watched)}
+    expected = worker.scenario.expectation(case, ctx.arch()).findings if worker.scenario is not None else ()
+    budgets = {name: refine_budget(took, expected, name) for name in order}
+    regions, runs = survey(layouts, order, poisoned, itemsizes, budget=budgets, skip=left)
     changed: dict[str, Any] = {}
     for entry in regions:
         changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
     result["evidence"][POISON] = {"patterns": [BASELINE, *PATTERNS], "changed": changed, "regions": regions,
                                   "outputs": sorted(baseline), "compared_buffers": compared, "runs": 1 + runs,
-                                  "buffers": order}
+                                  "buffers": order, "refine_budget": budgets,
+                                  **({"left_to_memcheck": sorted(left)} if left else {})}
     return result
 
 
-def _host_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.detach().float().cpu() for k, v in outputs.items()}
+def _host_outputs(ctx: Any, outputs: dict[str, Any]) -> dict[str, Any]:
+    """The declared outputs' values on the host, for comparison between runs. An output that is a view of an arena
+    buffer with marker bytes inside it (a `ctx.rows` buffer handed back whole: its row padding and unused rows)
+    has those elements set to 0: they are no result (poisoning them changes them, and that is no overread)."""
+    out = {}
+    for key, tensor in outputs.items():
+        values = tensor.detach().float()
+        markers = _marker_elements(ctx, tensor)
+        out[key] = (values.masked_fill(markers, 0.0) if markers is not None else values).cpu()
+    return out
+
+
+def _marker_elements(ctx: Any, tensor: Any) -> Any:
+    """A bool mask over `tensor`'s elements: those whose first byte is a marker byte (row padding, an unused row)
+    of the arena buffer that holds the tensor; None when it lies in no arena buffer, or that buffer has none."""
+    import torch
+    for buf in ctx.arena.buffers.values():
+        lay, lo = buf.layout, buf.tensor_addr
+        if tensor.numel() == 0 or tensor.device != buf.storage.device or not lo <= tensor.data_ptr() < lo + lay.nbytes:
+            continue
+        inside = [(max(s, 0), min(e, lay.nbytes)) for s, e, _ in lay.marker_spans() if e > 0 and s < lay.nbytes]
+        if not inside:
+            return None
+        marker = torch.zeros(lay.nbytes, dtype=torch.bool, device=tensor.device)
+        for s, e in inside:
+            marker[s:e] = True
+        offsets = torch.full(tensor.shape, tensor.data_ptr() - lo, dtype=torch.int64, device=tensor.device)
+        for dim, (size, stride) in enumerate(zip(tensor.shape, tensor.stride())):
+            shape = [1] * tensor.dim()
+            shape[dim] = size
+            offsets = offsets + (torch.arange(size, device=tensor.device) * stride * tensor.element_size()).view(shape)
+        return marker[offsets.clamp(0, lay.nbytes - 1)]
+    return None
 
 
 def _undeclared_buffers(ctx: Any, outputs: dict[str, Any]) -> list[str]:

@@ -88,6 +88,10 @@ class Job:
     flush_backend: str = "auto"
     iterations: int = 10           # stress mode
     debug: bool = False
+    # A memcheck stage of this run saw past both ends of every covered buffer of the cases whose scenario uses
+    # memcheck: poison leaves their guards to it and surveys only what memcheck cannot see (the complete mode's
+    # second stage).
+    covered_seen: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

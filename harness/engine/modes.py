@@ -8,7 +8,7 @@ all come from its detectors (gpu_memsafety.detectors.registry): a new detector i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.engine.actions import ONCE, STRESS
@@ -33,29 +33,48 @@ class Mode:
     name: str
     detectors: tuple[str, ...]     # what this mode can see (gpu_memsafety.detectors.registry names)
     summary: str
-    # Worker actions (gpu_memsafety.engine.actions.ACTIONS) run for each case, in order; () : those of the detectors
-    # (each one's own, once), or the plain launch when none has one.
+    # Worker actions (gpu_memsafety.engine.actions.ACTIONS) run for each case, in order, when the row names them
+    # (stress); () : those of the detectors the case's scenario uses, or the plain launch (actions_for).
     actions: tuple[str, ...] = ()
     caching_allocator: bool = False  # torch's caching allocator hides overreads and reuses addresses: off unless production
     per_iteration: bool = False    # the deadline is per iteration (stress)
+    # A staged mode: each case runs through these modes in turn (those whose detectors its scenario uses), one
+    # process kind each, and is judged once from all of them (gpu_memsafety.judge.combine). () : one process kind.
+    stages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.detectors if d not in UNITS]
         if unknown:
             raise ModeError(f"mode {self.name}: unknown detector(s) {unknown}; known: {', '.join(UNITS)}")
+        if self.stages:
+            return                  # each stage is a mode row of its own, checked as such
         tools = {UNITS[d].sanitizer for d in self.detectors} - {None}
         places = {UNITS[d].placement for d in self.detectors} - {L.GUARDED}
         if len(tools) > 1 or len(places) > 1:
             raise ModeError(f"mode {self.name}: {', '.join(self.detectors)} need {sorted(tools)} and {sorted(places)}: "
                             "one process runs under one sanitizer tool, with one placement")
-        if not self.actions:
-            derived = tuple(dict.fromkeys(a for a in (UNITS[d].action for d in self.detectors) if a))
-            object.__setattr__(self, "actions", derived or (ONCE,))
+
+    def actions_for(self, used: Sequence[str]) -> tuple[str, ...]:
+        """The worker actions for a case whose scenario uses `used`: the row's own when it names them (stress),
+        else those of its detectors the scenario uses (no survey for a detector that judges nothing), else the
+        plain launch."""
+        if self.actions:
+            return self.actions
+        derived = (UNITS[d].action for d in self.detectors if d in used)
+        return tuple(dict.fromkeys(a for a in derived if a)) or (ONCE,)
 
     @property
     def sanitizer(self) -> str | None:
-        """The compute-sanitizer tool this mode's processes run under, or None."""
+        """The compute-sanitizer tool this mode's processes run under, or None (a staged mode: see `tools`)."""
+        if self.stages:
+            return None
         return next((t for t in (UNITS[d].sanitizer for d in self.detectors) if t), None)
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """Every compute-sanitizer tool a run of this mode needs (its stages' too)."""
+        modes = [MODES[s] for s in self.stages] if self.stages else [self]
+        return tuple(dict.fromkeys(t for m in modes if (t := m.sanitizer)))
 
     @property
     def watch_placement(self) -> str:
@@ -128,4 +147,21 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("racecheck", (RACECHECK,), "compute-sanitizer racecheck: shared-memory races, naming the kernel and both source lines"),
     Mode("synccheck", (SYNCCHECK,),
          "compute-sanitizer synccheck: barriers used wrongly (divergent __syncthreads), naming kernel and line"),
+    # The complete mode's second stage: what memcheck cannot see, without a sanitizer. After a memcheck stage poison
+    # leaves the guards of covered buffers to it (Job.covered_seen) and surveys row padding, unused rows and the
+    # guards of buffers memcheck did not cover.
+    Mode("values", (GUARD, POISON, UNINIT),
+         "poison where memcheck cannot see (row padding, unused rows, uncovered buffers) and two fill patterns "
+         "(reads of never-written memory, outputs left unwritten), no sanitizer"),
+    Mode("complete", (GUARD, MEMCHECK, POISON, UNINIT, RACECHECK, SYNCCHECK),
+         "every detector that applies to a case, one judgement: memcheck and the guard markers in one sanitized "
+         "process, then poison (inside allocations) and uninit, then racecheck and synccheck for kernels whose "
+         "scenario uses them", stages=("both", "values", "racecheck", "synccheck")),
 )}
+DEFAULT_MODE = "complete"
+QUICK_MODE = "both"      # `make sanitize-quick`: memcheck and the markers only, a partial gate for pull requests
+
+for _mode in MODES.values():
+    for _stage in _mode.stages:
+        if _stage not in MODES or MODES[_stage].stages:
+            raise ModeError(f"mode {_mode.name}: stage {_stage!r} is not a mode of one process kind")

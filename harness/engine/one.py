@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Sequence
 
 from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.engine.modes import DEFAULT_MODE, MODES
 from gpu_memsafety.model import CaseResult
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import ScenarioError
 
 
-def run_case(case_id: str, *, mode: str = "both", scenario_path: Sequence[str | Path] = (),
+def run_case(case_id: str, *, mode: str = DEFAULT_MODE, scenario_path: Sequence[str | Path] = (),
              cover: str = COVER_SCENARIO, workdir: str | Path | None = None) -> CaseResult:
     """Run the case `case_id` (as `gpu-memsafety list` prints it) in `mode`. Scenario directories in
     `scenario_path` are searched besides the built-in ones. Raises ScenarioError for an unknown case, mode

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
+from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
 from gpu_memsafety.judge.rules import Batch, Judge, Machine
@@ -50,6 +51,7 @@ class RunOptions:
     flush_backend: str = "auto"        # "auto" (VMM where available) or "torch"
     cover: str = COVER_SCENARIO        # which buffers are covered: each scenario's `cover`, or "all" / "watched"
     iterations: int = 10               # stress mode
+    covered_seen: bool = False         # an earlier stage's memcheck saw past the ends of the covered buffers (Job)
     timeout_scale: float = 1.0
     debug: bool = False
     allow_unsupported: bool = False    # a case that could not run on a GPU machine is a skip, not a failure
@@ -76,12 +78,19 @@ class Runner:
         self.judge = Judge(options.mode, Machine(gpu=options.gpu_available, allow_unsupported=options.allow_unsupported,
                                                    gpu_missing_reason=options.gpu_missing_reason),
                            sanitizer_missing=self._sanitizer_missing() if options.mode.sanitizer else "",
-                           sanitizer_describe=f"compute-sanitizer {found.version} ({found.path})" if found else "")
+                           sanitizer_describe=f"compute-sanitizer {found.version} ({found.path})" if found else "",
+                           sanitizer_caveat=_caveat(found, options.mode.sanitizer) if found else "")
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
-        """Run the cases in as few processes as possible; every case gets exactly one CaseResult."""
-        pending = list(items)
+        """Run the cases in as few processes as possible; every case gets exactly one CaseResult. A staged mode
+        runs each of its stages in turn (gpu_memsafety.engine.staged) and judges each case once."""
+        if self.o.mode.stages:
+            from gpu_memsafety.engine import staged
+            return staged.run(self, items)
+        # A case whose expected finding ends its process (memcheck ends the kernel) goes last, so that the cases
+        # after it in the batch need no second process.
+        pending = sorted(items, key=lambda item: ends_process(self.o.mode, *item))
         results: list[CaseResult] = []
         relaunches = 0
         registry.vet(list({s.source.file: s.source for s, _ in items if s.source is not None}.values()))
@@ -143,7 +152,7 @@ class Runner:
             batch.sanitizer = read_sanitizer(self.o.mode.sanitizer or "", batch.log,
                                              xml_path.read_bytes() if xml_path.exists() else None,
                                              exit_code=batch.returncode, timed_out=bool(batch.timed_out),
-                                             describe=self.judge.sanitizer_describe)
+                                             describe=self.judge.sanitizer_describe, caveat=self.judge.sanitizer_caveat)
         (out / "argv.json").write_text(json.dumps(argv))
         judged = self.judge.judge_batch(items, batch)
         if judged.alone:
@@ -212,7 +221,8 @@ class Runner:
             entries = [replace(e, placements=p) for e, p in zip(entries, placements)]
         return Job(cases=tuple(entries), out_dir=str(out), mode=self.o.mode.name,
                    watch_placement=self.o.mode.placement(sanitized), cover=self.o.cover, seed=self.o.seed, guard=self.o.guard,
-                   flush_backend=self.o.flush_backend, iterations=self.o.iterations, debug=self.o.debug)
+                   flush_backend=self.o.flush_backend, iterations=self.o.iterations, debug=self.o.debug,
+                   covered_seen=self.o.covered_seen)
 
     def _env(self, sanitized: bool) -> dict[str, str]:
         env = dict(os.environ)
@@ -257,6 +267,7 @@ class Runner:
                 raise
         batch.left_behind = self._sweep(proc.pid, before)
         batch.log = log_path.read_text(errors="replace")
+        batch.load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
         for index in range(len(items)):
             result_path = out / f"{index}.json"
             if result_path.exists():
@@ -329,6 +340,23 @@ class Runner:
         if self.o.on_result:
             self.o.on_result(result)
         return result
+
+
+def _caveat(found: Any, tool: str | None) -> str:
+    """What the detector line of a sanitized run adds to the tool's name: for memcheck, whether bulk tensor copies
+    are checked (gpu_memsafety.sanitizer.tool.tensor_ops)."""
+    from gpu_memsafety.sanitizer.tool import tensor_ops
+    return tensor_ops(found, tool or "")[1] if getattr(found, "version", None) is not None else ""
+
+
+def ends_process(mode: Mode, scenario: Scenario, case: Case) -> bool:
+    """Whether the case is expected to end its worker process in this mode: an expected finding of a detector that
+    ends it (memcheck ends the kernel and the context with it; a guard-page fault) among the mode's detectors."""
+    try:
+        expected = scenario.expect(case).findings
+    except Exception:     # noqa: BLE001 - a scenario's expectation is user code: the order is only a hint
+        return False
+    return any(UNITS[d].ends_process for e in expected for d in e.detectors if d in mode.detectors)
 
 
 def _die_with_parent() -> None:

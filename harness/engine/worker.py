@@ -84,10 +84,10 @@ class Worker:
         self._current: Any = None          # the RunContext of the run in progress
         self._index = 0
         self.entry: J.JobCase | None = None
+        self.scenario: Any = None          # the Scenario of the case in progress (None until it is imported)
         self._cover = COVER_ALL            # which buffers the case in progress covers (resolve_cover)
         self.placement = job.watch_placement   # where they go (Mode.case_placement)
         self.page_allocators = self._page_allocators(job.flush_backend)
-        self.actions = [actions.resolve(name) for name in self.mode.actions]
 
     def _page_allocators(self, backend: str) -> dict[str, Any]:
         if self.device.type != "cuda" or backend == "torch":
@@ -123,11 +123,12 @@ class Worker:
         self._cover = ""
         try:
             from gpu_memsafety.scenario.adapter import checked
-            scenario = _scenario_of(self.entry)
+            scenario = self.scenario = _scenario_of(self.entry)
             self._cover = resolve_cover(self.job.cover, scenario.cover)
             self.placement = self.mode.case_placement(self.job.watch_placement, tuple(scenario.detectors))
             adapter = checked(scenario.resolve_adapter(), scenario.name)
-            body = actions.combine([action(self, adapter, case) for action in self.actions])
+            run = [actions.resolve(name) for name in self.mode.actions_for(tuple(scenario.detectors))]
+            body = actions.combine([action(self, adapter, case) for action in run])
             status = {"status": J.OK}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result, never a lost case
             body = {}
@@ -193,6 +194,11 @@ class Worker:
         atomic_write_json(self.out / f"{self._index}.buffers.json",
                           {"buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), "cover": ctx.cover,
                            "arch": ctx.arch()})
+
+    @property
+    def cover(self) -> str:
+        """Which buffers the case in progress covers (gpu_memsafety.engine.cover.resolve_cover)."""
+        return self._cover or COVER_ALL
 
     def sync(self) -> None:
         if self.device.type == "cuda":

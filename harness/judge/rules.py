@@ -40,7 +40,7 @@ from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
-from gpu_memsafety.judge.verdict import decide
+from gpu_memsafety.judge.verdict import Assessment, assess, conclude
 from gpu_memsafety.model import GUARD_PAGE, CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
@@ -70,6 +70,7 @@ class Batch:
     timed_out: dict[int, float] = field(default_factory=dict)   # killed at this deadline (s)
     returncode: int | None = None
     log: str = ""
+    load: float | None = None                                   # the host's 1-minute load average when it ended
     sanitizer: SanitizerRun | None = None                       # None: not sanitized
     left_behind: list[dict[str, Any]] = field(default_factory=list)   # processes alive after it ended: killed
 
@@ -96,11 +97,19 @@ class Judged:
 class Judge:
     """Decides every outcome of one run (one mode, one machine)."""
 
-    def __init__(self, mode: Mode, machine: Machine, *, sanitizer_missing: str = "", sanitizer_describe: str = "") -> None:
+    def __init__(self, mode: Mode, machine: Machine, *, sanitizer_missing: str = "", sanitizer_describe: str = "",
+                 sanitizer_caveat: str = "") -> None:
         self.mode = mode
         self.machine = machine
         self.sanitizer_missing = sanitizer_missing     # why the mode's sanitizer cannot run here ("" when it can)
         self.sanitizer_describe = sanitizer_describe
+        self.sanitizer_caveat = sanitizer_caveat       # what a ran detector's line adds (memcheck: bulk tensor copies)
+        # The verdict's assessment of each case judged from evidence (not of a case that crashed, timed out, ...)
+        self.assessed: dict[str, Assessment] = {}
+        # Runs of a case in which memcheck lost the access record that made it end the kernel (records.lost_record)
+        self.lost_records: dict[str, list[dict[str, Any]]] = {}
+        # The buffer map of each case judged from evidence: what a later stage of a staged mode may still look at
+        self.buffer_maps: dict[str, list[dict[str, Any]]] = {}
 
     # -- before anything runs -------------------------------------------------------------------------
     def gate(self, scenario: Scenario, case: Case) -> CaseResult | None:
@@ -140,8 +149,15 @@ class Judge:
         rest: list[int] = []
         probe: dict[int, tuple[WorkerResult, pageprobe.Probing]] = {}
         rerun = [i for i, (_, case) in enumerate(items) if case.id in alone]
+        lost = self._lost(items, batch, placed)
         for index, (scenario, case) in enumerate(items):
             if index in rerun:
+                continue
+            if case.id in lost and len(self.lost_records[case.id]) < 2:
+                rerun.append(index)              # judged on a run of its own, never on the lost record
+                continue
+            if case.id in lost:
+                done.append(self._lost_twice(scenario, case))
                 continue
             probing = self.page_probing(scenario, batch.results[index]) if index in batch.results else None
             if probing is not None:
@@ -152,6 +168,9 @@ class Judge:
                 result = self.judge_case(ev)
                 if placed.details:
                     result.details["sanitizer_records"] = placed.details
+                if case.id in self.lost_records:
+                    # an earlier run lost the record; this one (alone in its process) is what the case is judged on
+                    result.details["memcheck_lost_record"] = self.lost_records[case.id]
                 done.append(result)
             elif index in batch.timed_out:
                 done.append(self.lost(scenario, case, Outcome.TIMEOUT,
@@ -166,10 +185,36 @@ class Judge:
             done = [self.lost(*items[i], Outcome.UNRESOLVED, why) for i in rest]
             rest = []
         if rerun:
-            note = (f"{self.mode.sanitizer} records name a kernel that {len(rerun)} cases of the batch launched (or "
-                    f"none): rerunning {', '.join(items[i][1].id for i in rerun)} one per process")
+            why = ("memcheck ended the kernel and lost the access record" if all(items[i][1].id in lost for i in rerun)
+                   else f"{self.mode.sanitizer} records name a kernel that {len(rerun)} cases of the batch launched (or "
+                        "none), or memcheck lost the access record that ended a kernel")
+            note = f"{why}: rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
             return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note, probe)
         return Judged(done, rest, probe=probe)
+
+    def _lost(self, items: Sequence[Item], batch: Batch, placed: Placed) -> list[str]:
+        """The cases of this batch whose access record memcheck lost (records.lost_record), each loss remembered
+        with what the process left: its exit code, the API errors, the sanitizer's count, its last words."""
+        for case_id in placed.lost:
+            run = batch.sanitizer
+            self.lost_records.setdefault(case_id, []).append({
+                "batch_cases": len(items), "exit_code": batch.returncode,
+                "summary_errors": run.summary_errors if run is not None else None,
+                "api_errors": placed.details.get("api_errors", []), "load": batch.load,
+                "log_tail": _tail(batch.log, 8)})
+        return list(placed.lost)
+
+    def _lost_twice(self, scenario: Scenario, case: Case) -> CaseResult:
+        """A case whose access record memcheck lost again when it ran alone: nothing about its accesses is known,
+        so it is neither passed nor failed on a finding; unresolved, with both runs."""
+        runs = self.lost_records[case.id]
+        result = self.lost(scenario, case, Outcome.UNRESOLVED, (
+            f"memcheck ended the kernel (an API error says it failed: "
+            f"{', '.join(sorted({e['error'] for r in runs for e in r['api_errors'] if e.get('class') == 'kernel'}))}) "
+            f"and wrote no record of the access that made it end it, in {len(runs)} runs, the last one alone in its "
+            f"process: the case is judged on no lost record (details.memcheck_lost_record)"))
+        result.details["memcheck_lost_record"] = runs
+        return result
 
     def page_probing(self, scenario: Scenario, result: WorkerResult) -> pageprobe.Probing | None:
         """The reruns a guard-page fault needs before it can be judged (None: none): a case of a scenario that uses
@@ -209,8 +254,11 @@ class Judge:
         if problem:
             return self._result(scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
         pages = layout.guard_page_offsets(res.buffers) if GUARD_PAGE in used else None
-        verdict = decide(scenario.expectation(case, res.arch), findings, runs, pages=pages,
-                         placements=layout.placements(res.buffers))
+        expectation = scenario.expectation(case, res.arch)
+        assessed = assess(expectation, findings, runs, pages=pages, placements=layout.placements(res.buffers))
+        self.assessed[case.id] = assessed          # a staged mode adds the stages' assessments up (judge.combine)
+        self.buffer_maps[case.id] = list(res.buffers)
+        verdict = conclude(expectation, [assessed])
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
         if missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING, Outcome.UNSUPPORTED):

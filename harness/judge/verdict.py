@@ -1,23 +1,38 @@
 """Verdicts: compare what the detectors that actually ran saw with what the scenario expects.
 
+Two steps, so that one case judged from several processes (the stages of the complete mode: memcheck and the
+markers, then poison and uninit, then racecheck...) gets one verdict. `assess` looks at one process kind's
+findings and detector runs: which expected findings it saw, which it could check and missed, which it could not
+check here (and why), and what it saw that nothing expects. `conclude` adds the assessments of every process
+kind of a case up: an expected finding is seen when any of them saw it, missed when one could check it and none
+saw it, not checked when none could. `decide` is both for one process kind.
+
 Rules (each a closed outcome, see model.Outcome):
-- an expected finding is checked only against detectors that ran (and a past_end finding only the guard markers see only where
-  its buffer had a back guard (each buffer's placement, from the worker's buffer map), or where its bytes lie in a guard-page buffer's alignment tail; and never by the guard
-  page when its bytes all lie before that buffer's unmapped page: see `pages`); if none of its detectors ran, the case
-  is UNSUPPORTED in this mode (it says which detector was needed), never clean;
+- an expected finding is checked only against detectors that ran and can see it here (a detector the expectation
+  names blind, with the reason, does not count; a past_end finding only the guard markers see only where its
+  buffer had a back guard (each buffer's placement, from the worker's buffer map), or where its bytes lie in a
+  guard-page buffer's alignment tail; and never by the guard page when its bytes all lie before that buffer's
+  unmapped page: see `pages`); if none of its detectors ran, the case is UNSUPPORTED (it says which detector
+  was needed, and why the others cannot see it), never clean;
 - every expected finding matched and nothing else seen: EXPECTED_FINDING; nothing expected, nothing seen: CLEAN;
 - an expected finding not seen by a detector that ran: UNEXPECTEDLY_CLEAN (a failure: the bug is gone or
   the harness went blind; for a known upstream bug it says the workaround may be retired);
-- anything seen that no expectation covers: FINDING (a failure).
+- anything seen that no expectation covers: FINDING (a failure). A guard finding that is another allocation's
+  overrun landing in a buffer's guard (gpu_memsafety.detectors.guard: details "victim") is covered by an expectation of
+  that overrun (its culprit), never by one of the victim's own.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, unguarded_regions
-from gpu_memsafety.model import BEFORE_START, GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
 from gpu_memsafety.engine.modes import NEEDS_WATCH
+from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding,
+                                 Finding, Outcome)
+from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, unguarded_regions
+
+# Why an expected finding could not be checked in a process kind, most specific first (conclude's message).
+TAIL, UNGUARDED, BLIND = "tail", "unguarded", "blind"
 
 
 @dataclass(frozen=True)
@@ -28,9 +43,28 @@ class Verdict:
     missing: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Assessment:
+    """What one process kind's detectors said about a case's expectation (indexes into expectation.findings)."""
+
+    ran: frozenset[str]
+    not_ran: str = ""                                      # the detector runs' reasons, when none ran
+    seen: frozenset[int] = frozenset()
+    missing: Mapping[int, str] = field(default_factory=dict)                 # checkable, not seen: its description
+    unchecked: Mapping[int, tuple[str, str]] = field(default_factory=dict)   # (TAIL|UNGUARDED|BLIND, why)
+    unexpected: tuple[Finding, ...] = ()
+
+
 def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun],
            placement: str = GUARDED, pages: Mapping[str, int] | None = None,
            placements: Mapping[str, str] | None = None) -> Verdict:
+    """The verdict of one process kind: `assess`, then `conclude`."""
+    return conclude(expectation, [assess(expectation, findings, detectors, placement, pages, placements)])
+
+
+def assess(expectation: Expectation, findings: Sequence[Finding], detectors: Sequence[DetectorRun],
+           placement: str = GUARDED, pages: Mapping[str, int] | None = None,
+           placements: Mapping[str, str] | None = None) -> Assessment:
     """`placements`: where each buffer sat (its layout's placement, from the worker's buffer map); `placement` is
     where a buffer it does not name sat. A flush-end buffer has no back guard to be checked.
     `pages`: for each buffer that sat before a guard page, the offset from its first byte of the first unmapped
@@ -39,39 +73,73 @@ def decide(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
     see a write into the tail), and if nothing else that ran can see it, it is not checked, never clean."""
     pages = dict(pages or {})
     where = _Placements(placements or {}, placement)
-    ran = {d.detector for d in detectors if d.ran}
+    ran = frozenset(d.detector for d in detectors if d.ran)
     if not ran:
         why = "; ".join(f"{d.detector}: {d.detail}" for d in detectors) or "no detector was requested"
+        return Assessment(ran, not_ran=why)
+    seen: set[int] = set()
+    missing: dict[int, str] = {}
+    unchecked: dict[int, tuple[str, str]] = {}
+    seeable: list[ExpectedFinding] = []
+    for i, e in enumerate(expectation.findings):
+        tail = _before_page(e, pages) and GUARD_PAGE in ran
+        able = tuple(d for d in e.detectors if not (tail and d == GUARD_PAGE))
+        e = replace(e, detectors=able)
+        seeable.append(e)
+        if any(e.matches(f) for f in findings):
+            seen.add(i)
+        elif ran.intersection(e.detectors) and _placed(e, where(e.buffer), pages):
+            missing[i] = e.describe() + _uncovered(e, ran, where)
+        elif tail:
+            unchecked[i] = (TAIL, f"{e.describe()}: its bytes lie in {e.buffer}'s alignment tail, before its guard page "
+                                  f"at byte {pages[e.buffer]}, so not visible to guard_page in this placement")
+        elif ran.intersection(e.detectors):
+            unchecked[i] = (UNGUARDED, _unguarded(e, where(e.buffer)))
+        else:
+            unchecked[i] = (BLIND, _blind(e, ran))
+    unexpected = tuple(f for f in findings if not any(_covers(e, f, where) for e in seeable))
+    return Assessment(ran, "", frozenset(seen), missing, unchecked, unexpected)
+
+
+def conclude(expectation: Expectation, assessments: Sequence[Assessment]) -> Verdict:
+    """One verdict from the assessments of every process kind that ran for the case."""
+    ran = frozenset().union(*(a.ran for a in assessments))
+    if not ran:
+        why = "; ".join(a.not_ran for a in assessments if a.not_ran) or "no detector was requested"
         return Verdict(Outcome.UNSUPPORTED, f"no detector ran ({why})")
-    before_page = [e for e in expectation.findings if _before_page(e, pages) and GUARD_PAGE in ran]
-    seeable = [replace(e, detectors=tuple(d for d in e.detectors if d != GUARD_PAGE)) if e in before_page else e
-               for e in expectation.findings]
-    checkable = [e for e in seeable if ran.intersection(e.detectors) and _placed(e, where(e.buffer), pages)]
-    unexpected = tuple(f for f in findings if not any(e.matches(f) or _in_tail(e, f, where(f.buffer)) for e in seeable))
-    missing = tuple(e.describe() + _uncovered(e, ran, where) for e in checkable if not any(e.matches(f) for f in findings))
+    expected = expectation.findings
+    seen = frozenset().union(*(a.seen for a in assessments))
+    missing = {i: text for a in assessments for i, text in a.missing.items() if i not in seen}
+    unchecked = {i: why for a in assessments for i, why in a.unchecked.items() if i not in seen and i not in missing}
+    unexpected: list[Finding] = []
+    for a in assessments:
+        unexpected += [f for f in a.unexpected if f not in unexpected]
+    missed = tuple(missing[i] for i in sorted(missing))
     if unexpected:
         lines = "; ".join(_short(f) for f in unexpected)
-        extra = f"; also missing: {' | '.join(missing)}" if missing else ""
-        return Verdict(Outcome.FINDING, f"unexpected: {lines}{extra}", unexpected, missing)
-    if missing:
-        upstream = [e.upstream for e in checkable if e.upstream]
+        extra = f"; also missing: {' | '.join(missed)}" if missed else ""
+        return Verdict(Outcome.FINDING, f"unexpected: {lines}{extra}", tuple(unexpected), missed)
+    if missed:
+        upstream = [expected[i].upstream for i in sorted(missing) if expected[i].upstream]
         hint = f" (upstream {', '.join(upstream)} may be fixed: the workaround can be retired)" if upstream else ""
-        return Verdict(Outcome.UNEXPECTEDLY_CLEAN, f"expected but not seen: {' | '.join(missing)}{hint}", (), missing)
-    if expectation.findings and not checkable:
-        if before_page:
-            return Verdict(Outcome.UNSUPPORTED, "; ".join(
-                f"{e.describe()}: its bytes lie in {e.buffer}'s alignment tail, before its guard page at byte "
-                f"{pages[e.buffer]}, so not visible to guard_page in this placement" for e in before_page)
-                + f" (ran: {', '.join(sorted(ran))})")
-        needed = sorted({d for e in expectation.findings for d in e.detectors})
-        if ran.intersection(needed):
-            unplaced = [e for e in seeable if ran.intersection(e.detectors)]
-            return Verdict(Outcome.UNSUPPORTED, "; ".join(_unguarded(e, where(e.buffer)) for e in unplaced)
-                           + f" (ran: {', '.join(sorted(ran))})")
+        return Verdict(Outcome.UNEXPECTEDLY_CLEAN, f"expected but not seen: {' | '.join(missed)}{hint}", (), missed)
+    ran_words = f" (ran: {', '.join(sorted(ran))})"
+    if expected and not seen:
+        for category in (TAIL, UNGUARDED):
+            reasons = [why for kind, why in unchecked.values() if kind == category]
+            if reasons:
+                return Verdict(Outcome.UNSUPPORTED, "; ".join(dict.fromkeys(reasons)) + ran_words)
+        needed = sorted({d for e in expected for d in e.detectors})
         why = f": {expectation.reason}" if expectation.reason else ""
-        return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed)}, which did not run here (ran: {', '.join(sorted(ran))}){why}")
-    if checkable:
-        return Verdict(Outcome.EXPECTED_FINDING, "; ".join(e.describe() for e in checkable))
+        blind = [why_ for kind, why_ in unchecked.values() if kind == BLIND and "cannot see" in why_]
+        extra = f" ({'; '.join(dict.fromkeys(blind))})" if blind else ""
+        return Verdict(Outcome.UNSUPPORTED, f"the expected finding is visible only to {'/'.join(needed) or 'no detector'}, "
+                                            f"which did not run here{ran_words}{extra}{why}")
+    if seen:
+        words = "; ".join(expected[i].describe() for i in sorted(seen))
+        if unchecked:
+            words += "; not checked here: " + "; ".join(dict.fromkeys(why for _, why in unchecked.values()))
+        return Verdict(Outcome.EXPECTED_FINDING, words)
     return Verdict(Outcome.CLEAN, f"clean under {', '.join(sorted(ran))}")
 
 
@@ -90,7 +158,23 @@ class _Placements:
         return self.by_buffer.get(buffer, self.default)
 
 
-def _uncovered(expected: ExpectedFinding, ran: set[str], where: "_Placements") -> str:
+def _covers(expected: ExpectedFinding, finding: Finding, where: _Placements) -> bool:
+    """The finding is what `expected` describes: a match, the part of an expected write that lands in a flush
+    placement's alignment tail, or another allocation's overrun into a buffer's guard that `expected` names as
+    its culprit."""
+    return expected.matches(finding) or _in_tail(expected, finding, where(finding.buffer)) or expected.matches_spill(finding)
+
+
+def _blind(expected: ExpectedFinding, ran: frozenset[str]) -> str:
+    """Why the detectors that ran cannot check `expected`: each one the expectation names blind, with its reason;
+    else that it needs others."""
+    reasons = [f"{d} cannot see it here: {why}" for d, why in expected.blind if d in ran]
+    if reasons:
+        return f"{expected.describe()}: " + "; ".join(reasons)
+    return f"{expected.describe()}: visible only to {'/'.join(expected.detectors) or 'no detector'}"
+
+
+def _uncovered(expected: ExpectedFinding, ran: frozenset[str], where: _Placements) -> str:
     """Why a missed expectation outside a tensor may be a blind spot, not a vanished bug: the run covered some
     buffers but not this one (cover narrowed to watched buffers), and only detectors that need a covered buffer
     ran."""
@@ -125,7 +209,7 @@ def _before_page(expected: ExpectedFinding, pages: Mapping[str, int]) -> bool:
     """Every expected byte lies before the buffer's unmapped page (in the tensor or its alignment tail): a guard
     page cannot fault on it. Unknown bytes (no ranges) are not assumed to."""
     page = pages.get(expected.buffer)
-    if expected.region == BEFORE_START:   # the front-page pass puts a page right before the start (harness/detectors/pageprobe.py)
+    if expected.region == BEFORE_START:   # the front-page pass puts a page right before the start (gpu_memsafety.detectors.pageprobe)
         return False
     return page is not None and expected.ranges is not None and all(hi <= page for _, hi in expected.ranges)
 

@@ -99,7 +99,8 @@ class MarkdownRenderer(Renderer):
         head = self.head(report)
         summary, run = report["summary"], report["run"]
         counts = ", ".join(f"{n:,} {label}" for label, n in summary["counts"].items() if n) or "no cases"
-        lines = [f"## {_STATUS_ICONS.get(head.status, '')} GPU memory safety — {md_text(head.text)}", ""]
+        icon = "⚠️" if head.partial else _STATUS_ICONS.get(head.status, "")    # never a plain pass with part not run
+        lines = [f"## {icon} GPU memory safety — {md_text(head.text)}", ""]
         if head.detail:
             lines += [f"**Why:** {md_text(head.detail)}", ""]
         shard = run.get("shard")

@@ -66,6 +66,7 @@ class Headline:
     word: str         # how it is said: "passed", "FAILED", "checked nothing", "interrupted", "did not finish"
     text: str         # "passed: 57 ran, 95 not run (needs a CUDA GPU; found none)"
     detail: str = ""  # a second line where there is one: why the run was interrupted
+    partial: bool = False  # passed, but part of the matrix, or of its detectors, did not run: never said as a plain pass
 
 
 _WORDS = {PASSED: "passed", FAILED: "FAILED", EMPTY: "checked nothing", INTERRUPTED: "interrupted"}
@@ -83,6 +84,9 @@ def headline(report: Mapping[str, Any]) -> Headline:
         return Headline(status, "did not finish", f"did not finish: run {run.get('id', '?')} started "
                         f"{run['started']} and wrote no results (still running, or killed)", str(run.get("interrupted") or ""))
     word = _WORDS.get(status, status)
+    partial = status == PASSED and any(_partial(c) for c in cases)
+    if partial:
+        word = "passed, partial"
     parts = [f"{ran:,} of {ran + skipped + len(never_ran):,} cases ran" if status == INTERRUPTED
              else f"{ran:,} ran"]
     if failed:
@@ -90,8 +94,25 @@ def headline(report: Mapping[str, Any]) -> Headline:
     if never_ran:
         parts.append(f"{len(never_ran):,} never started")
     parts += _not_run_parts(not_run_groups(cases))
+    parts += _partial_parts(cases)
     return Headline(status, word, f"{word}: {', '.join(parts)}",
-                    str(run.get("interrupted") or "") if status == INTERRUPTED else "")
+                    str(run.get("interrupted") or "") if status == INTERRUPTED else "", partial)
+
+
+def _partial(case: Mapping[str, Any]) -> bool:
+    """Part of the run did not run for this case: the case could not run here and that was accepted (no GPU,
+    --allow-unsupported), or some of its detectors could not (details.partial: memcheck without a GPU)."""
+    return case["outcome"] == "unsupported" or bool((case.get("details") or {}).get("partial"))
+
+
+def _partial_parts(cases: Sequence[Mapping[str, Any]]) -> list[str]:
+    """'memcheck did not run on 57 (needs a CUDA GPU; found none)', one part per detector a case ran without."""
+    by_detector: dict[str, list[str]] = {}
+    for case in cases:
+        for detector, why in ((case.get("details") or {}).get("partial") or {}).items():
+            by_detector.setdefault(detector, []).append(str(why))
+    return [f"{detector} did not run on {len(whys):,} ({clip(whys[0], HEADLINE_REASON_CHARS)})"
+            for detector, whys in by_detector.items()]
 
 
 def _not_run_parts(groups: Sequence["NotRunGroup"]) -> list[str]:

@@ -56,6 +56,7 @@ class SanitizerRun:
     exit_code: int | None = None
     describe: str = ""                # "compute-sanitizer 2025.3.1 (/path)"
     never_attached: str = ""          # why it never instrumented the worker (the tool could not start there)
+    caveat: str = ""                  # what its detector could not check here, said on its line when it ran
 
     @property
     def ran(self) -> bool:
@@ -97,10 +98,13 @@ class Placed:
     details: dict[str, Any] = field(default_factory=dict)           # the process's API errors, explained records
     strays: list[Finding] = field(default_factory=list)             # accesses no buffer of a multi-case batch holds
     alone: list[str] = field(default_factory=list)                  # cases a hazard may belong to: rerun one per process
+    # Cases whose kernel the sanitizer ended (a kernel-failure API error, the process died in the launch) while it
+    # wrote no record of the access that made it end it: the record was lost (`lost_record`). Judged on a rerun.
+    lost: list[str] = field(default_factory=list)
 
 
 def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | None, timed_out: bool,
-                   describe: str = "") -> SanitizerRun:
+                   describe: str = "", caveat: str = "") -> SanitizerRun:
     """A sanitized process's output (its log, its `--xml --save` file or None when missing) -> SanitizerRun."""
     text = parse.parse_text(log)
     problems = []
@@ -136,7 +140,8 @@ def read_sanitizer(tool: str, log: str, xml: bytes | None, *, exit_code: int | N
                 problems.append(f"sanitizer XML incomplete: {parsed.problem}")
     if text.summary_errors is None and not timed_out:
         problems.append("compute-sanitizer printed no ERROR SUMMARY (it did not finish)")
-    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe, never_attached=never)
+    return SanitizerRun(tool, records, "; ".join(problems), summary, exit_code, describe, never_attached=never,
+                        caveat=caveat)
 
 
 def _target_died(text: str) -> bool:
@@ -164,18 +169,28 @@ def place_sanitizer_records(items: Sequence[Item], results: Mapping[int, WorkerR
     kept in every case's details, never dropped.
     """
     placed = Placed()
-    accesses = [_access(r) for r in run.records if r.category == MEMORY_ACCESS and not r.unplaceable]
+    shared = [r for r in run.records if r.category == MEMORY_ACCESS and not r.unplaceable and r.space == "shared"]
+    accesses = [_access(r) for r in run.records
+                if r.category == MEMORY_ACCESS and not r.unplaceable and r.space != "shared"]
     by_address = _place_accesses(items, results, accesses)
     placed.strays = by_address.pop("", [])
     placed_kernels = {f.kernel for fs in (*by_address.values(), placed.strays) for f in fs}
     placed.findings = by_address
+    kernels = _kernels(items, results)
+    if shared:
+        # A shared-memory address names no case (and no buffer of ours): the kernel that made it does, and the
+        # record is that case's, at its shared-window offset (sanitizer.attribute).
+        for case_id, recs in _by_kernel(shared, kernels, placed).items():
+            for owner, found in _place_accesses(items, {}, [_access(r) for r in recs], alone=case_id).items():
+                placed.findings.setdefault(owner, []).extend(found)
+        placed_kernels |= {r.kernel for r in shared}
     tool_records = [r for r in run.records if r.category in (HAZARD, SYNC_ERROR)]
     if tool_records:
         # No address names a case: the kernel does (hazards.assign), or a process of its own.
-        assigned = hazards.assign(tool_records, {items[i][1].id: r.kernel for i, r in sorted(results.items())})
+        assigned = hazards.assign(tool_records, kernels)
         for case_id, found in assigned.findings.items():
             placed.findings.setdefault(case_id, []).extend(found)
-        placed.alone = assigned.alone
+        placed.alone += [c for c in assigned.alone if c not in placed.alone]
         placed_kernels |= {r.kernel for r in tool_records}
     unplaced: list[SanitizerRecord] = []
     explained: list[SanitizerRecord] = []
@@ -197,15 +212,57 @@ def place_sanitizer_records(items: Sequence[Item], results: Mapping[int, WorkerR
         placed.details["explained_records"] = _grouped(explained)
     if unplaced:
         blamed = _blamed(items, results)
+        if lost_record(run, placed_kernels, unplaced):
+            placed.lost = [c for c in blamed if any(items[i][1].id == c and r.status == FAULT for i, r in results.items())]
         for finding in _unplaced_findings(unplaced):
             for case_id in blamed:
                 placed.findings.setdefault(case_id, []).append(finding)
     return placed
 
 
-def _place_accesses(items: Sequence[Item], results: Mapping[int, WorkerResult],
-                    accesses: list[attribute.Access]) -> dict[str, list[Finding]]:
-    """Findings per case id; "" holds accesses that map to no buffer of a batch of several cases (strays)."""
+def lost_record(run: SanitizerRun, placed_kernels: set[str], unplaced: Sequence[SanitizerRecord]) -> bool:
+    """The process's kernel failed under memcheck and memcheck wrote no record of why: every record it could not
+    place is an API error saying a kernel failed (cudaErrorLaunchFailure: memcheck ended the kernel), and it placed
+    no access, hazard or shared-memory record at all. Seen on the H200 under concurrency (issue 26: -n 8, a case
+    that is exact alone); the access that made memcheck end the kernel is what is missing, so the case is neither
+    passed nor failed on it: the judge reruns it alone."""
+    return (run.tool == "memcheck" and not placed_kernels and bool(unplaced)
+            and all(r.category == API_ERROR and api_error_class(r) == "kernel" for r in unplaced))
+
+
+def _kernels(items: Sequence[Item], results: Mapping[int, WorkerResult]) -> dict[str, str]:
+    """Case id -> the kernel it launched (RunInfo.kernel; the scenario's label when the case died in the launch and
+    left none), in batch order: what a record without an address is assigned by."""
+    out = {}
+    for index, result in sorted(results.items()):
+        scenario, case = items[index]
+        label = result.kernel
+        if not label:
+            try:
+                label = str(scenario.kernel(case))
+            except Exception:   # noqa: BLE001 - a scenario's label function is user code
+                label = ""
+        out[case.id] = label
+    return out
+
+
+def _by_kernel(records: Sequence[SanitizerRecord], kernels: Mapping[str, str], placed: Placed) -> dict[str, list[SanitizerRecord]]:
+    """Records sorted onto the one case of the batch that launched their kernel; a record several cases (or none)
+    could have made sends those cases to run one per process (placed.alone)."""
+    mine: dict[str, list[SanitizerRecord]] = {}
+    for rec in records:
+        owners = hazards.owner_candidates(rec, kernels)
+        if len(owners) == 1:
+            mine.setdefault(owners[0], []).append(rec)
+        else:
+            placed.alone += [c for c in owners if c not in placed.alone]
+    return {case_id: recs for case_id, recs in mine.items() if case_id not in placed.alone}
+
+
+def _place_accesses(items: Sequence[Item], results: Mapping[int, WorkerResult], accesses: list[attribute.Access],
+                    alone: str | None = None) -> dict[str, list[Finding]]:
+    """Findings per case id; "" holds accesses that map to no buffer of a batch of several cases (strays). `alone`:
+    the case they all belong to (a batch of one, or the owner of shared-memory records by their kernel)."""
     buffers = [attribute.BufferRef.from_record(items[i][1].id, rec) for i, res in results.items() for rec in res.buffers]
     by_id = {c.id: (s, c) for s, c in items}
 
@@ -214,7 +271,8 @@ def _place_accesses(items: Sequence[Item], results: Mapping[int, WorkerResult],
         return sc[0].describe(sc[1], name, start, end) if sc and sc[0].describe else ""
 
     # A process that ran one case: what maps to no buffer is that case's, named from its nearest buffer.
-    alone = items[0][1].id if len(items) == 1 else None
+    if alone is None and len(items) == 1:
+        alone = items[0][1].id
     return attribute.aggregate(accesses, buffers, describe=describe, stray_case=alone)
 
 

@@ -440,6 +440,29 @@ def _check_command_args(tool: str, xml_path: str, target_argv: Sequence[str], la
         raise ValueError(f"launch_timeout_s must be an int >= 0 (0 = wait forever), got {launch_timeout_s!r}")
 
 
+# `--check-tensor-ops yes` checks the bulk tensor copies (PTX cp.async.bulk.tensor, TMA on Hopper and later):
+# compute-sanitizer 2026.4 and newer have it, off by default (tests/data/sanitizer/help-2026.4.0.txt); 2025.3.1,
+# the H200's, has no such option (help-2025.3.1.txt): a TMA copy out of bounds goes unchecked there.
+TENSOR_OPS_SINCE = (2026, 4)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'2026.4.0' -> (2026, 4, 0); () when unknown."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if version and all(p.isdigit() for p in parts) else ()
+
+
+def tensor_ops(info: SanitizerInfo, tool: str = "memcheck") -> tuple[tuple[str, ...], str]:
+    """memcheck's extra options for bulk tensor copies, and what the report says of them."""
+    if tool != "memcheck":
+        return (), ""
+    if version_key(info.version)[:2] >= TENSOR_OPS_SINCE:
+        return ("--check-tensor-ops", "yes"), "bulk tensor copies (cp.async.bulk.tensor) checked"
+    since = ".".join(map(str, TENSOR_OPS_SINCE))
+    return (), (f"bulk tensor copies (cp.async.bulk.tensor, TMA) not checked: --check-tensor-ops needs "
+                f"compute-sanitizer {since} or newer, found {info.version or 'an unknown version'}")
+
+
 def memcheck_command(info: SanitizerInfo, *, tool: str = "memcheck", xml_path: str | os.PathLike[str],
                      target_argv: Sequence[str], launch_timeout_s: int = DEFAULT_LAUNCH_TIMEOUT_S,
                      extra: Sequence[str] = ()) -> list[str]:
@@ -457,6 +480,7 @@ def memcheck_command(info: SanitizerInfo, *, tool: str = "memcheck", xml_path: s
         "--show-backtrace", "device",           # host stacks make the XML large and say nothing about bytes
         "--check-exit-code", "yes",
         *TOOL_OPTIONS[tool],
+        *tensor_ops(info, tool)[0],
         *extra,
         *target_argv,
     ]

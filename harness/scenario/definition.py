@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.model import DETECTORS, Expectation
+from gpu_memsafety.model import DEFAULT_DETECTORS, DETECTORS, Expectation
 from gpu_memsafety.engine.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
@@ -116,7 +116,9 @@ class Scenario:
     kernel: Callable[[Case], str]                   # kernel label for reports
     needs_gpu: Callable[[Case], bool]
     describe: Describe | None = None                # logical place of bytes [start, end) of a buffer
-    detectors: tuple[str, ...] = DETECTORS          # which detectors make sense for this scenario
+    # Which detectors make sense for this scenario; racecheck and synccheck only when named (a kernel that uses
+    # shared memory or barriers).
+    detectors: tuple[str, ...] = DEFAULT_DETECTORS
     isolated: Callable[[Case], bool] = lambda case: False   # run alone in its own process (stray accesses)
     timeout_s: float = 120.0
     # Expected seconds per case inside a warm worker (a number, or a function of the case): what the plugin

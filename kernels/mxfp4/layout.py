@@ -351,6 +351,14 @@ def overread_map(E: int, N: int, K: int, padded: bool, *, num_warps: int = NUM_W
     return tuple(locate_scale_byte(layout, end + j) for j in range(layout.overread_bytes))
 
 
+def overread_outputs(E: int, N: int, K: int, padded: bool, *, num_warps: int = NUM_WARPS,
+                     block_k: int = HOPPER_BLOCK_K) -> tuple[int, ...]:
+    """The output rows n < N whose scales the bytes read past the end stand for: the rows whose result depends on
+    them. () when every such byte stands for a padding row n >= N (the kernel computes it and never stores it:
+    N = 2880, the last row's n are 2928..3071), or when nothing is read past the end."""
+    return tuple(sorted({p.n for p in overread_map(E, N, K, padded, num_warps=num_warps, block_k=block_k) if p.n < N}))
+
+
 def describe_range(layout: ScaleLayout, start: int, end: int) -> str:
     """Short logical description of bytes [start, end) for a finding: experts, n and k-group spans, kinds."""
     lo, hi = max(start, 0), min(end, layout.nbytes + layout.overread_bytes)

@@ -21,3 +21,18 @@ def run_case(case: Any, ctx: Any) -> Any:
     else:
         out.copy_(x * 2)
     return RunInfo(kernel="fake_undeclared")          # no outputs declared: the bug is the adapter's omission
+
+
+def run_rows(case: Any, ctx: Any) -> Any:
+    """tests/fake_kernels/fake_scenarios/fake_rows.py: y = ctx.rows(8 rows, 5 used) of 4 floats, each used row
+    written from x; the whole y (unused rows too) is the declared output."""
+    rows, used, width = case.params["n"], 5, 4
+    x = ctx.tensor("x", (used, width), torch.float32)
+    x.copy_(torch.arange(used * width, dtype=torch.float32).view(used, width))
+    y = ctx.rows("y", rows=rows, row_bytes=width * 4, row_stride=width * 4, used_rows=used, dtype=torch.float32,
+                 watch=True)
+    if case.variant == "unused_read":
+        y[:used].copy_(x + y[used].sum())          # the first unused row is read: marker bytes into every result
+    else:
+        y[:used].copy_(x * 2)
+    return RunInfo(kernel="fake_rows", outputs={"y": y})

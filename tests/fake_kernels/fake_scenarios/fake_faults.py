@@ -6,7 +6,7 @@ the tests scale down with RunOptions.timeout_scale.
 """
 from __future__ import annotations
 
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, Expectation, ExpectedFinding
+from gpu_memsafety.model import DETECTORS, GUARD, MEMCHECK, OVERREAD, OVERWRITE, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
 NAME = "fake_faults"
@@ -49,5 +49,6 @@ SCENARIO = Scenario(
     expect=_expect,
     kernel=lambda case: "fake_copy",
     needs_gpu=lambda case: False,
+    detectors=DETECTORS,     # racecheck and synccheck too: the hazard-mode tests run its cases under them
     timeout_s=TIMEOUT_S,
 )

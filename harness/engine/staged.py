@@ -1,0 +1,66 @@
+"""A staged mode's run (the complete mode): each stage is a mode of one process kind, run over the cases whose
+scenario uses one of its detectors, in order; then every case is judged once from all its stages.
+
+The stages of one batch run back to back in the same runner (the same xdist worker, the same GPU), each with its
+own processes: the sanitized stage (memcheck and the markers) first, then the unsanitized one (poison inside the
+allocations, uninit), then racecheck and synccheck for the kernels that declare them. A case whose stage ended it
+(crashed, timed out, unresolved, could not run, or the adapter said it does not apply here) runs no later stage.
+When the memcheck stage ran under its sanitizer, the next stages are told (Job.covered_seen): poison then leaves
+the guards of covered buffers to memcheck, which watched their ends. gpu_memsafety.judge.combine decides the outcome.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Sequence
+
+from gpu_memsafety.detectors.poison import left_after_memcheck
+from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.judge.combine import StageResult, combine, stops
+from gpu_memsafety.model import MEMCHECK, POISON, CaseResult
+
+if TYPE_CHECKING:
+    from gpu_memsafety.engine.runner import Runner
+    from gpu_memsafety.scenario.definition import Case, Scenario
+
+
+def run(parent: "Runner", items: Sequence[tuple["Scenario", "Case"]]) -> list[CaseResult]:
+    """Every stage of parent's mode over `items`, then one result per case (emitted through parent)."""
+    o = parent.o
+    per_case: dict[str, list[StageResult]] = {case.id: [] for _, case in items}
+    stopped: set[str] = set()
+    covered_seen = False
+    earlier: set[str] = set()      # detectors of the stages before this one
+    maps: dict[str, list[dict[str, Any]]] = {}     # each case's buffer map from the memcheck stage
+    left: dict[str, dict[str, str]] = {}           # detectors a case needed no stage for, and why
+    for name in o.mode.stages:
+        stage = MODES[name]
+        todo = []
+        for s, c in items:
+            # A stage runs for a case when it brings a detector its scenario uses that no earlier stage ran, and
+            # that detector has something to look at (after memcheck, poison only at what memcheck cannot see).
+            new = [d for d in stage.detectors if d in s.detectors and d not in earlier]
+            seen = covered_seen and MEMCHECK in s.detectors and c.id in maps   # memcheck watched its covered buffers
+            if POISON in new and seen and not left_after_memcheck(maps[c.id]):
+                new.remove(POISON)
+                left.setdefault(c.id, {})[POISON] = (
+                    "not run: memcheck watched both ends of every buffer of the case and none has row padding or "
+                    "unused rows, so poison had nothing memcheck did not see")
+            if c.id not in stopped and new:
+                todo.append((s, c))
+        earlier |= set(stage.detectors)
+        if not todo:
+            continue
+        runner = type(parent)(replace(o, mode=stage, workdir=o.workdir / name, on_result=None, covered_seen=covered_seen))
+        for result in runner.run(todo):
+            done = StageResult(name, result, runner.judge.assessed.get(result.case_id))
+            per_case[result.case_id].append(done)
+            if stops(done):
+                stopped.add(result.case_id)
+        parent.processes += [{**p, "stage": name} for p in runner.processes]
+        if MEMCHECK in stage.detectors and runner.judge.sanitize():
+            covered_seen = True
+            maps.update(runner.judge.buffer_maps)
+    machine = parent.judge.machine
+    return [parent._emit(combine(o.mode.name, o.mode.detectors, scenario, case, per_case[case.id], gpu=machine.gpu,
+                                 allow_unsupported=machine.allow_unsupported, left=left.get(case.id, {})))
+            for scenario, case in items]

@@ -1,0 +1,255 @@
+"""The complete mode (issue 26 item 1): one default run sees every class of bug, one judgement per case.
+
+Through the real runner and worker on the CPU (Triton under TRITON_INTERPRET=1): memcheck through the fake
+compute-sanitizer of tests/fake_sanitizer.py (it reports a case's expected accesses only outside their buffer's
+allocation, as memcheck does), poison and uninit as they are. The GPU run of the whole matrix in this mode is
+tools/device/complete_check.sh. The rules that add the stages up (gpu_memsafety.judge.combine) are tested with
+small fakes at the end.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_memsafety.engine.modes import DEFAULT_MODE, MODES, QUICK_MODE
+from gpu_memsafety.engine.runner import RunOptions, Runner
+from gpu_memsafety.judge.combine import StageResult, combine, stops
+from gpu_memsafety.judge.verdict import assess
+from gpu_memsafety.model import (GUARD, MEMCHECK, OVERREAD, POISON, RACECHECK, SYNCCHECK, UNINIT, UNINIT_READ,
+                                 CaseResult, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
+from gpu_memsafety.scenario import registry
+from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from gpu_memsafety.util.paths import CHECKOUT
+
+from fake_sanitizer import memcheck as fake_memcheck
+
+OVERREAD_X = "planted_unwatched[input_overread-triton-n4096]"
+CLEAN_X = "planted_unwatched[clean-triton-n4096]"
+UNINIT_READ_OUT = "planted_uninit[accumulate_empty-triton-n4000]"
+
+
+def run(workdir: Path, ids: list[str], **options: Any) -> dict[str, CaseResult]:
+    runner = Runner(RunOptions(mode=MODES["complete"], workdir=workdir, **options))
+    return {r.case_id: r for r in runner.run([registry.find_case(i) for i in ids])}
+
+
+@pytest.fixture()
+def interpreter(tmp_path: Path) -> str:
+    """A python that runs the worker under the Triton interpreter although the runner is told there is a GPU (the
+    fake sanitizer needs that)."""
+    script = tmp_path / "python-interpret"
+    script.write_text(f"#!/bin/sh\nexport TRITON_INTERPRET=1\nexec {sys.executable} \"$@\"\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+# ----------------------------------------------------------------------------------------- the mode table
+
+def test_complete_is_the_default_everywhere_and_both_the_quick_gate() -> None:
+    assert DEFAULT_MODE == "complete" and QUICK_MODE == "both"
+    complete = MODES["complete"]
+    assert complete.stages == ("both", "values", "racecheck", "synccheck")
+    assert set(complete.detectors) == {GUARD, MEMCHECK, POISON, UNINIT, RACECHECK, SYNCCHECK}
+    assert complete.tools == ("memcheck", "racecheck", "synccheck") and complete.sanitizer is None
+    assert MODES["values"].actions_for(MODES["values"].detectors) == ("poison", "fill") and MODES["values"].sanitizer is None
+    makefile = (CHECKOUT / "Makefile").read_text()
+    assert "MODE ?= complete" in makefile and "sanitize-quick:" in makefile and "MODE=both" in makefile
+    from gpu_memsafety.fixtures import options
+    assert "default=DEFAULT_MODE" in Path(options.__file__).read_text()
+
+
+def test_racecheck_and_synccheck_run_only_where_a_scenario_declares_them() -> None:
+    used = {name: s.detectors for name, s in registry.all_scenarios().items()}
+    declared = sorted(name for name, detectors in used.items() if RACECHECK in detectors or SYNCCHECK in detectors)
+    assert declared == ["planted_barrier", "planted_race"]
+
+
+# ------------------------------------------------------------------------------- one run, every detector
+
+def test_one_run_judges_memcheck_poison_and_uninit_once_per_case(tmp_path: Path, interpreter: str) -> None:
+    ids = [OVERREAD_X, CLEAN_X, UNINIT_READ_OUT]
+    results = run(tmp_path, ids, gpu_available=True, sanitizer=fake_memcheck(tmp_path, "expected"),
+                  python=interpreter, timeout_scale=0.5)
+    assert sorted(results) == sorted(ids)
+    read = results[OVERREAD_X]
+    assert read.mode == "complete" and read.outcome is Outcome.EXPECTED_FINDING, read.message
+    assert [(f.detector, f.kind, f.buffer, f.region) for f in read.findings] == [(MEMCHECK, OVERREAD, "x", "past_end")]
+    # Every buffer covered and none with rows: memcheck watched both ends of each, poison would only repeat it.
+    assert [s["mode"] for s in read.details["stages"]] == ["both"]
+    ran = {d.detector for d in read.detectors if d.ran}
+    assert ran == {GUARD, MEMCHECK}, read.detectors
+    poison = next(d for d in read.detectors if d.detector == POISON)
+    assert "poison had nothing memcheck did not see" in poison.detail and not poison.missing
+    clean = results[CLEAN_X]
+    assert clean.outcome is Outcome.CLEAN and clean.findings == [], clean.message
+    uninit = results[UNINIT_READ_OUT]
+    assert uninit.outcome is Outcome.EXPECTED_FINDING, uninit.message
+    assert [(f.detector, f.kind, f.buffer) for f in uninit.findings] == [(UNINIT, UNINIT_READ, "out")]
+    assert [s["mode"] for s in uninit.details["stages"]] == ["both", "values"]
+
+
+def test_without_a_gpu_the_interpreter_runs_guard_poison_and_uninit_and_the_case_says_partial(tmp_path: Path) -> None:
+    """No GPU, no sanitizer: what can run does (the markers, poison over every region, uninit), memcheck is reported
+    as not run, and the case is judged by what ran: partial, never 'unsupported' for all of it."""
+    results = run(tmp_path, [OVERREAD_X, CLEAN_X], gpu_available=False, timeout_scale=0.5)
+    read = results[OVERREAD_X]
+    assert read.outcome is Outcome.EXPECTED_FINDING, read.message
+    assert [(f.detector, f.buffer, f.region) for f in read.findings] == [(POISON, "x", "past_end")]
+    assert set(read.details["partial"]) == {MEMCHECK}
+    assert "partial" in read.message
+    clean = results[CLEAN_X]
+    assert clean.outcome is Outcome.CLEAN and MEMCHECK in clean.details["partial"], clean.message
+
+
+# --------------------------------------------------------------------------------- adding the stages up
+
+def scenario(expect: Expectation = Expectation()) -> Scenario:
+    return Scenario(name="fake", summary="fake", adapter="x:y", params=(Param("n", int),), variants=("v",),
+                    cases=lambda: [CASE], expect=lambda case: expect, kernel=lambda case: "k",
+                    needs_gpu=lambda case: False)
+
+
+CASE = Case("fake", "v", {"n": 1}, "n1")
+READ = ExpectedFinding(OVERREAD, "x", region="past_end")          # memcheck, guard page, poison (derived)
+SEEN_BY_MEMCHECK = Finding(MEMCHECK, OVERREAD, "x", "past_end", 4)
+
+
+def stage(name: str, outcome: Outcome, expect: Expectation, findings: list[Finding], runs: list[DetectorRun],
+          judged: bool = True) -> StageResult:
+    result = CaseResult(CASE.id, "fake", "v", {}, "k", "sm_90", name, outcome, "", findings, runs, message=f"{name} said so")
+    return StageResult(name, result, assess(expect, findings, runs) if judged else None)
+
+
+def decide(stages: list[StageResult], expect: Expectation, *, gpu: bool = True) -> CaseResult:
+    return combine("complete", MODES["complete"].detectors, scenario(expect), CASE, stages, gpu=gpu,
+                   allow_unsupported=False)
+
+
+def test_an_expected_finding_seen_by_any_stage_is_seen() -> None:
+    expect = Expectation((READ,))
+    first = stage("both", Outcome.EXPECTED_FINDING, expect, [SEEN_BY_MEMCHECK],
+                  [DetectorRun(GUARD, True), DetectorRun(MEMCHECK, True)])
+    second = stage("values", Outcome.UNEXPECTEDLY_CLEAN, expect, [], [DetectorRun(POISON, True), DetectorRun(UNINIT, True)])
+    result = decide([first, second], expect)
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    assert [s["mode"] for s in result.details["stages"]] == ["both", "values"]
+
+
+def test_a_bug_no_stage_saw_is_unexpectedly_clean_and_a_finding_of_any_stage_fails() -> None:
+    expect = Expectation((READ,))
+    runs = [DetectorRun(GUARD, True), DetectorRun(MEMCHECK, True)]
+    missed = decide([stage("both", Outcome.UNEXPECTEDLY_CLEAN, expect, [], runs),
+                     stage("values", Outcome.UNEXPECTEDLY_CLEAN, expect, [], [DetectorRun(POISON, True)])], expect)
+    assert missed.outcome is Outcome.UNEXPECTEDLY_CLEAN, missed.message
+    stray = Finding(UNINIT, UNINIT_READ, "out", "inside", 16)
+    found = decide([stage("both", Outcome.CLEAN, Expectation(), [], runs),
+                    stage("values", Outcome.FINDING, Expectation(), [stray], [DetectorRun(UNINIT, True)])], Expectation())
+    assert found.outcome is Outcome.FINDING and found.findings == [stray]
+
+
+def test_a_stage_that_crashed_or_timed_out_decides_whatever_the_others_saw() -> None:
+    expect = Expectation((READ,))
+    first = stage("both", Outcome.EXPECTED_FINDING, expect, [SEEN_BY_MEMCHECK], [DetectorRun(MEMCHECK, True)])
+    crashed = stage("values", Outcome.CRASHED, expect, [], [DetectorRun(POISON, False, "case did not run")], judged=False)
+    result = decide([first, crashed], expect)
+    assert result.outcome is Outcome.CRASHED and "[values]" in result.message, result.message
+    assert stops(crashed) and not stops(first)
+
+
+def test_a_first_stage_that_skipped_the_case_decides_and_a_later_skip_adds_nothing() -> None:
+    expect = Expectation((READ,))
+    skipped = stage("both", Outcome.NOT_APPLICABLE, expect, [], [], judged=False)
+    assert decide([skipped], expect).outcome is Outcome.NOT_APPLICABLE and stops(skipped)
+    first = stage("both", Outcome.EXPECTED_FINDING, expect, [SEEN_BY_MEMCHECK], [DetectorRun(MEMCHECK, True)])
+    later = stage("values", Outcome.NOT_APPLICABLE, expect, [], [], judged=False)
+    result = decide([first, later], expect)
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    assert result.details["stages"][1] == {"mode": "values", "outcome": "not applicable", "seconds": 0.0,
+                                           "message": "values said so"}
+
+
+def test_a_detector_that_could_not_run_fails_a_pass_on_a_gpu_machine_and_marks_it_partial_without_one() -> None:
+    runs = [DetectorRun(GUARD, True), DetectorRun(MEMCHECK, False, "compute-sanitizer not found", missing=True)]
+    stages = [stage("both", Outcome.CLEAN, Expectation(), [], runs)]
+    on_gpu = decide(stages, Expectation(), gpu=True)
+    assert on_gpu.outcome is Outcome.COULD_NOT_RUN and "memcheck could not run" in on_gpu.message
+    without = decide(stages, Expectation(), gpu=False)
+    assert without.outcome is Outcome.CLEAN and without.details["partial"] == {MEMCHECK: "compute-sanitizer not found"}
+
+
+def test_no_stage_for_the_scenario_is_not_applicable_with_the_reason() -> None:
+    result = decide([], Expectation())
+    assert result.outcome is Outcome.NOT_APPLICABLE and "no stage of complete" in result.message
+
+
+# -------------------------------------------------------------------------------------- workers, headline
+
+def test_workers_per_gpu_come_from_its_memory_the_cores_and_the_matrix() -> None:
+    from gpu_memsafety.fixtures.gpus import auto_workers, scenario_workers
+    h200 = 143_771                                                  # MiB, as NVML reports an H200
+    assert scenario_workers([h200], 16, 366) == 5                   # the cores decide: 16 // 3
+    assert scenario_workers([h200, h200], 32, 366) == 10
+    assert scenario_workers([h200], 64, 366) == 6                   # at most 6 per GPU
+    assert scenario_workers([24_576], 16, 366) == 1                 # 24 GiB: one worker's worth
+    assert scenario_workers([h200], 16, 10) == 2                    # a small matrix needs few
+    assert scenario_workers([h200, h200], 2, 10) == 2               # never fewer than one per GPU
+    assert scenario_workers([], 16, 366) == auto_workers(0, 16)
+
+
+def test_the_headline_says_partial_when_part_of_the_matrix_or_of_its_detectors_did_not_run() -> None:
+    from gpu_memsafety.report import build_report
+    from gpu_memsafety.report.markdown import render_markdown
+    from gpu_memsafety.report.render import headline
+    ran = CaseResult("a[v-1]", "a", "v", {}, "k", "cpu", "complete", Outcome.CLEAN, "clean",
+                     detectors=[DetectorRun(GUARD, True), DetectorRun(MEMCHECK, False, "needs a CUDA GPU", missing=True)],
+                     details={"partial": {MEMCHECK: "needs a CUDA GPU; found none"}})
+    skipped = CaseResult("a[v-2]", "a", "v", {}, "k", "", "complete", Outcome.UNSUPPORTED, "clean",
+                         message="needs a CUDA GPU; found none")
+    env = {"gpus": [], "python": "3"}
+    doc = build_report([ran, skipped], env, started="2026-01-01T00:00:00Z", finished="2026-01-01T00:00:01Z", argv=[])
+    head = headline(doc)
+    assert head.partial and head.text.startswith("passed, partial: 1 ran, 1 not run (needs a CUDA GPU")
+    assert "memcheck did not run on 1 (needs a CUDA GPU; found none)" in head.text
+    assert "✅" not in render_markdown(doc).splitlines()[0]
+    whole = build_report([CaseResult("a[v-1]", "a", "v", {}, "k", "sm_90", "complete", Outcome.CLEAN, "clean",
+                                     detectors=[DetectorRun(MEMCHECK, True)])],
+                         env, started="2026-01-01T00:00:00Z", finished="2026-01-01T00:00:01Z", argv=[])
+    assert not headline(whole).partial and headline(whole).text == "passed: 1 ran"
+
+
+def test_poisons_refinement_is_bounded_by_the_cases_own_run_time() -> None:
+    from gpu_memsafety.detectors.poison import MIN_REFINE_RUNS, REFINE_BUDGET, bound, refine_budget
+    assert refine_budget(0.001) == REFINE_BUDGET                    # a small kernel: bisect to the byte
+    assert refine_budget(2.0) == MIN_REFINE_RUNS                    # a gpt-oss shape: enough for a 1 KiB guard
+    anywhere = ExpectedFinding(OVERREAD, "w_scale", region="past_end")
+    exact = ExpectedFinding(OVERREAD, "src", region="past_end", bytes=1, ranges=((4000, 4001),))
+    assert refine_budget(2.0, [anywhere, exact], "w_scale") == 0    # costly, and no bytes expected: none to bound
+    assert refine_budget(2.0, [anywhere, exact], "src") == MIN_REFINE_RUNS
+    assert refine_budget(0.01, [anywhere], "w_scale") == REFINE_BUDGET         # cheap: bounded to the byte anyway
+    calls = []
+
+    def changes(part: list[tuple[int, int]]) -> bool:
+        calls.append(part)
+        return any(lo <= 700 < hi for lo, hi in part)
+    [(lo, hi)] = bound(changes, [(0, 1024)], 1, budget=4)
+    assert lo <= 700 < hi and len(calls) <= 4                      # a bound: narrowed as far as 4 runs go, 700 kept
+    calls.clear()
+    assert bound(changes, [(0, 1024)], 1, budget=64) == [(700, 701)]
+
+
+def test_a_scenario_without_memcheck_gets_the_whole_poison_survey_after_a_memcheck_stage(
+        tmp_path: Path, interpreter: str, worker_env: Path) -> None:
+    """fake_poison uses the markers and poison only: no memcheck watched its buffers' ends in the first stage,
+    so poison surveys them in the second (it leaves guards only to a memcheck that watched them)."""
+    fake = registry.load_source(registry.Source(str(CHECKOUT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_poison.py"),
+                                                None, "tests"))
+    case = next(c for c in fake.build() if c.variant == "undeclared_overread")
+    runner = Runner(RunOptions(mode=MODES["complete"], workdir=tmp_path / "w", gpu_available=True,
+                               sanitizer=fake_memcheck(tmp_path, []), python=interpreter, timeout_scale=0.5))
+    [result] = runner.run([(fake, case)])
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
+    assert [(f.detector, f.buffer, f.region) for f in result.findings] == [(POISON, "x", "past_end")]
+    assert [s["mode"] for s in result.details["stages"]] == ["both", "values"]
