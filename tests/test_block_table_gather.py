@@ -133,34 +133,46 @@ def test_missing_vendor_is_unsupported_with_how_to_get(tmp_path):
         V.source_file("0.33.0", vendor=tmp_path)
 
 
-def test_the_published_kernels_match_the_model_under_the_triton_interpreter(monkeypatch, tmp_path):
+_INTERPRETED_CHECK = """
+import torch
+from gpu_memsafety.kernels.block_table_gather import cases as C, layout as L, vllm_kernel as V
+for version in L.VERSIONS:
+    kernel = V.load(version)
+    for shape in C.SHAPES:
+        g, real = C.gather(shape, "padded")
+        tokens, width = len(g.topk), len(g.topk[0])
+        valid = torch.tensor([r < real for r in g.token_to_req])
+        table = torch.randint(1, 1 << 16, (g.rows, g.stride), dtype=torch.int32)
+        table[real:] = L.NULL_BLOCK_ID
+        topk = torch.tensor(g.topk, dtype=torch.int32)
+        slots = torch.empty((tokens, width), dtype=torch.int32)
+        lens = torch.empty(tokens, dtype=torch.int32)
+        kernel[(tokens,)](slots, slots.stride(0), lens, topk, topk.stride(0), width,
+                          torch.tensor(g.token_to_req, dtype=torch.int32), table, table.stride(0), g.block_size,
+                          valid, TRITON_BLOCK_SIZE=L.TRITON_BLOCK_SIZE)
+        for t in range(tokens):
+            assert slots[t].tolist() == L.slot_ids(g, table.tolist(), t), (version, shape, t)
+            assert lens[t].item() == L.topk_len(g, t, bool(valid[t])), (version, shape, t)
+print("checked", len(L.VERSIONS), "versions")
+"""
+
+
+def test_the_published_kernels_match_the_model_under_the_triton_interpreter(tmp_path):
     """The real vLLM kernels (both copies) on the CPU: the tokens whose loads stay in the table get the model's
     slot ids and lengths. Needs `make upstream --all` (the vLLM wheels are GPU-only fetches): skipped, and said
-    so, where .vendor/ lacks them."""
-    import torch
+    so, where .vendor/ lacks them. In a child process: the interpreter must be on when triton is first imported
+    (triton.language's own jit functions are interpreted only then), which an earlier test of this process may
+    already have done without it."""
+    import os
+    import subprocess
+    import sys
 
     from gpu_memsafety.cli import upstream as U
     missing = [v for v in L.VERSIONS if U.unpacked(U.artifact(f"vllm-{v}")) is None]
     if missing:
         pytest.skip(f"vLLM {', '.join(missing)} not unpacked: `python -m gpu_memsafety.cli.upstream --only vllm-...`")
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setenv("GPU_MEMSAFETY_CACHE", str(tmp_path))
-    V.load.cache_clear()
-    for version in L.VERSIONS:
-        kernel = V.load(version)
-        for shape in C.SHAPES:
-            g, real = C.gather(shape, "padded")
-            tokens, width = len(g.topk), len(g.topk[0])
-            valid = torch.tensor([r < real for r in g.token_to_req])
-            table = torch.randint(1, 1 << 16, (g.rows, g.stride), dtype=torch.int32)
-            table[real:] = L.NULL_BLOCK_ID
-            topk = torch.tensor(g.topk, dtype=torch.int32)
-            slots = torch.empty((tokens, width), dtype=torch.int32)
-            lens = torch.empty(tokens, dtype=torch.int32)
-            kernel[(tokens,)](slots, slots.stride(0), lens, topk, topk.stride(0), width,
-                              torch.tensor(g.token_to_req, dtype=torch.int32), table, table.stride(0), g.block_size,
-                              valid, TRITON_BLOCK_SIZE=L.TRITON_BLOCK_SIZE)
-            for t in range(tokens):
-                assert slots[t].tolist() == L.slot_ids(g, table.tolist(), t), (version, shape, t)
-                assert lens[t].item() == L.topk_len(g, t, bool(valid[t])), (version, shape, t)
-    V.load.cache_clear()
+    env = dict(os.environ, TRITON_INTERPRET="1", GPU_MEMSAFETY_CACHE=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", _INTERPRETED_CHECK], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"checked {len(L.VERSIONS)} versions" in done.stdout
