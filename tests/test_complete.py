@@ -190,9 +190,9 @@ def test_no_stage_for_the_scenario_is_not_applicable_with_the_reason() -> None:
 def test_workers_per_gpu_come_from_its_memory_the_cores_and_the_matrix() -> None:
     from gpu_memsafety.fixtures.gpus import auto_workers, scenario_workers
     h200 = 143_771                                                  # MiB, as NVML reports an H200
-    assert scenario_workers([h200], 16, 366) == 5                   # the cores decide: 16 // 3
-    assert scenario_workers([h200, h200], 32, 366) == 10
-    assert scenario_workers([h200], 64, 366) == 6                   # at most 6 per GPU
+    assert scenario_workers([h200], 16, 366) == 8                   # the cores decide: 16 // 2
+    assert scenario_workers([h200, h200], 32, 366) == 16
+    assert scenario_workers([h200], 64, 366) == 8                   # at most 8 per GPU
     assert scenario_workers([24_576], 16, 366) == 1                 # 24 GiB: one worker's worth
     assert scenario_workers([h200], 16, 10) == 2                    # a small matrix needs few
     assert scenario_workers([h200, h200], 2, 10) == 2               # never fewer than one per GPU

@@ -330,6 +330,33 @@ def test_a_stray_access_in_a_batch_reruns_its_cases_one_per_process_blaming_none
     assert result.outcome is Outcome.FINDING and result.findings[0].kind == OVERWRITE
 
 
+def test_a_stray_access_reruns_alone_only_the_cases_whose_kernel_made_it() -> None:
+    """planted_oob's far write in a batch of nine: the record names the far-write kernel, which one case launched;
+    that case reruns alone and its batch mates are judged on the batch's run (before: all nine reran, one
+    process each)."""
+    far_case, mate, other = (Case("fake", "v", {"n": N}, name) for name in ("far", "mate", "other"))
+    sc = scenario()
+    results = {0: replace(worker(), case_id=far_case.id, kernel="planted_far_write"),
+               1: replace(worker(), case_id=mate.id, kernel="planted_copy_sum", buffers=[buffer("src", BASE + (1 << 30))]),
+               2: replace(worker(), case_id=other.id, kernel="planted_copy_sum", buffers=[buffer("src", BASE + (2 << 30))])}
+    far = access(address=BASE - (1 << 31), direction="write", kernel="planted_far_write")
+    read_past_mate = access(address=BASE + (1 << 30) + N, kernel="planted_copy_sum")
+    items = [(sc, far_case), (sc, mate), (sc, other)]
+    judged = Judge(MODES["memcheck"], GPU).judge_batch(items, Batch(results=results, sanitizer=memcheck_run(far, read_past_mate)))
+    assert judged.alone == [far_case.id] and judged.rest == [0]
+    done = {r.case_id: r for r in judged.done}
+    assert set(done) == {mate.id, other.id}
+    assert done[mate.id].outcome is Outcome.FINDING and done[mate.id].findings[0].buffer == "src"
+    assert done[other.id].outcome is Outcome.CLEAN
+    # a record that names no kernel of the batch (or a case that died without a result) still reruns them all
+    nameless = access(address=BASE - (1 << 31), direction="write", kernel="somebody_else")
+    judged = Judge(MODES["memcheck"], GPU).judge_batch(items, Batch(results=results, sanitizer=memcheck_run(nameless)))
+    assert judged.done == [] and judged.alone == [far_case.id, mate.id, other.id]
+    died = {0: results[0], 1: results[1]}
+    judged = Judge(MODES["memcheck"], GPU).judge_batch(items, Batch(results=died, crashed={2: "died"}, sanitizer=memcheck_run(far)))
+    assert judged.done == [] and set(judged.alone) == {far_case.id, mate.id, other.id}
+
+
 # ------------------------------------------------------------------ real H200 output: the 34 probes, 64 Imprecise
 
 def test_real_h200_mxfp4_run_is_an_expected_finding_with_its_api_errors_kept(tmp_path: Path) -> None:

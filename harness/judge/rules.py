@@ -44,7 +44,7 @@ from gpu_memsafety.judge.verdict import Assessment, assess, conclude
 from gpu_memsafety.model import GUARD_PAGE, CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
-from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records
+from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records, stray_owners
 from gpu_memsafety.scenario.definition import Case, Scenario
 
 Item = tuple[Scenario, Case]
@@ -139,8 +139,14 @@ class Judge:
         to run again one per process (sanitizer records that map to no buffer of a multi-case batch: only a
         process of its own can say which case made them, and no other case is blamed)."""
         placed = place_sanitizer_records(items, batch.results, batch.sanitizer) if batch.sanitizer else Placed()
+        ran = [i for i in range(len(items)) if i in batch.results or i in batch.crashed or i in batch.timed_out]
+        owners = stray_owners(placed.strays, items, batch.results) if placed.strays else []
+        if placed.strays and len(items) > 1 and all(i in batch.results for i in ran) and len(owners) < len(ran):
+            # Every case that started left a result, and the records name the kernels of only some: those rerun
+            # one per process, the others are judged on this run.
+            placed.alone += [c for c in owners if c not in placed.alone]
+            placed.strays = []
         if placed.strays and len(items) > 1:
-            ran = [i for i in range(len(items)) if i in batch.results or i in batch.crashed or i in batch.timed_out]
             note = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer; rerunning {len(ran)} "
                     f"cases one per process")
             return Judged([], list(range(len(items))), [items[i][1].id for i in ran], note)

@@ -230,6 +230,19 @@ def lost_record(run: SanitizerRun, placed_kernels: set[str], unplaced: Sequence[
             and all(r.category == API_ERROR and api_error_class(r) == "kernel" for r in unplaced))
 
 
+def stray_owners(strays: Sequence[Finding], items: Sequence[Item], results: Mapping[int, WorkerResult]) -> list[str]:
+    """The cases of a multi-case batch that may have made its stray accesses (accesses no buffer holds): those
+    whose kernel (RunInfo.kernel) the record names; every case that left a result when a record names none of
+    them. Only these need a process of their own to say whose the access is: the others' own records are placed
+    by address."""
+    kernels = _kernels(items, results)
+    owners: list[str] = []
+    for finding in strays:
+        named = [case_id for case_id, label in kernels.items() if label and finding.kernel and label in finding.kernel]
+        owners += [c for c in (named or list(kernels)) if c not in owners]
+    return owners
+
+
 def _kernels(items: Sequence[Item], results: Mapping[int, WorkerResult]) -> dict[str, str]:
     """Case id -> the kernel it launched (RunInfo.kernel; the scenario's label when the case died in the launch and
     left none), in batch order: what a record without an address is assigned by."""

@@ -19,8 +19,10 @@
 # Everything under $OUT: summary.txt (every case, finding, message), steps.txt, env.txt, timing.txt, counts.txt,
 # reports.tgz (report.json, junit.xml, summary.md and the pytest log of every step). Each step logs and goes on.
 #   overhead  test_mxfp.py's 9 quant/dequant tests under memcheck in one sanitized child, then one child per test.
+#   warm      (PART=warm only) the routing/mxfp/swiglu/compaction tests plain and under markers, twice each after a
+#             cold pass of both: markers' overhead with Triton's cache warm; then calib plain and pages.
 #   BUDGET=430 (s for the whole call; steps run in this order until it is spent: calib markers and memcheck,
-#   k2880, tk, overhead, calib plain and pages); PART=all|calib|tk|k2880|overhead
+#   k2880, tk, overhead, calib plain and pages); PART=all|calib|tk|k2880|overhead|warm
 set -u
 set -o pipefail
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
@@ -82,6 +84,17 @@ if [ "$PART" = all ] || [ "$PART" = overhead ]; then  # memcheck batched vs one 
   guarded over-memcheck-batch 90 "$SUITE" memcheck tests/test_mxfp.py -k quant_dequant --gpu-memsafety-timeout 80
   guarded over-memcheck-per-test 150 "$SUITE" memcheck tests/test_mxfp.py -k quant_dequant --gpu-memsafety-batch 1 \
     --gpu-memsafety-timeout 60
+fi
+if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on both sides (run 22 and 24a were cold)
+  W=${WARM_SUBSET:-"tests/test_routing.py tests/test_mxfp.py tests/test_swiglu.py tests/test_compaction.py"}
+  hs warm-plain-cold 150 "$SUITE" $W                               # fills Triton's cache (not timed against)
+  guarded warm-markers-cold 150 "$SUITE" markers $W                # the shim's build, and any kernel left
+  for k in 1 2; do
+    hs "warm-plain-$k" 90 "$SUITE" $W
+    guarded "warm-markers-$k" 90 "$SUITE" markers $W
+  done
+  hs calib-plain 60 "$CAL" test_calib.py
+  guarded calib-pages 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill" --gpu-memsafety-timeout 80
 fi
 if [ "$PART" = all ] || [ "$PART" = calib ]; then     # what is left of the budget
   hs calib-plain 60 "$CAL" test_calib.py
