@@ -22,7 +22,7 @@
 #   warm      (PART=warm only) the routing/mxfp/swiglu/compaction tests plain and under markers, twice each after a
 #             cold pass of both: markers' overhead with Triton's cache warm; then calib plain and pages.
 #   BUDGET=430 (s for the whole call; steps run in this order until it is spent: calib markers and memcheck,
-#   k2880, tk, overhead, calib plain and pages); PART=all|calib|tk|k2880|overhead|warm
+#   k2880, tk, overhead, calib plain and pages); PART=all|calib|tk|k2880|overhead|warm|pages
 set -u
 set -o pipefail
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
@@ -84,6 +84,9 @@ if [ "$PART" = all ] || [ "$PART" = overhead ]; then  # memcheck batched vs one 
   guarded over-memcheck-batch 90 "$SUITE" memcheck tests/test_mxfp.py -k quant_dequant --gpu-memsafety-timeout 80
   guarded over-memcheck-per-test 150 "$SUITE" memcheck tests/test_mxfp.py -k quant_dequant --gpu-memsafety-batch 1 \
     --gpu-memsafety-timeout 60
+fi
+if [ "$PART" = pages ]; then   # pages mode alone on the calibration suite (the shim's build included)
+  guarded calib-pages 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill or read_one_past" --gpu-memsafety-timeout 80
 fi
 if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on both sides (run 22 and 24a were cold)
   W=${WARM_SUBSET:-"tests/test_routing.py tests/test_mxfp.py tests/test_swiglu.py tests/test_compaction.py"}
