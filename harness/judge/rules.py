@@ -145,7 +145,11 @@ class Judge:
             # Every case that started left a result, and the records name the kernels of only some: those rerun
             # one per process, the others are judged on this run.
             placed.alone += [c for c in owners if c not in placed.alone]
+            strays = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer and name the kernel "
+                      f"of {len(owners)} of the {len(items)} cases; ")
             placed.strays = []
+        else:
+            strays = ""
         if placed.strays and len(items) > 1:
             note = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer; rerunning {len(ran)} "
                     f"cases one per process")
@@ -194,7 +198,7 @@ class Judge:
             why = ("memcheck ended the kernel and lost the access record" if all(items[i][1].id in lost for i in rerun)
                    else f"{self.mode.sanitizer} records name a kernel that {len(rerun)} cases of the batch launched (or "
                         "none), or memcheck lost the access record that ended a kernel")
-            note = f"{why}: rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
+            note = f"{strays or why + ': '}rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
             return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note, probe)
         return Judged(done, rest, probe=probe)
 
