@@ -67,6 +67,10 @@ CONTRADICTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "clean missing a detector": (lambda d: clean(d)["detectors"].append({"detector": "memcheck", "ran": False,
                                                                          "detail": "", "missing": True}),
                                  r"is 'clean' but memcheck should have run and could not"),
+    "partial for another detector": (lambda d: (clean(d)["detectors"].append({"detector": "memcheck", "ran": False,
+                                                                              "detail": "", "missing": True}),
+                                                 clean(d)["details"].update(partial={"poison": "no GPU"})),
+                                     r"is 'clean' but memcheck should have run and could not"),
     "known bug without findings": (lambda d: known(d).update(findings=[]),
                                    r"is 'expected finding' but the case lists no finding"),
     "known bug expecting clean": (lambda d: known(d).update(expected="clean"),
@@ -113,3 +117,20 @@ def test_a_finding_a_baseline_accepted_is_recorded_and_reads_back() -> None:
     assert [e["finding"] for e in accepted.details["baseline"]] == [finding().key()]
     doc = build_report([accepted], {}, started="s", finished="f", argv=[])
     assert validate_report(json.loads(report_json_text(doc)))["summary"]["status"] == "passed"
+
+
+def test_a_case_judged_on_what_ran_says_partial_and_so_does_the_headline() -> None:
+    """Mode complete without a GPU: poison saw the expected read, memcheck could not run. The case is an expected
+    finding marked partial (details.partial names memcheck); every reader accepts it and the headline says
+    'passed, partial', never a plain pass (a CPU run of planted_inside refused its own report before)."""
+    from gpu_memsafety.report.render import headline
+
+    def partial_memcheck(d: dict[str, Any]) -> None:
+        for case in (clean(d), known(d)):
+            case["detectors"].append({"detector": "memcheck", "ran": False, "detail": "needs a CUDA GPU", "missing": True})
+            case["details"]["partial"] = {"memcheck": "needs a CUDA GPU; found none"}
+        d["cases"] = [c for c in d["cases"] if c["outcome"] != "crashed"]
+    doc = validate_report(edit(partial_memcheck))
+    assert doc["summary"]["status"] == "passed"
+    head = headline(doc)
+    assert head.partial and "partial" in head.word
