@@ -8,6 +8,8 @@ small fakes at the end.
 """
 from __future__ import annotations
 
+import json
+
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,6 +104,12 @@ def test_without_a_gpu_the_interpreter_runs_guard_poison_and_uninit_and_the_case
     assert "partial" in read.message
     clean = results[CLEAN_X]
     assert clean.outcome is Outcome.CLEAN and MEMCHECK in clean.details["partial"], clean.message
+    # the report the run writes is one every reader accepts, and says partial (it refused itself before)
+    from gpu_memsafety.report import build_report, report_json_text, validate_report
+    from gpu_memsafety.report.render import headline
+    doc = validate_report(json.loads(report_json_text(build_report(list(results.values()), {"gpus": [], "python": "3"},
+                                                                   started="s", finished="f", argv=[]))))
+    assert headline(doc).word == "passed, partial"
 
 
 # --------------------------------------------------------------------------------- adding the stages up
