@@ -35,7 +35,7 @@ void planted_launch(uintptr_t src, uintptr_t dst, uintptr_t total, long long n, 
 
 // Sums float4 vectors 0 .. nvec: with nvec = ceil(n / 4) for n floats, the last vector's tail reads past the
 // end when n % 4 != 0 (a 16-byte load that starts inside and ends outside).
-extern "C" __global__ void planted_vec16_sum(const float4* src, float* total, long long nvec) {
+extern "C" __global__ void planted_vec16_sum_cuda(const float4* src, float* total, long long nvec) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < nvec) {
     float4 v = src[i];
@@ -44,7 +44,7 @@ extern "C" __global__ void planted_vec16_sum(const float4* src, float* total, lo
 }
 
 // The correct version: float4 vectors over the first n / 4 * 4 floats, then a scalar tail.
-extern "C" __global__ void planted_vec16_tail_sum(const float* src, float* total, long long n) {
+extern "C" __global__ void planted_vec16_tail_sum_cuda(const float* src, float* total, long long n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   long long nvec = n / 4;
   if (i < nvec) {
@@ -56,14 +56,14 @@ extern "C" __global__ void planted_vec16_tail_sum(const float* src, float* total
 }
 
 // Atomic add of 0x01010101 (every byte changes) to dst[0 .. n + extra): extra elements past the end.
-extern "C" __global__ void planted_atomic_past_end(int* dst, long long n, long long extra) {
+extern "C" __global__ void planted_atomic_past_end_cuda(int* dst, long long n, long long extra) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n + extra) atomicAdd(dst + i, 0x01010101);
 }
 
 // A row offset computed in 32 bits: row * stride wraps (32768 * 65536 = 2^31 -> -2^31), so the bytes land
 // 2 GiB before dst.
-extern "C" __global__ void planted_far_write(uint8_t* dst, int row, int stride, int count) {
+extern "C" __global__ void planted_far_write_cuda(uint8_t* dst, int row, int stride, int count) {
   int t = threadIdx.x;
   if (t < count) {
     int off = (int)((unsigned)row * (unsigned)stride) + t;
@@ -77,13 +77,13 @@ void planted_calibration_launch(int which, uintptr_t buf, uintptr_t total, long 
   int threads = 256;
   if (which == 0) {         // vec16 overread: n floats, ceil(n / 4) vectors
     long long nvec = (n + 3) / 4;
-    planted_vec16_sum<<<(int)((nvec + threads - 1) / threads), threads, 0, s>>>((const float4*)buf, (float*)total, nvec);
+    planted_vec16_sum_cuda<<<(int)((nvec + threads - 1) / threads), threads, 0, s>>>((const float4*)buf, (float*)total, nvec);
   } else if (which == 1) {  // vec16 with a scalar tail (correct)
     long long work = n / 4 + n % 4;
-    planted_vec16_tail_sum<<<(int)((work + threads - 1) / threads), threads, 0, s>>>((const float*)buf, (float*)total, n);
+    planted_vec16_tail_sum_cuda<<<(int)((work + threads - 1) / threads), threads, 0, s>>>((const float*)buf, (float*)total, n);
   } else if (which == 2) {  // atomic past the end
-    planted_atomic_past_end<<<(int)((n + extra + threads - 1) / threads), threads, 0, s>>>((int*)buf, n, extra);
+    planted_atomic_past_end_cuda<<<(int)((n + extra + threads - 1) / threads), threads, 0, s>>>((int*)buf, n, extra);
   } else {                  // far write from a wrapped int32 row offset
-    planted_far_write<<<1, 32, 0, s>>>((uint8_t*)buf, (int)n, (int)extra, 4);
+    planted_far_write_cuda<<<1, 32, 0, s>>>((uint8_t*)buf, (int)n, (int)extra, 4);
   }
 }
