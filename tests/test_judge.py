@@ -357,6 +357,34 @@ def test_a_stray_access_reruns_alone_only_the_cases_whose_kernel_made_it() -> No
     assert judged.done == [] and set(judged.alone) == {far_case.id, mate.id, other.id}
 
 
+def test_a_stray_its_claimed_owner_does_not_repeat_alone_stays_a_finding_never_dropped() -> None:
+    """A batch mate whose kernel label is not its kernel's name made the stray, whose kernel name holds another
+    case's label: that case reruns alone and makes no such access. The record is not dropped with the mate's
+    pass: it stays on the case that claimed it, a finding that says its owner is not known."""
+    claimer, mislabelled = Case("fake", "v", {"n": N}, "claimer"), Case("fake", "v", {"n": N}, "mislabelled")
+    sc = scenario()
+    results = {0: replace(worker(), case_id=claimer.id, kernel="planted_copy_sum"),
+               1: replace(worker(), case_id=mislabelled.id, kernel="my_label", buffers=[buffer("src", BASE + (1 << 30))])}
+    stray = access(address=BASE - (1 << 31), direction="write", kernel="planted_copy_sum_cuda")
+    judge = Judge(MODES["memcheck"], GPU)
+    judged = judge.judge_batch([(sc, claimer), (sc, mislabelled)], Batch(results=results, sanitizer=memcheck_run(stray)))
+    assert judged.alone == [claimer.id]
+    [mate] = judged.done
+    assert mate.case_id == mislabelled.id and mate.outcome is Outcome.CLEAN    # judged on the batch, as narrowed
+    alone = judge.judge_batch([(sc, claimer)], Batch(results={0: results[0]}, sanitizer=memcheck_run()))
+    [result] = alone.done
+    assert result.outcome is Outcome.FINDING, result.message
+    [finding] = result.findings
+    assert finding.kernel == "planted_copy_sum_cuda" and "not when this case ran alone" in finding.note
+    # repeated alone: the case's own finding, nothing added
+    judge = Judge(MODES["memcheck"], GPU)
+    judge.judge_batch([(sc, claimer), (sc, mislabelled)], Batch(results=results, sanitizer=memcheck_run(stray)))
+    alone = judge.judge_batch([(sc, claimer)], Batch(results={0: results[0]}, sanitizer=memcheck_run(stray)))
+    [result] = alone.done
+    assert [f.kernel for f in result.findings] == ["planted_copy_sum_cuda"]
+    assert "not when this case ran alone" not in result.findings[0].note
+
+
 # ------------------------------------------------------------------ real H200 output: the 34 probes, 64 Imprecise
 
 def test_real_h200_mxfp4_run_is_an_expected_finding_with_its_api_errors_kept(tmp_path: Path) -> None:

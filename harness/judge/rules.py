@@ -31,7 +31,7 @@ The rules, in order (each has a test in tests/test_judge.py):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from gpu_memsafety.detectors import pageprobe
@@ -110,6 +110,9 @@ class Judge:
         self.lost_records: dict[str, list[dict[str, Any]]] = {}
         # The buffer map of each case judged from evidence: what a later stage of a staged mode may still look at
         self.buffer_maps: dict[str, list[dict[str, Any]]] = {}
+        # Stray records of a batch claimed, by their kernel's name, by a case sent to run alone: its own run must
+        # show an access of that kernel, or the record (whose owner is then unknown) stays on it as a finding
+        self.stray_claims: dict[str, list[Finding]] = {}
 
     # -- before anything runs -------------------------------------------------------------------------
     def gate(self, scenario: Scenario, case: Case) -> CaseResult | None:
@@ -145,6 +148,8 @@ class Judge:
             # Every case that started left a result, and the records name the kernels of only some: those rerun
             # one per process, the others are judged on this run.
             placed.alone += [c for c in owners if c not in placed.alone]
+            for owner in owners:
+                self.stray_claims[owner] = list(placed.strays)
             strays = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer and name the kernel "
                       f"of {len(owners)} of the {len(items)} cases; ")
             placed.strays = []
@@ -173,8 +178,10 @@ class Judge:
             if probing is not None:
                 probe[index] = (batch.results[index], probing)
             elif index in batch.results:
-                ev = Evidence(scenario, case, batch.results[index], self.mode, batch.sanitizer,
-                              tuple(placed.findings.get(case.id, ())))
+                found = placed.findings.get(case.id, [])
+                if len(items) == 1 and case.id in self.stray_claims:
+                    found = found + unreproduced(self.stray_claims.pop(case.id), found)
+                ev = Evidence(scenario, case, batch.results[index], self.mode, batch.sanitizer, tuple(found))
                 result = self.judge_case(ev)
                 if placed.details:
                     result.details["sanitizer_records"] = placed.details
@@ -395,3 +402,13 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
                                   for seen, entry in diff.accepted]   # read by report.baselines and report.load
     return result
 
+
+
+def unreproduced(claimed: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:
+    """The stray records a case was sent to run alone for (their kernel has its name) that its own run did not
+    repeat: no access of their kernel. Their owner is then not known (a batch mate whose kernel label is not its
+    kernel's name may have made them), so they stay findings of this case, saying so: never dropped."""
+    kernels = {f.kernel for f in found}
+    note = ("seen in its batch's run and not when this case ran alone: which case of the batch made it is not known "
+            "(a kernel label that is not the launched kernel's name?)")
+    return [replace(f, note=f"{f.note}; {note}" if f.note else note) for f in claimed if f.kernel not in kernels]
