@@ -393,3 +393,13 @@ def test_pin_sets_oldest_is_the_release_series_of_each_lower_bound() -> None:
         old = Requirement(pin_sets.oldest(req))
         low = next(s.version for s in Requirement(req).specifier if s.operator == ">=")
         assert old.specifier.contains(low) and Requirement(req).specifier.contains(low), (req, old)
+
+
+def test_the_setuptools_that_builds_the_checkout_has_bdist_wheel_built_in() -> None:
+    """A fresh Python 3.10 venv ships setuptools 65.5, which satisfied the old `>=64` and then failed the editable
+    install with "invalid command 'bdist_wheel'" (it needs the separate `wheel` package before 70.1). bootstrap
+    asks for a setuptools with it built in, and the build system pyproject.toml declares says the same."""
+    import re
+    pin = re.fullmatch(r"setuptools>=(\d+)\.(\d+)", bootstrap.SETUPTOOLS)
+    assert pin and (int(pin[1]), int(pin[2])) >= (70, 1), bootstrap.SETUPTOOLS
+    assert f'requires = ["{bootstrap.SETUPTOOLS}"]' in (ROOT / "pyproject.toml").read_text()

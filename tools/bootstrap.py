@@ -40,7 +40,8 @@ REACH_TIMEOUT_S = 15        # how long to wait for PyTorch's CPU index before ta
 MIN_PIP = (23, 2)           # reads the metadata PyPI publishes (PEP 658/714): picking a torch whose triton fits
                             # the pin then downloads no wheel per candidate (older pips fetch each ~1 GB torch)
 RUNNER_STACK = ("torch", "triton", "numpy")   # a GPU runner's own set: reused as it is, never reinstalled offline
-SETUPTOOLS = "setuptools>=64"     # builds the editable install of the checkout (PEP 660)
+SETUPTOOLS = "setuptools>=70.1"   # builds the editable install of the checkout (PEP 660); bdist_wheel is built in
+                                   # only since 70.1 (Python 3.10's venv ships 65.5, which needs the `wheel` package)
 PYPI_TORCH = "pypi-torch"   # the optional-dependencies group naming PyPI's torch releases whose triton fits   # never asked of pip when torch is already there: the runner's stay
 
 
