@@ -178,7 +178,12 @@ class Assigned:
 def owner_candidates(rec: SanitizerRecord, kernels: Mapping[str, str]) -> list[str]:
     """Cases of a batch whose kernel (RunInfo.kernel, a label such as 'planted_reduce_race' or a Triton
     name's prefix) is the record's kernel; every case when none is."""
-    named = [case_id for case_id, label in kernels.items() if label and label in rec.kernel]
+    return kernel_owners(rec.kernel, kernels)
+
+
+def kernel_owners(kernel: str, kernels: Mapping[str, str]) -> list[str]:
+    """Cases (case id -> kernel label) whose label the kernel name holds; every case when none does."""
+    named = [case_id for case_id, label in kernels.items() if label and label in kernel]
     return named or list(kernels)
 
 

@@ -238,8 +238,7 @@ def stray_owners(strays: Sequence[Finding], items: Sequence[Item], results: Mapp
     kernels = _kernels(items, results)
     owners: list[str] = []
     for finding in strays:
-        named = [case_id for case_id, label in kernels.items() if label and finding.kernel and label in finding.kernel]
-        owners += [c for c in (named or list(kernels)) if c not in owners]
+        owners += [c for c in hazards.kernel_owners(finding.kernel, kernels) if c not in owners]
     return owners
 
 
