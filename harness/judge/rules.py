@@ -142,23 +142,21 @@ class Judge:
         to run again one per process (sanitizer records that map to no buffer of a multi-case batch: only a
         process of its own can say which case made them, and no other case is blamed)."""
         placed = place_sanitizer_records(items, batch.results, batch.sanitizer) if batch.sanitizer else Placed()
-        ran = [i for i in range(len(items)) if i in batch.results or i in batch.crashed or i in batch.timed_out]
-        owners = stray_owners(placed.strays, items, batch.results) if placed.strays else []
-        if placed.strays and len(items) > 1 and all(i in batch.results for i in ran) and len(owners) < len(ran):
+        narrowed = ""
+        if placed.strays and len(items) > 1:
+            ran = [i for i in range(len(items)) if i in batch.results or i in batch.crashed or i in batch.timed_out]
+            owners = stray_owners(placed.strays, items, batch.results)
+            if len(owners) >= len(ran) or any(i not in batch.results for i in ran):
+                note = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer; rerunning "
+                        f"{len(ran)} cases one per process")
+                return Judged([], list(range(len(items))), [items[i][1].id for i in ran], note)
             # Every case that started left a result, and the records name the kernels of only some: those rerun
             # one per process, the others are judged on this run.
             placed.alone += [c for c in owners if c not in placed.alone]
             for owner in owners:
                 self.stray_claims[owner] = list(placed.strays)
-            strays = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer and name the kernel "
-                      f"of {len(owners)} of the {len(items)} cases; ")
-            placed.strays = []
-        else:
-            strays = ""
-        if placed.strays and len(items) > 1:
-            note = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer; rerunning {len(ran)} "
-                    f"cases one per process")
-            return Judged([], list(range(len(items))), [items[i][1].id for i in ran], note)
+            narrowed = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer and name the "
+                        f"kernel of {len(owners)} of the {len(items)} cases; ")
         alone = placed.alone if len(items) > 1 else []
         done: list[CaseResult] = []
         rest: list[int] = []
@@ -205,7 +203,7 @@ class Judge:
             why = ("memcheck ended the kernel and lost the access record" if all(items[i][1].id in lost for i in rerun)
                    else f"{self.mode.sanitizer} records name a kernel that {len(rerun)} cases of the batch launched (or "
                         "none), or memcheck lost the access record that ended a kernel")
-            note = f"{strays or why + ': '}rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
+            note = f"{narrowed or why + ': '}rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
             return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note, probe)
         return Judged(done, rest, probe=probe)
 
