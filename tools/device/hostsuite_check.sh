@@ -88,7 +88,7 @@ fi
 if [ "$PART" = pages ]; then   # pages mode alone on the calibration suite (the shim's build included)
   guarded calib-pages 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill or read_one_past" --gpu-memsafety-timeout 80
 fi
-if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on both sides (run 22 and 24a were cold)
+if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on both sides (runs 22 and 25 were cold)
   W=${WARM_SUBSET:-"tests/test_routing.py tests/test_mxfp.py tests/test_swiglu.py tests/test_compaction.py"}
   hs warm-plain-cold 150 "$SUITE" $W                               # fills Triton's cache (not timed against)
   guarded warm-markers-cold 150 "$SUITE" markers $W                # the shim's build, and any kernel left
@@ -96,10 +96,8 @@ if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on bo
     hs "warm-plain-$k" 90 "$SUITE" $W
     guarded "warm-markers-$k" 90 "$SUITE" markers $W
   done
-  hs calib-plain 60 "$CAL" test_calib.py
-  guarded calib-pages 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill" --gpu-memsafety-timeout 80
 fi
-if [ "$PART" = all ] || [ "$PART" = calib ]; then     # what is left of the budget
+if [ "$PART" = all ] || [ "$PART" = calib ] || [ "$PART" = warm ]; then     # what is left of the budget
   hs calib-plain 60 "$CAL" test_calib.py
   guarded calib-pages 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill" --gpu-memsafety-timeout 80
 fi
