@@ -60,7 +60,7 @@ def costs_of(doc: dict[str, Any]) -> tuple[list[schedule.Job], float, dict[str, 
     return jobs, startup, per_case
 
 
-def predict(jobs: Sequence[schedule.Job], gpus: int, per_gpu: int, startup: float, max_batch: int = 16) -> Prediction:
+def predict(jobs: Sequence[schedule.Job], gpus: int, per_gpu: int, startup: float, max_batch: int = 32) -> Prediction:
     workers = gpus * per_gpu
     batches = schedule.plan(jobs, workers, max_batch, startup)
     return Prediction(gpus, workers, len(batches), schedule.makespan(batches, workers),

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.model import DEFAULT_DETECTORS, DETECTORS, Expectation
+from gpu_memsafety.model import BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, SHARED, SHARED_MEMORY, Expectation, ExpectedFinding
 from gpu_memsafety.engine.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
@@ -213,6 +213,13 @@ class Scenario:
             raise ScenarioError(self.name, "cost_s", f"case {case.id}: expected a positive number of seconds, got {hint!r}")
         return float(hint)
 
+    def runs_alone(self, case: Case) -> bool:
+        """Whether the case gets a process of its own from the start: the scenario says so (`isolated`), or the
+        case is expected to leave records that name no buffer (a shared-memory access, a race, a barrier: racecheck's and synccheck's hazards), which
+        only its kernel's name can tie to a case: in a batch beside a case of the same kernel they would send both
+        to run again one per process (judge.rules), so the batch's run would be spent for nothing."""
+        return bool(self.isolated(case)) or any(_kernel_only(f) for f in self.expect(case).findings)
+
     def expectation(self, case: Case, arch: str = "") -> Expectation:
         """What `case` must show on `arch` (e.g. "sm_90"; "" when it ran on no GPU)."""
         if self.expect_on_arch is not None and arch not in ("", "cpu"):
@@ -255,3 +262,8 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     for name, values in axes.items():
         combos = [{**c, name: v} for c in combos for v in values]
     return combos
+
+
+def _kernel_only(finding: ExpectedFinding) -> bool:
+    """An expected finding whose sanitizer records carry no address in a buffer of the case."""
+    return finding.kind in (RACE, BARRIER) or finding.buffer == SHARED or finding.region == SHARED_MEMORY

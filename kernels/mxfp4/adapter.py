@@ -21,18 +21,24 @@ def copy_label(tk: str) -> str:
     return f"triton_kernels from {U.artifact(U.TRITON_KERNELS_COPIES[tk]).label}"
 
 
-def locate(tk: str) -> Any:
-    """The copy's triton_kernels, imported (switching from another copy this process used), or Unsupported."""
+def copy_problem(tk: str) -> str:
+    """Why copy `tk` does not apply with the installed triton ("" when it does): read from the package metadata
+    only (no import), so the planner can ask it too (such a case is over in a moment: not applicable)."""
     import importlib.metadata as metadata
 
-    from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import load_copy
-
-    art = U.artifact(U.TRITON_KERNELS_COPIES[tk])
     try:
         triton_version: str | None = metadata.version("triton")
     except metadata.PackageNotFoundError:
         triton_version = None
-    problem = U.triton_problem(art, triton_version)
+    return U.triton_problem(U.artifact(U.TRITON_KERNELS_COPIES[tk]), triton_version)
+
+
+def locate(tk: str) -> Any:
+    """The copy's triton_kernels, imported (switching from another copy this process used), or Unsupported."""
+    from gpu_memsafety.kernels.mxfp4.triton_kernels_locator import load_copy
+
+    art = U.artifact(U.TRITON_KERNELS_COPIES[tk])
+    problem = copy_problem(tk)
     if problem:   # a copy made for a newer triton does not apply here: not applicable, never a failure
         raise NotApplicable(f"{copy_label(tk)}: {problem}")
     folder = U.unpacked(art)

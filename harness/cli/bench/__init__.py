@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=_positive, default=20, help="timed launches per measurement (default 20)")
     ap.add_argument("--sizes-mib", default="64,256,1024", help="buffer sizes for the bandwidth part (MiB)")
     ap.add_argument("--sample", type=_positive, default=36, help="cases in the batched vs per-process comparison")
-    ap.add_argument("--batch-size", type=_positive, default=16, help="cases per sanitized process when batched (as make sanitize)")
+    ap.add_argument("--batch-size", type=_positive, default=32, help="cases per sanitized process when batched (as make sanitize)")
     ap.add_argument("--batch-mode", default="both", choices=("both", "memcheck"), help="mode of the batching and matrix parts")
     ap.add_argument("--child-timeout", type=_positive, default=1800, help="seconds before a measuring child is killed")
     ap.add_argument("--case-modes", default="guard_page,memcheck",

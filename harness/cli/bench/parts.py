@@ -27,7 +27,7 @@ from gpu_memsafety.util.progress import track, watch
 def default_cases(scenarios: dict[str, Scenario]) -> list[tuple[Scenario, Case]]:
     """gpt-oss-sized and smoke cases of every scenario (isolated variants excluded: they cannot batch)."""
     return [(s, c) for s in scenarios.values() for c in s.build()
-            if {"gpt-oss", "smoke"} & set(c.tags) and not s.isolated(c)]
+            if {"gpt-oss", "smoke"} & set(c.tags) and not s.runs_alone(c)]
 
 
 def matrix_cases(scenarios: dict[str, Scenario]) -> list[tuple[Scenario, Case]]:
@@ -36,7 +36,7 @@ def matrix_cases(scenarios: dict[str, Scenario]) -> list[tuple[Scenario, Case]]:
 
 def spread_sample(items: list[tuple[Scenario, Case]], n: int) -> list[tuple[Scenario, Case]]:
     """n non-isolated cases spread evenly over the matrix, every scenario represented when n allows."""
-    pool = [(s, c) for s, c in items if not s.isolated(c)]
+    pool = [(s, c) for s, c in items if not s.runs_alone(c)]
     by_scenario: dict[str, list[tuple[Scenario, Case]]] = {}
     for s, c in pool:
         by_scenario.setdefault(s.name, []).append((s, c))
