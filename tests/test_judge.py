@@ -385,6 +385,39 @@ def test_a_stray_its_claimed_owner_does_not_repeat_alone_stays_a_finding_never_d
     assert "not when this case ran alone" not in result.findings[0].note
 
 
+def test_two_strays_of_two_kernels_whose_names_nest_each_go_to_their_own_case_only() -> None:
+    """H200, after the planner put planted_oob's Triton and CUDA far writes in one batch: records of
+    `planted_far_write` and `planted_far_write_cuda`. The Triton case's label is in both names; it claims only its
+    own (the longer label is the CUDA case's), and each case claims only the records of its kernel. Alone, each
+    repeats its own far write: one finding each, no record of the other left on it as of unknown owner (before:
+    both cases `finding`, each carrying the other's record)."""
+    tri, cu, mate = (Case("fake", "v", {"n": N}, name) for name in ("tri", "cu", "mate"))
+    sc = scenario()
+    results = {0: replace(worker(), case_id=tri.id, kernel="planted_far_write"),
+               1: replace(worker(), case_id=cu.id, kernel="planted_far_write_cuda", buffers=[buffer("src", BASE + (1 << 30))]),
+               2: replace(worker(), case_id=mate.id, kernel="planted_copy_sum", buffers=[buffer("src", BASE + (2 << 30))])}
+    tri_write = access(address=BASE - (1 << 31), direction="write", kernel="planted_far_write")
+    cu_write = access(address=BASE + (1 << 30) - (1 << 31), direction="write", kernel="_Z22planted_far_write_cudaPfi")
+    judge = Judge(MODES["memcheck"], GPU)
+    items = [(sc, tri), (sc, cu), (sc, mate)]
+    judged = judge.judge_batch(items, Batch(results=results, sanitizer=memcheck_run(tri_write, cu_write)))
+    assert judged.alone == [tri.id, cu.id] and [r.case_id for r in judged.done] == [mate.id]
+    for index, (own, case) in enumerate([(tri_write, tri), (cu_write, cu)]):
+        alone = judge.judge_batch([(sc, case)], Batch(results={0: results[index]}, sanitizer=memcheck_run(own)))
+        [result] = alone.done
+        assert [f.kernel for f in result.findings] == [own.kernel], (case.id, result.findings)
+        assert "not when this case ran alone" not in result.findings[0].note
+
+
+def test_kernel_owners_keeps_the_most_specific_label() -> None:
+    from gpu_memsafety.detectors.hazards import kernel_owners
+    labels = {"a": "planted_far_write", "b": "planted_far_write_cuda", "c": "planted_far_write_cuda", "d": "x"}
+    assert kernel_owners("planted_far_write_cuda", labels) == ["b", "c"]
+    assert kernel_owners("_Z22planted_far_write_cudaPfi", labels) == ["b", "c"]
+    assert kernel_owners("planted_far_write", labels) == ["a"]
+    assert kernel_owners("nobody", labels) == ["a", "b", "c", "d"]
+
+
 # ------------------------------------------------------------------ real H200 output: the 34 probes, 64 Imprecise
 
 def test_real_h200_mxfp4_run_is_an_expected_finding_with_its_api_errors_kept(tmp_path: Path) -> None:

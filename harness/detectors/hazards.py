@@ -182,9 +182,13 @@ def owner_candidates(rec: SanitizerRecord, kernels: Mapping[str, str]) -> list[s
 
 
 def kernel_owners(kernel: str, kernels: Mapping[str, str]) -> list[str]:
-    """Cases (case id -> kernel label) whose label the kernel name holds; every case when none does."""
-    named = [case_id for case_id, label in kernels.items() if label and label in kernel]
-    return named or list(kernels)
+    """Cases (case id -> kernel label) whose label the kernel name holds, the most specific label only (a record of
+    `planted_far_write_cuda` is not also a `planted_far_write` case's, though that name holds the shorter label);
+    every case when none does."""
+    named = {case_id: label for case_id, label in kernels.items() if label and label in kernel}
+    longer = {label for label in named.values()}
+    return [case_id for case_id, label in named.items()
+            if not any(label != other and label in other for other in longer)] or list(kernels)
 
 
 def assign(records: Iterable[SanitizerRecord], kernels: Mapping[str, str], *, arch: str = "") -> Assigned:

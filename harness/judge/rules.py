@@ -153,8 +153,8 @@ class Judge:
             # Every case that started left a result, and the records name the kernels of only some: those rerun
             # one per process, the others are judged on this run.
             placed.alone += [c for c in owners if c not in placed.alone]
-            for owner in owners:
-                self.stray_claims[owner] = list(placed.strays)
+            for owner, claimed in owners.items():
+                self.stray_claims[owner] = claimed      # only the strays whose kernel names this case
             narrowed = (f"{sum(f.count for f in placed.strays)} sanitizer records map to no buffer and name the "
                         f"kernel of {len(owners)} of the {len(items)} cases; ")
         alone = placed.alone if len(items) > 1 else []

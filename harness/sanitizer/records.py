@@ -230,16 +230,18 @@ def lost_record(run: SanitizerRun, placed_kernels: set[str], unplaced: Sequence[
             and all(r.category == API_ERROR and api_error_class(r) == "kernel" for r in unplaced))
 
 
-def stray_owners(strays: Sequence[Finding], items: Sequence[Item], results: Mapping[int, WorkerResult]) -> list[str]:
-    """The cases of a multi-case batch that may have made its stray accesses (accesses no buffer holds): those
-    whose kernel (RunInfo.kernel) the record names; every case that left a result when a record names none of
-    them. Only these need a process of their own to say whose the access is: the others' own records are placed
-    by address."""
+def stray_owners(strays: Sequence[Finding], items: Sequence[Item],
+                 results: Mapping[int, WorkerResult]) -> dict[str, list[Finding]]:
+    """The cases of a multi-case batch that may have made its stray accesses (accesses no buffer holds), each with
+    the strays it may have made: those whose kernel (RunInfo.kernel) the record names; every case that left a
+    result when a record names none of them. Only these need a process of their own to say whose the access is:
+    the others' own records are placed by address. In batch order."""
     kernels = _kernels(items, results)
-    owners: list[str] = []
+    claims: dict[str, list[Finding]] = {}
     for finding in strays:
-        owners += [c for c in hazards.kernel_owners(finding.kernel, kernels) if c not in owners]
-    return owners
+        for case_id in hazards.kernel_owners(finding.kernel, kernels):
+            claims.setdefault(case_id, []).append(finding)
+    return claims
 
 
 def _kernels(items: Sequence[Item], results: Mapping[int, WorkerResult]) -> dict[str, str]:
