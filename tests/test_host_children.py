@@ -28,8 +28,10 @@ def test_strip_args_removes_what_a_child_must_not_inherit_in_every_spelling(args
 
 
 def test_child_argv_names_the_child_dir_and_turns_xdist_off(tmp_path: Path) -> None:
-    argv = children.child_argv(["tests", "-n", "2", "--gpu-memsafety=pages"], tmp_path, xdist=True)
+    argv = children.child_argv(["tests", "-n", "2", "--gpu-memsafety=pages", "--rootdir", "elsewhere"], tmp_path,
+                               xdist=True, rootdir=tmp_path / "root")
     assert argv[1:3] == ["-m", "pytest"] and "tests" in argv and f"--gpu-memsafety-child={tmp_path}" in argv
+    assert f"--rootdir={tmp_path / 'root'}" in argv and "elsewhere" not in argv       # the parent's, never another
     assert argv[-2:] == ["-n", "0"] and "--gpu-memsafety=pages" not in argv
     assert f"--basetemp={tmp_path / 'tmp'}" in argv
 

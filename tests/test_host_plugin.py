@@ -211,6 +211,29 @@ def test_memcheck_children_attribute_each_record_to_its_test_and_allocation(tmp_
     assert cases["test_reads_past_the_end"]["arch"] == "sm_fake"
 
 
+def test_children_collect_their_tests_when_the_report_dir_moves_the_rootdir(tmp_path: Path) -> None:
+    """H200 (session 7): a suite with no ini file, run a second time into the same report folder. pytest takes an
+    existing `--gpu-memsafety-report-dir DIR` for a path when it picks the rootdir (the plugin's options are not
+    known yet then), so the parent's rootdir became the folder above the suite, and the children, whose command
+    lacks that option, picked the suite's own folder: no planned test was collected, every one `crashed`. The
+    children now get the parent's rootdir."""
+    from host_fake import install_fake_memcheck
+    suite = make_suite(tmp_path)
+    (suite / "pytest.ini").unlink()
+    reports = tmp_path / "r"
+    reports.mkdir()                                          # a report folder from an earlier run
+    sanitizer = install_fake_memcheck(tmp_path)
+    proc = run(suite, "-p", "host_fake", "-p", "no:cacheprovider", "--gpu-memsafety=memcheck", "--gpu-memsafety-batch", "4",
+               "--gpu-memsafety-report-dir", str(reports), "-rA", "-q", env={"HOST_FAKE_SANITIZER": str(sanitizer)})
+    cases = report(reports)
+    ids = [c["id"] for c in json.loads((reports / "report.json").read_text())["cases"]]
+    assert ids and all(i.startswith("suite/test_suite.py::") for i in ids), ids    # the rootdir is the folder above
+    assert set(cases) == set(OWN), proc.stdout[-3000:]
+    assert not [n for n, c in cases.items() if c["outcome"] == "crashed"], proc.stdout[-3000:]
+    (finding,) = cases["test_reads_past_the_end"]["findings"]
+    assert (finding["region"], finding["bytes"]) == ("past_end", 4)
+
+
 def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
     run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r1"), "-q")

@@ -36,7 +36,7 @@ STRIPPED = {"--gpu-memsafety": None, "--gpu-memsafety-baseline": True, "--gpu-me
             "--junitxml": True, "--junit-xml": True, "--junit-prefix": True, "--report-log": True,
             "--basetemp": True, "--maxfail": True, "-x": False, "--exitfirst": False, "--pdb": False,
             "--trace": False, "--sw": False, "--stepwise": False, "--lf": False, "--last-failed": False,
-            "--ff": False, "--failed-first": False}
+            "--ff": False, "--failed-first": False, "--rootdir": True}
 # Environment a child must not inherit: it is not an xdist worker.
 STRIPPED_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST")
 
@@ -170,9 +170,15 @@ def strip_args(args: Sequence[str]) -> list[str]:
     return out
 
 
-def child_argv(args: Sequence[str], directory: Path, *, xdist: bool) -> list[str]:
-    argv = [sys.executable, "-m", "pytest", *strip_args(args), f"--gpu-memsafety-child={directory}", "-o", f"cache_dir={directory / 'cache'}",
-            f"--basetemp={directory / 'tmp'}"]
+def child_argv(args: Sequence[str], directory: Path, *, xdist: bool, rootdir: Path) -> list[str]:
+    """The parent's pytest command for a child: what it must not inherit stripped, its own directory, and the
+    parent's rootdir given outright. The plan names tests by the parent's node ids, which are relative to the
+    rootdir, and pytest picks the rootdir from the command line's paths before any plugin's options are known: the
+    value of `--gpu-memsafety-report-dir DIR` (stripped here) counts as such a path when DIR exists, so without it
+    the child could settle on another rootdir and collect none of the planned tests (H200, a second run into the
+    same report folder)."""
+    argv = [sys.executable, "-m", "pytest", *strip_args(args), f"--rootdir={rootdir}", f"--gpu-memsafety-child={directory}",
+            "-o", f"cache_dir={directory / 'cache'}", f"--basetemp={directory / 'tmp'}"]
     if xdist:
         argv += ["-n", "0"]
     return argv
