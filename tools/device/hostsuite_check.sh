@@ -19,8 +19,9 @@
 # Everything under $OUT: summary.txt (every case, finding, message), steps.txt, env.txt, timing.txt, counts.txt,
 # reports.tgz (report.json, junit.xml, summary.md and the pytest log of every step). Each step logs and goes on.
 #   overhead  test_mxfp.py's 9 quant/dequant tests under memcheck in one sanitized child, then one child per test.
-#   warm      (PART=warm only) the routing/mxfp/swiglu/compaction tests plain and under markers, twice each after a
-#             cold pass of both: markers' overhead with Triton's cache warm; then calib plain and pages.
+#   warm      (PART=warm only) the routing/mxfp/swiglu/compaction tests (WARM_SUBSET) plain and under markers, REPS
+#             times each (default 2), alternating, after a cold pass of both: markers' overhead with Triton's cache
+#             warm; then calib plain and pages, pages twice into one report folder.
 #   BUDGET=430 (s for the whole call; steps run in this order until it is spent: calib markers and memcheck,
 #   k2880, tk, overhead, calib plain and pages); PART=all|calib|tk|k2880|overhead|warm|pages
 set -u
@@ -92,7 +93,7 @@ if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on bo
   W=${WARM_SUBSET:-"tests/test_routing.py tests/test_mxfp.py tests/test_swiglu.py tests/test_compaction.py"}
   hs warm-plain-cold 150 "$SUITE" $W                               # fills Triton's cache (not timed against)
   guarded warm-markers-cold 150 "$SUITE" markers $W                # the shim's build, and any kernel left
-  for k in 1 2; do
+  for k in $(seq 1 "${REPS:-2}"); do
     hs "warm-plain-$k" 90 "$SUITE" $W
     guarded "warm-markers-$k" 90 "$SUITE" markers $W
   done
@@ -100,6 +101,10 @@ fi
 if [ "$PART" = all ] || [ "$PART" = calib ] || [ "$PART" = warm ]; then     # what is left of the budget
   hs calib-plain 60 "$CAL" test_calib.py
   guarded calib-pages 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill" --gpu-memsafety-timeout 80
+  # again into the same report folder: pytest then counts that folder when it picks the rootdir (the children must
+  # be given the parent's; before 24bc765 they collected nothing and every test was `crashed`)
+  guarded calib-pages-again 90 "$CAL" pages test_calib.py -k "store_one_past_the_end or clean_fill" --gpu-memsafety-timeout 80 \
+    --gpu-memsafety-report-dir "$R/calib-pages"
 fi
 
 "$PY" tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
