@@ -44,6 +44,15 @@ def test_a_buffer_finding_or_a_clean_case_is_batched_unless_the_scenario_isolate
         assert scenario.runs_alone(case)
 
 
+def test_an_expectation_that_raises_is_left_to_the_judge_not_the_planner() -> None:
+    def broken(case: Case) -> Expectation:
+        raise KeyError("a scenario bug")
+    scenario = Scenario(name="toy", summary="toy", adapter="m:f", params=(), variants=("v",),
+                        cases=lambda: [Case("toy", "v", {}, "v")], expect=broken, kernel=lambda case: "k",
+                        needs_gpu=lambda case: False)
+    assert scenario.runs_alone(scenario.build()[0]) is False
+
+
 def test_the_planted_hazard_twins_plan_as_one_process_each() -> None:
     """The default matrix: each buggy twin of race, barrier and shared is a batch of one, its fixed twin another;
     no batch holds a case that runs alone beside another."""
