@@ -21,6 +21,8 @@
 #                 destructor's cudaFree after memcheck ended the kernel; with blocking launches the error reaches
 #                 Python at the launch and the worker exits on its own); lost.txt lists every lost record (the
 #                 judge reruns such a case alone: details.memcheck_lost_record) with the load and concurrency.
+#   PART=flake16  mode complete at 16 workers on the two scenarios that lost records in runs 27-28, alternating plain
+#                 and CUDA_LAUNCH_BLOCKING=1 runs while the budget lasts (lost.txt: the losses of each kind).
 #   PART=heldout  the held-out scenarios (HELDOUT, default .heldout) in mode complete, scored by their score.py.
 # What it should show: default: runs.txt `wall_s` of each run (cold <= 180, warm <= 120), 0 failed; summary.txt every
 # case expected (clean, expected finding, or not applicable with its reason). repeat/double: 0 cases that fail or
@@ -70,6 +72,14 @@ case "$PART" in
   flake)
     for k in 1 2; do run "n8-$k" 200 MODE=both PYTEST_ARGS="-n 8"; done
     for k in 1 2; do CUDA_LAUNCH_BLOCKING=1 run "n8-blocking-$k" 200 MODE=both PYTEST_ARGS="-n 8"; done ;;
+  flake16)
+    # Where runs 27-28 lost records: mode complete (the default) at 16 workers; only the sanitized scenarios that
+    # lost them (last_expert_oob_read, padded_stride_scale_write), alternating plain and CUDA_LAUNCH_BLOCKING=1 runs
+    # while the budget lasts. lost.txt then counts the losses of each kind of run.
+    sel="--scenario last_expert_oob_read --scenario padded_stride_scale_write"
+    k=1; while [ $(( BUDGET_S - ($(date +%s) - T_START) )) -gt 130 ]; do
+      run "n16-$k" 180 PYTEST_ARGS="-n 16 $sel"
+      CUDA_LAUNCH_BLOCKING=1 run "n16-blocking-$k" 180 PYTEST_ARGS="-n 16 $sel"; k=$((k + 1)); done ;;
   heldout)
     H=${HELDOUT:-.heldout}
     if [ -d "$H" ]; then
