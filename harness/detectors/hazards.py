@@ -186,9 +186,9 @@ def kernel_owners(kernel: str, kernels: Mapping[str, str]) -> list[str]:
     `planted_far_write_cuda` is not also a `planted_far_write` case's, though that name holds the shorter label);
     every case when none does."""
     named = {case_id: label for case_id, label in kernels.items() if label and label in kernel}
-    longer = {label for label in named.values()}
+    labels = set(named.values())
     return [case_id for case_id, label in named.items()
-            if not any(label != other and label in other for other in longer)] or list(kernels)
+            if not any(label != other and label in other for other in labels)] or list(kernels)
 
 
 def assign(records: Iterable[SanitizerRecord], kernels: Mapping[str, str], *, arch: str = "") -> Assigned:
