@@ -449,3 +449,17 @@ def test_the_reason_for_no_gpu_is_nvmls_or_the_users_setting(monkeypatch: pytest
     assert devices == [] and "CUDA_VISIBLE_DEVICES is set and empty" in why
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert plugin._visible_gpus() == ([gpus.Device(1, FAKE_GPUS[1][1])], "")
+
+
+def test_a_run_that_checked_nothing_exits_like_pytests_no_tests_ran(tmp_path: Path) -> None:
+    """memcheck mode on a machine without a GPU: every case collected, none checked. The reports say "checked
+    nothing"; the exit code is pytest's 5 ("no tests ran"), never 0: a CI job must not go green on it. The same
+    selection in a mode that can run here still exits 0."""
+    env = clean_env(CUDA_VISIBLE_DEVICES="")
+    common = ["scenarios", "--scenario", "planted_oob", "-k", "triton and n4000"]
+    proc = run_pytest(*common, "--mode", "memcheck", "--report-dir", str(tmp_path / "m"), env=env)
+    doc = report(tmp_path / "m")
+    assert doc["summary"]["status"] == "empty" and doc["cases"], proc.stdout[-2000:]
+    assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = run_pytest(*common, "--mode", "guard", "--report-dir", str(tmp_path / "g"), env=env)
+    assert report(tmp_path / "g")["summary"]["status"] == "passed" and proc.returncode == 0, proc.stdout[-2000:]
