@@ -214,9 +214,11 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     group = ["--run-group", f"test-{tmp_path.name}"]
     runs = {name: run_pytest(*common, *extra, "--report-dir", str(tmp_path / name))
             for name, extra in (("all", []), ("s1", ["--shard", "1/2", *group]), ("s2", ["--shard", "2/2", *group]))}
-    for name, proc in runs.items():
-        assert proc.returncode == 0, f"{name}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     whole, first, second = (report(tmp_path / n) for n in ("all", "s1", "s2"))
+    for name, proc in runs.items():
+        # without a GPU a shard may hold only CUDA cases: it checked nothing, and says so with pytest's exit 5
+        empty = report(tmp_path / name)["summary"]["status"] == "empty"
+        assert proc.returncode == (5 if empty else 0), f"{name}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     assert first["run"]["shard"]["index"] == 1 and second["run"]["shard"]["count"] == 2
     assert first["run"]["shard"]["selection"] == second["run"]["shard"]["selection"]
     manifest = first["run"]["shard"]["manifest"]
