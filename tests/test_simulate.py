@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from gpu_memsafety.cli import simulate
+from gpu_memsafety.fixtures import schedule
 from gpu_memsafety.util.paths import CHECKOUT
 
 RUN18 = CHECKOUT / "evidence" / "h200" / "run18-package-matrix" / "reports" / "matrix" / "report.json"
@@ -18,16 +19,31 @@ def _doc(n: int, seconds: float, restarts: int = 0) -> dict:
 
 
 def test_costs_come_from_the_report_restarts_included() -> None:
-    jobs, startup, per_case = simulate.costs_of(_doc(4, 10.0, restarts=2))
-    assert startup == 2.0 and per_case == {"s": 0.5}
-    assert [j.cost for j in jobs] == [11.0] * 4          # 10 s + half a restart of 2 s each
+    costs = simulate.costs_of(_doc(4, 10.0, restarts=2))
+    assert costs.per_process == 2.0 and costs.restarts == {"s": 0.5} and costs.stage_processes == {"s": 1}
+    assert [j.cost for j in costs.jobs] == [11.0] * 4          # 10 s + half a restart of 2 s each
+
+
+def test_a_staged_batch_pays_a_process_per_stage_and_a_process_its_exit() -> None:
+    """Mode complete: each batch starts a sanitized and an unsanitized process. Those are not restarts (run 27's
+    values processes used to count as such); a batch of the scenario pays both, and a process costs its start-up
+    and its exit."""
+    doc = _doc(4, 10.0)
+    doc["run"]["batches"][0]["processes"] = [{"startup_s": 2.0, "exit_s": 0.5, "stage": "both"},
+                                             {"startup_s": 2.0, "exit_s": 0.5, "stage": "values"},
+                                             {"startup_s": 2.0, "exit_s": 0.5, "stage": "both"}]
+    costs = simulate.costs_of(doc)
+    assert costs.per_process == 2.5 and costs.stage_processes == {"s": 2} and costs.restarts == {"s": 0.25}
+    assert costs.group_startup == {"s": 5.0}
+    [batch] = schedule.plan(costs.jobs, 1, 32, costs.per_process, costs.group_startup)
+    assert batch.cost == 5.0 + 4 * (10.0 + 0.25 * 2.5)
 
 
 def test_more_gpus_never_slower_and_never_beyond_linear_or_the_longest_batch() -> None:
-    jobs, startup, _ = simulate.costs_of(_doc(64, 3.0))
-    one = simulate.predict(jobs, 1, 1, startup)
+    costs = simulate.costs_of(_doc(64, 3.0))
+    one = simulate.predict(costs, 1, 1)
     for n in (2, 4, 8):
-        p = simulate.predict(jobs, n, 1, startup)
+        p = simulate.predict(costs, n, 1)
         assert one.wall_s / n - 1e-9 <= p.wall_s <= one.wall_s
         assert p.wall_s >= p.longest_batch_s
 
