@@ -234,6 +234,37 @@ def test_children_collect_their_tests_when_the_report_dir_moves_the_rootdir(tmp_
     assert (finding["region"], finding["bytes"]) == ("past_end", 4)
 
 
+def test_children_import_what_the_parent_imported_when_pytest_ran_as_a_console_script(tmp_path: Path) -> None:
+    """A kernel repository with its package folder at the root (FlashInfer's `flashinfer/`, DeepGEMM's `deep_gemm/`)
+    and that package installed (built) elsewhere: `pytest tests/` from the root imports the installed one, since a
+    console script puts its own folder first on sys.path, not the working directory. A child started as
+    `python -m pytest` put the working directory first and imported the source folder instead: other code than
+    the parent ran (or failed to import). The children now start with the parent's first sys.path entry."""
+    from host_fake import install_fake_memcheck
+    suite = make_suite(tmp_path)
+    (suite / "test_suite.py").unlink()
+    (suite / "shadowpkg").mkdir()
+    (suite / "shadowpkg" / "__init__.py").write_text("WHERE = 'source folder'\n")
+    installed = tmp_path / "site"
+    (installed / "shadowpkg").mkdir(parents=True)
+    (installed / "shadowpkg" / "__init__.py").write_text("WHERE = 'installed'\n")
+    (suite / "tests").mkdir()
+    (suite / "tests" / "test_which.py").write_text(
+        "import shadowpkg\n\n\ndef test_installed():\n    assert shadowpkg.WHERE == 'installed', shadowpkg.__file__\n")
+    console = [sys.executable, "-c", "import sys; del sys.path[0]; import pytest; raise SystemExit(pytest.console_main())"]
+    env = environment(suite, {"HOST_FAKE_SANITIZER": str(install_fake_memcheck(tmp_path))})
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(installed)])
+    plain = subprocess.run([*console, "-p", "host_fake", "tests", "-q"], cwd=suite, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert plain.returncode == 0, plain.stdout[-2000:]                 # the parent's view: the installed package
+    proc = subprocess.run([*console, "-p", "gpu_memsafety.fixtures.plugin", "-p", "host_fake", "tests",
+                           "--gpu-memsafety=memcheck", "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-rA", "-q"],
+                          cwd=suite, env=env, capture_output=True, text=True, timeout=300)
+    cases = report(tmp_path / "r")
+    assert cases["test_installed"]["details"]["test"]["outcome"] == "passed", proc.stdout[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
 def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
     run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r1"), "-q")

@@ -170,14 +170,30 @@ def strip_args(args: Sequence[str]) -> list[str]:
     return out
 
 
-def child_argv(args: Sequence[str], directory: Path, *, xdist: bool, rootdir: Path) -> list[str]:
+def launcher(path0: str | None) -> list[str]:
+    """The interpreter command that starts pytest in a child with `path0` first on sys.path where the parent had
+    it (None: nothing in that place, as under -P). `python -m pytest` would put the working directory there: from
+    a repository whose package folder sits at its root (FlashInfer, DeepGEMM) a child would import that source
+    folder where the parent, run as the `pytest` console script, imported the installed package."""
+    first = [] if path0 is None else [path0]
+    code = ("import sys\n"
+            "if not getattr(sys.flags, 'safe_path', False) and sys.path and sys.path[0] == '':\n"
+            "    del sys.path[0]\n"                                  # -c's working directory
+            f"sys.path[0:0] = {first!r}\n"
+            "import pytest\n"
+            "raise SystemExit(pytest.console_main())")
+    return [sys.executable, "-c", code]
+
+
+def child_argv(args: Sequence[str], directory: Path, *, xdist: bool, rootdir: Path,
+               path0: str | None) -> list[str]:
     """The parent's pytest command for a child: what it must not inherit stripped, its own directory, and the
     parent's rootdir given outright. The plan names tests by the parent's node ids, which are relative to the
     rootdir, and pytest picks the rootdir from the command line's paths before any plugin's options are known: the
     value of `--gpu-memsafety-report-dir DIR` (stripped here) counts as such a path when DIR exists, so without it
     the child could settle on another rootdir and collect none of the planned tests (H200, a second run into the
-    same report folder)."""
-    argv = [sys.executable, "-m", "pytest", *strip_args(args), f"--rootdir={rootdir}", f"--gpu-memsafety-child={directory}",
+    same report folder). `path0`: the parent's first sys.path entry (see `launcher`)."""
+    argv = [*launcher(path0), *strip_args(args), f"--rootdir={rootdir}", f"--gpu-memsafety-child={directory}",
             "-o", f"cache_dir={directory / 'cache'}", f"--basetemp={directory / 'tmp'}"]
     if xdist:
         argv += ["-n", "0"]
