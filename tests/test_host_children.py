@@ -30,7 +30,8 @@ def test_strip_args_removes_what_a_child_must_not_inherit_in_every_spelling(args
 def test_child_argv_names_the_child_dir_and_turns_xdist_off(tmp_path: Path) -> None:
     argv = children.child_argv(["tests", "-n", "2", "--gpu-memsafety=pages", "--rootdir", "elsewhere"], tmp_path,
                                xdist=True, rootdir=tmp_path / "root", path0="/venv/bin")
-    assert argv[:3] == children.launcher("/venv/bin") and "tests" in argv and f"--gpu-memsafety-child={tmp_path}" in argv
+    launch = children.launcher("/venv/bin")
+    assert argv[:len(launch)] == launch and "tests" in argv and f"--gpu-memsafety-child={tmp_path}" in argv
     assert f"--rootdir={tmp_path / 'root'}" in argv and "elsewhere" not in argv       # the parent's, never another
     assert argv[-2:] == ["-n", "0"] and "--gpu-memsafety=pages" not in argv
     assert f"--basetemp={tmp_path / 'tmp'}" in argv
@@ -42,12 +43,21 @@ def test_the_launcher_puts_the_parents_first_path_entry_first(tmp_path: Path, pa
     directory that `python -m pytest` or `-c` would put there; None (the parent ran under -P): nothing there."""
     import subprocess
     import sys
-    code = children.launcher(path0)[2].replace("import pytest\nraise SystemExit(pytest.console_main())",
+    code = children.launcher(path0)[-1].replace("import pytest\nraise SystemExit(pytest.console_main())",
                                                "print(repr(sys.path[0]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert out.strip() != repr("") and str(tmp_path) not in out
     if path0 is not None:
         assert out.strip() == repr(path0)
+
+
+def test_the_launcher_passes_the_parents_interpreter_options_on(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    code = ("from gpu_memsafety.host import children; import sys; argv = children.launcher('/x')\n"
+            "print(argv[argv.index('-c') - 2:argv.index('-c')])")
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "-Werror" in out
 
 
 def test_child_env_is_not_an_xdist_worker_and_turns_caching_off_for_memcheck() -> None:

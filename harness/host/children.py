@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,15 +175,18 @@ def launcher(path0: str | None) -> list[str]:
     """The interpreter command that starts pytest in a child with `path0` first on sys.path where the parent had
     it (None: nothing in that place, as under -P). `python -m pytest` would put the working directory there: from
     a repository whose package folder sits at its root (FlashInfer, DeepGEMM) a child would import that source
-    folder where the parent, run as the `pytest` console script, imported the installed package."""
+    folder where the parent, run as the `pytest` console script, imported the installed package. The parent's
+    interpreter options go with it: a suite run as `python -W error -m pytest` fails on a warning in a child too."""
     first = [] if path0 is None else [path0]
+    # and the parent's interpreter options (-W error, -X dev, -O ...), as multiprocessing passes them on
+    flags = getattr(subprocess, "_args_from_interpreter_flags", lambda: [])()
     code = ("import sys\n"
             "if not getattr(sys.flags, 'safe_path', False) and sys.path and sys.path[0] == '':\n"
             "    del sys.path[0]\n"                                  # -c's working directory
             f"sys.path[0:0] = {first!r}\n"
             "import pytest\n"
             "raise SystemExit(pytest.console_main())")
-    return [sys.executable, "-c", code]
+    return [sys.executable, *flags, "-c", code]
 
 
 def child_argv(args: Sequence[str], directory: Path, *, xdist: bool, rootdir: Path,
