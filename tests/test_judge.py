@@ -330,15 +330,24 @@ def test_a_stray_access_in_a_batch_reruns_its_cases_one_per_process_blaming_none
     assert result.outcome is Outcome.FINDING and result.findings[0].kind == OVERWRITE
 
 
+def far_write_batch(**labels: str) -> tuple[list[Case], dict[int, J.WorkerResult]]:
+    """Cases named by the keywords, launching the kernels their values name, in batch order: the first with the
+    default `src` (its far write lands 2 GiB before it, in no buffer), each later one with an `src` 1 GiB beyond
+    the one before."""
+    cases = [Case("fake", "v", {"n": N}, name) for name in labels]
+    results = {i: replace(worker(), case_id=case.id, kernel=label,
+                          **({"buffers": [buffer("src", BASE + (i << 30))]} if i else {}))
+               for i, (case, label) in enumerate(zip(cases, labels.values()))}
+    return cases, results
+
+
 def test_a_stray_access_reruns_alone_only_the_cases_whose_kernel_made_it() -> None:
     """planted_oob's far write in a batch of nine: the record names the far-write kernel, which one case launched;
     that case reruns alone and its batch mates are judged on the batch's run (before: all nine reran, one
     process each)."""
-    far_case, mate, other = (Case("fake", "v", {"n": N}, name) for name in ("far", "mate", "other"))
+    (far_case, mate, other), results = far_write_batch(far="planted_far_write", mate="planted_copy_sum",
+                                                       other="planted_copy_sum")
     sc = scenario()
-    results = {0: replace(worker(), case_id=far_case.id, kernel="planted_far_write"),
-               1: replace(worker(), case_id=mate.id, kernel="planted_copy_sum", buffers=[buffer("src", BASE + (1 << 30))]),
-               2: replace(worker(), case_id=other.id, kernel="planted_copy_sum", buffers=[buffer("src", BASE + (2 << 30))])}
     far = access(address=BASE - (1 << 31), direction="write", kernel="planted_far_write")
     read_past_mate = access(address=BASE + (1 << 30) + N, kernel="planted_copy_sum")
     items = [(sc, far_case), (sc, mate), (sc, other)]
@@ -391,11 +400,9 @@ def test_two_strays_of_two_kernels_whose_names_nest_each_go_to_their_own_case_on
     own (the longer label is the CUDA case's), and each case claims only the records of its kernel. Alone, each
     repeats its own far write: one finding each, no record of the other left on it as of unknown owner (before:
     both cases `finding`, each carrying the other's record)."""
-    tri, cu, mate = (Case("fake", "v", {"n": N}, name) for name in ("tri", "cu", "mate"))
+    (tri, cu, mate), results = far_write_batch(tri="planted_far_write", cu="planted_far_write_cuda",
+                                               mate="planted_copy_sum")
     sc = scenario()
-    results = {0: replace(worker(), case_id=tri.id, kernel="planted_far_write"),
-               1: replace(worker(), case_id=cu.id, kernel="planted_far_write_cuda", buffers=[buffer("src", BASE + (1 << 30))]),
-               2: replace(worker(), case_id=mate.id, kernel="planted_copy_sum", buffers=[buffer("src", BASE + (2 << 30))])}
     tri_write = access(address=BASE - (1 << 31), direction="write", kernel="planted_far_write")
     cu_write = access(address=BASE + (1 << 30) - (1 << 31), direction="write", kernel="_Z22planted_far_write_cudaPfi")
     judge = Judge(MODES["memcheck"], GPU)
