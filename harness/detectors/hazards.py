@@ -175,14 +175,9 @@ class Assigned:
     alone: list[str]   # cases to rerun one per process: a record none or several of them could have made
 
 
-def owner_candidates(rec: SanitizerRecord, kernels: Mapping[str, str]) -> list[str]:
-    """Cases of a batch whose kernel (RunInfo.kernel, a label such as 'planted_reduce_race' or a Triton
-    name's prefix) is the record's kernel; every case when none is."""
-    return kernel_owners(rec.kernel, kernels)
-
-
 def kernel_owners(kernel: str, kernels: Mapping[str, str]) -> list[str]:
-    """Cases (case id -> kernel label) whose label the kernel name holds, the most specific label only (a record of
+    """Cases of a batch (case id -> its kernel label: RunInfo.kernel, such as 'planted_reduce_race' or a Triton
+    name's prefix) whose label the record's kernel name holds, the most specific label only (a record of
     `planted_far_write_cuda` is not also a `planted_far_write` case's, though that name holds the shorter label);
     every case when none does."""
     named = {case_id: label for case_id, label in kernels.items() if label and label in kernel}
@@ -196,18 +191,24 @@ def assign(records: Iterable[SanitizerRecord], kernels: Mapping[str, str], *, ar
     order). A shared-memory hazard has no address that names a case, so a record belongs to the one case that
     launched its kernel; when several cases of the batch did (a buggy variant and its fixed twin), or none
     says so, those cases are rerun alone: a process with one case leaves no doubt."""
+    mine, alone = by_kernel([rec for rec in records if rec.category in (HAZARD, SYNC_ERROR)], kernels)
+    return Assigned({case_id: race_and_barrier_findings(recs, arch=arch) for case_id, recs in mine.items()}, alone)
+
+
+def by_kernel(records: Iterable[SanitizerRecord],
+              kernels: Mapping[str, str]) -> tuple[dict[str, list[SanitizerRecord]], list[str]]:
+    """Records without an address that names a case, sorted onto the one case of the batch whose kernel made them
+    (kernel_owners); the cases of a record that several (or none) could have made, to run one per process, and
+    none of their records kept."""
     mine: dict[str, list[SanitizerRecord]] = defaultdict(list)
     alone: list[str] = []
     for rec in records:
-        if rec.category not in (HAZARD, SYNC_ERROR):
-            continue
-        owners = owner_candidates(rec, kernels)
+        owners = kernel_owners(rec.kernel, kernels)
         if len(owners) == 1:
             mine[owners[0]].append(rec)
         else:
             alone += [c for c in owners if c not in alone]
-    found = {case_id: race_and_barrier_findings(recs, arch=arch) for case_id, recs in mine.items() if case_id not in alone}
-    return Assigned(found, alone)
+    return {case_id: recs for case_id, recs in mine.items() if case_id not in alone}, alone
 
 
 def _source(rec: SanitizerRecord) -> str:

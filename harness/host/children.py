@@ -178,8 +178,7 @@ def launcher(path0: str | None) -> list[str]:
     folder where the parent, run as the `pytest` console script, imported the installed package. The parent's
     interpreter options go with it: a suite run as `python -W error -m pytest` fails on a warning in a child too."""
     first = [] if path0 is None else [path0]
-    # and the parent's interpreter options (-W error, -X dev, -O ...), as multiprocessing passes them on
-    flags = getattr(subprocess, "_args_from_interpreter_flags", lambda: [])()
+    flags = getattr(subprocess, "_args_from_interpreter_flags", lambda: [])()     # as multiprocessing passes them
     code = ("import sys\n"
             "if not getattr(sys.flags, 'safe_path', False) and sys.path and sys.path[0] == '':\n"
             "    del sys.path[0]\n"                                  # -c's working directory

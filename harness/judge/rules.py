@@ -401,7 +401,6 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
     return result
 
 
-
 def unreproduced(claimed: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:
     """The stray records a case was sent to run alone for (their kernel has its name) that its own run did not
     repeat: no access of their kernel. Their owner is then not known (a batch mate whose kernel label is not its

@@ -263,13 +263,8 @@ def _kernels(items: Sequence[Item], results: Mapping[int, WorkerResult]) -> dict
 def _by_kernel(records: Sequence[SanitizerRecord], kernels: Mapping[str, str], placed: Placed) -> dict[str, list[SanitizerRecord]]:
     """Records sorted onto the one case of the batch that launched their kernel; a record several cases (or none)
     could have made sends those cases to run one per process (placed.alone)."""
-    mine: dict[str, list[SanitizerRecord]] = {}
-    for rec in records:
-        owners = hazards.owner_candidates(rec, kernels)
-        if len(owners) == 1:
-            mine.setdefault(owners[0], []).append(rec)
-        else:
-            placed.alone += [c for c in owners if c not in placed.alone]
+    mine, alone = hazards.by_kernel(records, kernels)
+    placed.alone += [c for c in alone if c not in placed.alone]
     return {case_id: recs for case_id, recs in mine.items() if case_id not in placed.alone}
 
 

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.model import BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, SHARED, SHARED_MEMORY, Expectation, ExpectedFinding
+from gpu_memsafety.model import (BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, SHARED, SHARED_MEMORY, Expectation,
+                                 ExpectedFinding)
 from gpu_memsafety.engine.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
