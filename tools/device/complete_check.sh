@@ -23,6 +23,9 @@
 #                 judge reruns such a case alone: details.memcheck_lost_record) with the load and concurrency.
 #   PART=flake16  mode complete at 16 workers on the two scenarios that lost records in runs 27-28, alternating plain
 #                 and CUDA_LAUNCH_BLOCKING=1 runs while the budget lasts (lost.txt: the losses of each kind).
+#   PART=seq      the steps in STEPS, in order, each started only while at least NEED s (default 150) of the budget
+#                 are left: `default` (`make sanitize`, no arguments), `double` (twice the workers), `mode-M`
+#                 (`make sanitize MODE=M`). E.g. STEPS="default default mode-both mode-guard".
 #   PART=heldout  the held-out scenarios (HELDOUT, default .heldout) in mode complete, scored by their score.py.
 # What it should show: default: runs.txt `wall_s` of each run (cold <= 180, warm <= 120), 0 failed; summary.txt every
 # case expected (clean, expected finding, or not applicable with its reason). repeat/double: 0 cases that fail or
@@ -80,6 +83,17 @@ case "$PART" in
     k=1; while [ $(( BUDGET_S - ($(date +%s) - T_START) )) -gt 130 ]; do
       run "n16-$k" 180 PYTEST_ARGS="-n 16 $sel"
       CUDA_LAUNCH_BLOCKING=1 run "n16-blocking-$k" 180 PYTEST_ARGS="-n 16 $sel"; k=$((k + 1)); done ;;
+  seq)
+    k=0; for s in ${STEPS:-default}; do
+      k=$((k + 1)); left=$(( BUDGET_S - ($(date +%s) - T_START) ))
+      if [ "$left" -lt "${NEED:-150}" ]; then echo "[$k-$s] not started: ${left} s of the budget left" | tee -a "$R/steps.txt"; continue; fi
+      case "$s" in
+        default) run "$k-default" 300 ;;
+        double) run "$k-double" 300 PYTEST_ARGS="-n $(( 2 * ${AUTO:-5} ))" ;;
+        mode-*) run "$k-$s" 560 MODE="${s#mode-}" ;;
+        *) echo "[$k-$s] unknown step" | tee -a "$R/steps.txt" ;;
+      esac
+    done ;;
   heldout)
     H=${HELDOUT:-.heldout}
     if [ -d "$H" ]; then
@@ -91,13 +105,19 @@ case "$PART" in
 esac
 
 python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
-python3 - "$R" > "$R/runs.txt" 2>&1 <<'PY'
-import json, sys
+python3 - "$R" "${BASE:-evidence/h200/run27-default-after-fix/cold/report.json.gz}" > "$R/runs.txt" 2>&1 <<'PY'
+import gzip, json, sys
 from collections import Counter
 from pathlib import Path
 root = Path(sys.argv[1])
 runs = sorted(root.glob("*/report.json"), key=lambda p: p.stat().st_mtime)
-first = None
+base_path = Path(sys.argv[2])
+base = None
+if base_path.is_file():  # the baseline: every default run is compared with it case by case
+    base_doc = json.loads(gzip.decompress(base_path.read_bytes()) if base_path.suffix == ".gz" else base_path.read_text())
+    base = {c["id"]: c for c in base_doc["cases"]}
+    print(f"baseline {base_path}: mode {base_doc['run'].get('mode')}, {len(base)} cases")
+firsts = {}  # (mode, workers) -> the first run's cases: a later run of the same kind is compared with it
 for path in runs:
     doc = json.loads(path.read_text())
     cases = {c["id"]: c for c in doc["cases"]}
@@ -110,13 +130,19 @@ for path in runs:
     print(f"   stages run: {dict(stages)}; cases rerun for a lost memcheck record: {lost}")
     for i in failed:
         print(f"   FAILED {i}: {cases[i]['outcome']}: {cases[i]['message'][:300]!r}")
-    if first is None:
-        first = cases
+    kind = (run.get("mode"), run.get("workers"))
+    against = []
+    if kind in firsts:
+        against.append(firsts[kind])
     else:
-        differ = sorted(i for i in set(first) | set(cases)
-                        if (first.get(i) or {}).get("outcome") != (cases.get(i) or {}).get("outcome"))
-        print(f"   differs from {runs[0].parent.name} in {len(differ)} cases" + "".join(
-            f"\n     {i}: {(first.get(i) or {}).get('outcome')} -> {(cases.get(i) or {}).get('outcome')}" for i in differ))
+        firsts[kind] = (path.parent.name, cases)
+    if base is not None and run.get("mode") == base_doc["run"].get("mode"):
+        against.append(("baseline", base))
+    for name, other in against:
+        differ = sorted(i for i in set(other) | set(cases)
+                        if (other.get(i) or {}).get("outcome") != (cases.get(i) or {}).get("outcome"))
+        print(f"   differs from {name} in {len(differ)} cases" + "".join(
+            f"\n     {i}: {(other.get(i) or {}).get('outcome')} -> {(cases.get(i) or {}).get('outcome')}" for i in differ[:40]))
 PY
 python3 - "$R" > "$R/lost.txt" 2>&1 <<'PY'
 import json, sys
