@@ -85,7 +85,7 @@ SCENARIO = Scenario(
     needs_gpu=lambda case: True,
     describe=lambda case, buffer, start, end: L.describe(case.params["rows"], start, end) if buffer == "top_k" else "",
     detectors=(GUARD, MEMCHECK, GUARD_PAGE),
-    timeout_s=240.0,
+    timeout_s=90.0,                 # ~1 s a case warm, ~30 s with the first build of a version (nvcc)
     cost_s=lambda case: 0.5,        # plus one build per version (~30 s, cached across runs)
     upstream=L.UPSTREAM,
     notes="flashinfer/data/include/flashinfer/sampling.cuh (flashinfer-python 0.7.1 buggy, 0.7.2 fixed)",

@@ -104,6 +104,27 @@ def test_an_underrun_by_the_buffers_own_kernel_stays_its_own_finding() -> None:
     victim = buffer("dst", 0x10000)
     assert spills({"dst": [run(BEFORE_START, -4, 0)]}, [victim]) == []           # next to the tensor: its own
     assert spills({"dst": [run(BEFORE_START, -1024, 0)]}, [victim]) == []        # the whole guard: not told apart
+    # both guards, each from the tensor outward but short of the outer edge: still its own
+    assert spills({"dst": [run(BEFORE_START, -1000, 0), run(PAST_END, 4096, 5000)]}, [victim]) == []
+
+
+def test_both_guards_written_across_from_their_outer_edges_are_a_write_across_the_allocation() -> None:
+    """H200 session 8, MODE=guard: the batched split-k scratchpad (triton#8327) wrote 4 KiB blocks over all of
+    w_scale's allocation; both guards changed edge to edge (bytes the write happened to leave at 0xA5 split the
+    runs). Not w_scale's own underrun and overrun: a spill on both sides, matched by the scratchpad expectation."""
+    victim = buffer("w_scale", 0x10000, nbytes=94208)
+    guard = {"w_scale": [run(BEFORE_START, -1024, -1010), run(BEFORE_START, -1009, -754), run(BEFORE_START, -753, 0),
+                         run(PAST_END, 94208, 94978), run(PAST_END, 94979, 95232)]}
+    found = spills(guard, [victim])
+    assert [(s.victim, s.side, s.culprit, len(s.runs)) for s in found] == [
+        ("w_scale", BEFORE_START, UNATTRIBUTED, 3), ("w_scale", PAST_END, UNATTRIBUTED, 2)]
+    findings = [s.finding("k", "sm_90") for s in found]
+    expected = ExpectedFinding(OVERWRITE, UNATTRIBUTED)
+    assert all(expected.matches_spill(f) for f in findings)
+    verdict = decide(Expectation((expected,)), findings, [DetectorRun(GUARD, True)])
+    assert verdict.outcome is Outcome.UNSUPPORTED and "visible only to memcheck" in verdict.message
+    # one side only reached from its outer edge through to the tensor: not told apart, the buffer's own
+    assert spills({"w_scale": guard["w_scale"][:3]}, [victim]) == []
 
 
 def test_the_culprit_is_our_buffer_below_whose_back_guard_was_written_to_its_end() -> None:

@@ -91,6 +91,8 @@ def test_hanging_kernel_is_a_timeout_at_the_scaled_deadline(hang_batch: dict[str
     started = float((hang_batch["workdir"] / "batch-001" / "2.started").read_text())
     judged = (hang_batch["workdir"] / "batch-001" / "argv.json").stat().st_mtime   # written once the worker is gone
     assert 2.0 <= judged - started < 6.0, "killed at the scaled 2 s deadline, not the scenario's 10 s"
+    # where it hung: the worker's Python stack, dumped on the runner's SIGUSR1 before the kill, quoted in the message
+    assert "most recent call first" in result.message and "in _hang" in result.message, result.message
 
 
 def test_hung_workers_whole_process_group_is_killed(hang_batch: dict[str, Any]) -> None:
@@ -612,3 +614,14 @@ def test_repro_stress_counts_the_runs_of_a_case_that_runs(worker_env: Path, tmp_
     stats = stress(options, *item("clean"), runs=3)
     assert (stats["runs"], stats["crashes"]) == (3, 0)
     assert "crashed in 0 of 3 runs" in stress_answer("fake_faults[clean-n4000]", stats, 1.0)
+
+
+def test_a_sanitized_case_that_hangs_costs_minutes_not_hours() -> None:
+    """Session 8 on the H200: a case that hung under memcheck in MODE=both held its worker past 250 s towards a
+    deadline of 240 s x 30 = 2 hours. Every scenario's sanitized deadline (memcheck, both, the complete mode's
+    first stage) is now at most a few minutes, and still far above its slowest case seen (30 s, a cold build)."""
+    from gpu_memsafety.scenario import registry
+    for mode in ("memcheck", "both"):
+        for scenario in registry.all_scenarios().values():
+            limit = MODES[mode].deadline(scenario.timeout_s, sanitized=True)
+            assert 60.0 <= limit <= 600.0, (mode, scenario.name, limit)

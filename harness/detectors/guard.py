@@ -74,7 +74,10 @@ class Spill:
 
 
 def spills(guard: Mapping[str, Sequence[Mapping[str, Any]]], buffers: Sequence[Mapping[str, Any]]) -> list[Spill]:
-    """The guards of `buffers` (the worker's buffer map) that another allocation's write reached (see Spill)."""
+    """The guards of `buffers` (the worker's buffer map) that another allocation's write reached (see Spill): a
+    guard written from its allocation's outer edge but not from the tensor's own edge; or both guards of one
+    buffer written from their outer edges (a write across the whole allocation), even where the runs reach the
+    tensor. One guard written across its whole width on one side only stays the buffer's own access."""
     records = {b["name"]: b for b in buffers if "layout" in b}
     layouts = {name: L.GuardLayout.from_json(b["layout"]) for name, b in records.items()}
     out = []
@@ -84,10 +87,15 @@ def spills(guard: Mapping[str, Sequence[Mapping[str, Any]]], buffers: Sequence[M
             continue
         front = tuple(r for r in runs if L.region_class(r["region"]) == BEFORE_START)
         back = tuple(r for r in runs if L.region_class(r["region"]) == PAST_END)
-        if lay.front and any(r["start"] == -lay.front for r in front) and not any(r["end"] == 0 for r in front):
-            out.append(Spill(name, BEFORE_START, front, _culprit(name, BEFORE_START, guard, records, layouts)))
         end = lay.nbytes + lay.back
-        if lay.back and any(r["end"] == end for r in back) and not any(r["start"] == lay.nbytes for r in back):
+        front_outer = bool(lay.front) and any(r["start"] == -lay.front for r in front)
+        back_outer = bool(lay.back) and any(r["end"] == end for r in back)
+        # Both guards written from their allocation's outer edges: one write from outside that spans the whole
+        # allocation (an own access would have to run a whole guard past both ends of the tensor in one launch).
+        across = front_outer and back_outer
+        if front_outer and (across or not any(r["end"] == 0 for r in front)):
+            out.append(Spill(name, BEFORE_START, front, _culprit(name, BEFORE_START, guard, records, layouts)))
+        if back_outer and (across or not any(r["start"] == lay.nbytes for r in back)):
             out.append(Spill(name, PAST_END, back, _culprit(name, PAST_END, guard, records, layouts)))
     return out
 

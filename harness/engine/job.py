@@ -31,6 +31,11 @@ STATUSES = (OK, UNSUPPORTED, NOT_APPLICABLE, OOM, FAULT, ERROR)
 # the worker exits, with its process group, when that process is gone.
 SUPERVISOR_ENV = "GPU_MEMSAFETY_SUPERVISOR_PID"
 
+# The worker's pid, in its out dir: at a case's deadline the runner sends it SIGUSR1 (the worker dumps every
+# thread's Python stack into worker.log, faulthandler) before it kills the process group.
+PID_FILE = "worker.pid"
+STACKS_SIGNAL_WAIT_S = 1.5
+
 
 class RecordError(ValueError):
     """A job or result file that does not have the fields this version writes."""

@@ -22,6 +22,7 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.scenario import registry
+from gpu_memsafety.engine import job as J
 from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
 from gpu_memsafety.judge.rules import Batch, Judge, Machine
 from gpu_memsafety.sanitizer.records import read_sanitizer
@@ -302,6 +303,7 @@ class Runner:
                 index, t_start = current
                 limit = self._deadline(items[index][0], sanitized)
                 if time.time() - t_start > limit:
+                    _ask_for_stacks(out)
                     self._kill(proc)
                     batch.timed_out[index] = limit
                     return proc.wait()
@@ -340,6 +342,18 @@ class Runner:
         if self.o.on_result:
             self.o.on_result(result)
         return result
+
+
+def _ask_for_stacks(out: Path) -> None:
+    """Before a case past its deadline is killed: SIGUSR1 to its worker, which writes every thread's Python stack
+    into worker.log (the timeout's message quotes the log's tail), then a moment for it to be written. A worker
+    that never wrote its pid, or is gone, is skipped: the kill comes either way."""
+    try:
+        pid = int((out / J.PID_FILE).read_text())
+        os.kill(pid, signal.SIGUSR1)
+    except (OSError, ValueError):
+        return
+    time.sleep(J.STACKS_SIGNAL_WAIT_S)
 
 
 def _caveat(found: Any, tool: str | None) -> str:

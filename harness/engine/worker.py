@@ -11,8 +11,10 @@ the judge (gpu_memsafety.judge.rules) decides.
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -97,6 +99,10 @@ class Worker:
 
     def run(self) -> int:
         procs.subreaper()      # a daemon an adapter starts (forked twice, its own session) stays our child
+        # The runner asks for every thread's Python stack (SIGUSR1, into worker.log) before it kills a case past its
+        # deadline: a `timeout` then says where the case hung (a launch, a synchronize, a lock, the adapter).
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        (self.out / J.PID_FILE).write_text(str(os.getpid()))
         for index, entry in enumerate(self.job.cases):
             self.begin(index, entry)
             before = procs.snapshot()

@@ -52,6 +52,12 @@ print('auto workers', scenario_workers([g.memory_mib for g in discover().gpus], 
 " >> "$R/env.txt" 2>&1
 AUTO=$(sed -n 's/^auto workers \([0-9]*\) .*/\1/p' "$R/env.txt")
 
+if [ -n "${WATCH:-}" ]; then  # every 15 s: GPU use and the worker processes' state (ps.txt), to see a hang from outside
+  ( while true; do { echo "== $(date +%T)"; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+      ps -eo pid,pgid,stat,wchan:24,etimes,pcpu,args | grep -E 'engine.worker|compute-sanitizer' | grep -v grep | cut -c1-200
+    } >> "$R/ps.txt" 2>&1; sleep 15; done ) &
+  WATCHER=$!; trap 'kill $WATCHER 2>/dev/null' EXIT
+fi
 run() {  # run NAME LIMIT [make arguments...]: one `make sanitize` into $R/NAME
   local name=$1 limit=$2; shift 2
   step "$name" "$limit" make sanitize REPORTS="$R/$name" "$@"
@@ -153,6 +159,7 @@ for path in sorted(Path(sys.argv[1]).glob("*/report.json")):
             print(f"{path.parent.name} {c['id']} -> {c['outcome']}: {json.dumps(loss)[:1500]}")
 PY
 cat "$R/steps.txt"; cat "$R/runs.txt" | head -60; head -20 "$R/lost.txt"
+[ -n "${WATCHER:-}" ] && kill "$WATCHER" 2>/dev/null
 cp "$R/summary.txt" "$R/runs.txt" "$R/steps.txt" "$R/env.txt" "$OUT/"
 [ -s "$R/lost.txt" ] && cp "$R/lost.txt" "$OUT/"; [ -f "$R/score.txt" ] && cp "$R/score.txt" "$OUT/"
 tar czf "$OUT/reports.tgz" --exclude='*.xml' -C "$R" . 2>/dev/null
