@@ -147,6 +147,24 @@ def test_a_fault_no_detector_explains_is_crashed() -> None:
     assert result.outcome is Outcome.CRASHED and "CUDA context lost: illegal memory access" in result.message
 
 
+WILD_WRITE = ExpectedFinding(OVERWRITE, "unattributed", upstream="triton-lang/triton#8327")
+
+
+@pytest.mark.parametrize("mode", ["poison", "guard", "uninit", "values"])
+def test_a_fault_where_an_access_outside_every_buffer_is_expected_is_not_judged_without_memcheck(mode: str) -> None:
+    """H200 session 8, MODE=poison: last_expert_oob_read[batched_padded-...] (the batched split-k scratchpad of
+    triton#8327 writes past its allocation) lost its context. Without memcheck that fault cannot be told from
+    another: not applicable, saying why and which mode judges it; never crashed, never clean."""
+    sc = scenario(Expectation((WILD_WRITE,)), detectors=(GUARD, MEMCHECK, POISON))
+    res = worker(J.FAULT, message="worker exited with code -6 while running this case", launches=0)
+    result = judge_one(res, mode=mode, sc=sc, sanitized=False)
+    assert result.outcome is Outcome.NOT_APPLICABLE and not result.failed, result.message
+    assert "CUDA context lost" in result.message and "memcheck places it" in result.message
+    # with memcheck in the mode, a fault it did not place stays a crash; and without the expectation, too
+    assert judge_one(res, mode="both", sc=sc, run=memcheck_run()).outcome is Outcome.CRASHED
+    assert judge_one(res, mode=mode, sanitized=False).outcome is Outcome.CRASHED
+
+
 def test_a_fault_memcheck_placed_is_judged_from_the_records() -> None:
     sc = scenario(Expectation((READ_PAST_SRC,)))
     result = judge_one(worker(J.FAULT, message="died in the launch", launches=0), sc=sc, run=memcheck_run(access()))

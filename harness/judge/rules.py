@@ -41,7 +41,8 @@ from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
 from gpu_memsafety.judge.verdict import Assessment, assess, conclude
-from gpu_memsafety.model import GUARD_PAGE, CaseResult, DetectorRun, Finding, Outcome
+from gpu_memsafety.model import (GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, UNATTRIBUTED, CaseResult, DetectorRun,
+                                 Expectation, Finding, Outcome)
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
 from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records, stray_owners
@@ -264,6 +265,10 @@ class Judge:
         used = [d for d in self.mode.detectors if d in scenario.detectors]
         findings = [f for d in used for f in UNITS[d].findings(ev)]
         if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
+            wild = self._wild_fault(scenario.expectation(case, res.arch))
+            if wild:
+                return self._result(scenario, case, Outcome.NOT_APPLICABLE, f"CUDA context lost: {res.message}; {wild}",
+                                    findings, runs, res)
             return self._result(scenario, case, Outcome.CRASHED, f"CUDA context lost: {res.message}", findings, runs, res)
         problem = self._unchecked(ev, runs)
         if problem:
@@ -290,6 +295,21 @@ class Judge:
         if verdict.missing:
             result.details["missing_expected"] = list(verdict.missing)   # a baseline never hides these
         return result
+
+    def _wild_fault(self, expectation: Expectation) -> str:
+        """Why a lost context is not this case's failure in a mode without memcheck ("" when it is): the case is
+        expected to access memory that is no buffer of ours (an UNATTRIBUTED expectation, e.g. triton#8327's
+        scratchpad writes), and such an access ends the kernel wherever it meets an unmapped address, which
+        depends on where the allocator put things. No detector here can tell that fault from another; memcheck
+        places the access and is the mode that judges it."""
+        if MEMCHECK in self.mode.detectors:
+            return ""
+        wild = [e for e in expectation.findings if e.buffer == UNATTRIBUTED and e.kind in (OVERREAD, OVERWRITE)]
+        if not wild:
+            return ""
+        return (f"not judged here: the expected {'; '.join(e.describe() for e in wild)} reaches memory outside every "
+                f"buffer of the case and can end the kernel at an unmapped address; {self.mode.name} mode cannot "
+                f"tell that fault from another one (memcheck places it: run mode complete or memcheck)")
 
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
         """Why the case checked nothing, or cannot be trusted; "" when its evidence stands."""

@@ -161,8 +161,9 @@ class _Placements:
 def _covers(expected: ExpectedFinding, finding: Finding, where: _Placements) -> bool:
     """The finding is what `expected` describes: a match, the part of an expected write that lands in a flush
     placement's alignment tail, or another allocation's overrun into a buffer's guard that `expected` names as
-    its culprit."""
-    return expected.matches(finding) or _in_tail(expected, finding, where(finding.buffer)) or expected.matches_spill(finding)
+    its culprit, or a read poison saw in a guard where an expected access to memory of no buffer of ours lands."""
+    return (expected.matches(finding) or _in_tail(expected, finding, where(finding.buffer))
+            or expected.matches_spill(finding) or expected.matches_landing(finding))
 
 
 def _blind(expected: ExpectedFinding, ran: frozenset[str]) -> str:
