@@ -20,8 +20,8 @@ from gpu_memsafety.engine.modes import DEFAULT_MODE, MODES, QUICK_MODE
 from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.judge.combine import StageResult, combine, stops
 from gpu_memsafety.judge.verdict import assess
-from gpu_memsafety.model import (GUARD, MEMCHECK, OVERREAD, POISON, RACECHECK, SYNCCHECK, UNINIT, UNINIT_READ,
-                                 CaseResult, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
+from gpu_memsafety.model import (GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, UNINIT_READ,
+                                 ByteRange, CaseResult, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 from gpu_memsafety.util.paths import CHECKOUT
@@ -156,6 +156,21 @@ def test_a_bug_no_stage_saw_is_unexpectedly_clean_and_a_finding_of_any_stage_fai
     found = decide([stage("both", Outcome.CLEAN, Expectation(), [], runs),
                     stage("values", Outcome.FINDING, Expectation(), [stray], [DetectorRun(UNINIT, True)])], Expectation())
     assert found.outcome is Outcome.FINDING and found.findings == [stray]
+
+
+def test_the_same_finding_seen_by_two_stages_is_reported_once_and_a_failure_without_memcheck_says_partial() -> None:
+    """A CPU held-out run (session 8): the guard markers, checked after both stages' launches, reported each
+    overwrite twice (the kernel table then said 24 B for 12 B), and the headline's "memcheck did not run on N"
+    left out the cases that failed."""
+    over = Finding(GUARD, OVERWRITE, "out", "past_end", 12, ranges=(ByteRange("past_end", 4004, 4016),))
+    wider = Finding(GUARD, OVERWRITE, "out", "past_end", 16, ranges=(ByteRange("past_end", 4004, 4020),))
+    no_memcheck = DetectorRun(MEMCHECK, False, "needs a CUDA GPU; found none", missing=True)
+    runs = [DetectorRun(GUARD, True), no_memcheck]
+    result = decide([stage("both", Outcome.FINDING, Expectation(), [over], runs),
+                     stage("values", Outcome.FINDING, Expectation(), [over, wider], [DetectorRun(GUARD, True)])],
+                    Expectation(), gpu=False)
+    assert result.outcome is Outcome.FINDING and result.findings == [over, wider]
+    assert result.details["partial"] == {MEMCHECK: "needs a CUDA GPU; found none"}
 
 
 def test_a_stage_that_crashed_or_timed_out_decides_whatever_the_others_saw() -> None:

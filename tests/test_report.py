@@ -433,3 +433,13 @@ def test_terminal_groups_unsupported_cases_by_reason() -> None:
     assert lines[2].strip() == "s[c0], s[c1], s[c2], and 37 more"
     assert lines[3] == "  UNSUPPORTED s[odd] (sm_90): no VMM"
     assert len(lines) == 4
+
+
+def test_each_detector_counts_in_its_own_unit() -> None:
+    """uninit counts the byte ranges it names, not accesses (a CPU held-out run said "72 B in 9 accesses" of an
+    output left unwritten); the sanitizers count accesses, guard and poison changed ranges."""
+    from gpu_memsafety.model import GUARD, MEMCHECK, UNINIT, Finding
+    from gpu_memsafety.report import describe_finding
+    assert describe_finding(Finding(UNINIT, "unwritten", "out", "inside", 72, count=9)).endswith("72 B in 9 ranges")
+    assert "4 B in 1 access" in describe_finding(Finding(MEMCHECK, "overread", "x", "past_end", 4))
+    assert "12 B in 2 changed ranges" in describe_finding(Finding(GUARD, "overwrite", "x", "past_end", 12, count=2))

@@ -52,7 +52,7 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
         used = ", ".join(scenario.detectors)
         return _result(mode, scenario, case, Outcome.NOT_APPLICABLE,
                        f"no stage of {mode} runs a detector scenario {scenario.name} uses ({used})", [], [], stages)
-    findings = [f for s in stages for f in s.result.findings]
+    findings = distinct([f for s in stages for f in s.result.findings])
     runs = _runs(detectors, stages, left or {})
     deciding = next((s for s in stages if s.assessment is None and s.result.outcome in DECIDING), None)
     if deciding is not None:
@@ -78,6 +78,10 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
         else:
             partial = dict(missing)
             message = f"{message} (partial: {why})"
+    elif missing:
+        # A failure judged on part of its detectors (a finding without a GPU): it fails as it is, and the
+        # headline's "memcheck did not run on N" counts it with the passes that ran without memcheck.
+        partial = dict(missing)
     if outcome is Outcome.UNSUPPORTED:
         outcome = Outcome.NOT_APPLICABLE
     result = _result(mode, scenario, case, outcome, message, findings, runs, stages)
@@ -86,6 +90,21 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
     if partial:
         result.details["partial"] = partial
     return result
+
+
+def distinct(findings: Sequence[Finding]) -> list[Finding]:
+    """Each observation once: a detector that runs in two stages (the guard markers, checked after the memcheck
+    stage's launch and again after the values stage's) sees the same bytes twice; the report, the kernel table's
+    byte counts and a baseline count them once. Same detector, kind, kernel, buffer, region, bytes and ranges is
+    the same finding (the first stage's kept); one that differs in any of them stays."""
+    seen: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
+    out = []
+    for f in findings:
+        ident = (f.key(), tuple((r.region, r.start, r.end) for r in f.ranges))
+        if ident not in seen:
+            seen.add(ident)
+            out.append(f)
+    return out
 
 
 def _runs(detectors: Sequence[str], stages: Sequence[StageResult], left: Mapping[str, str]) -> list[DetectorRun]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from gpu_memsafety.model import GUARD, POISON, ByteRange, Finding
+from gpu_memsafety.model import GUARD, POISON, UNINIT, ByteRange, Finding
 from gpu_memsafety.report.document import finding_from_json
 
 # How many byte ranges one finding's description lists before summarising the rest.
@@ -45,7 +45,9 @@ def _details_text(f: Finding) -> str:
 
 
 def _count_text(f: Finding) -> str:
-    unit = "changed range" if f.detector in (GUARD, POISON) else "access"
+    # guard and poison count changed ranges, uninit the ranges it names (unwritten or read before written),
+    # the sanitizers and the guard page accesses
+    unit = "changed range" if f.detector in (GUARD, POISON) else "range" if f.detector == UNINIT else "access"
     return f"{f.count:,} {unit}{'' if f.count == 1 else 'es' if unit == 'access' else 's'}"
 
 
