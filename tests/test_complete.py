@@ -171,6 +171,10 @@ def test_the_same_finding_seen_by_two_stages_is_reported_once_and_a_failure_with
                     Expectation(), gpu=False)
     assert result.outcome is Outcome.FINDING and result.findings == [over, wider]
     assert result.details["partial"] == {MEMCHECK: "needs a CUDA GPU; found none"}
+    crashed = decide([stage("both", Outcome.CLEAN, Expectation(), [], runs),
+                      stage("values", Outcome.CRASHED, Expectation(), [], [DetectorRun(GUARD, True)], judged=False)],
+                     Expectation(), gpu=False)
+    assert crashed.outcome is Outcome.CRASHED and crashed.details["partial"] == {MEMCHECK: "needs a CUDA GPU; found none"}
 
 
 def test_a_stage_that_crashed_or_timed_out_decides_whatever_the_others_saw() -> None:

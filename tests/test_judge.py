@@ -145,6 +145,10 @@ def test_out_of_memory_and_errors_are_unresolved_nothing_checked() -> None:
 def test_a_fault_no_detector_explains_is_crashed() -> None:
     result = judge_one(worker(J.FAULT, message="illegal memory access", launches=0), mode="guard", sanitized=False)
     assert result.outcome is Outcome.CRASHED and "CUDA context lost: illegal memory access" in result.message
+    # without a GPU (Triton's interpreter) there is no CUDA context: the process died
+    died = judge_one(worker(J.FAULT, message="worker exited with code -11", launches=0), mode="guard",
+                     sanitized=False, machine=Machine(gpu=False))
+    assert died.outcome is Outcome.CRASHED and died.message.startswith("the worker process died"), died.message
 
 
 WILD_WRITE = ExpectedFinding(OVERWRITE, "unattributed", upstream="triton-lang/triton#8327")
@@ -707,3 +711,13 @@ def test_a_guard_page_fault_in_a_mode_or_scenario_without_the_guard_page_is_not_
     assert judge.page_probing(scenario(), res) is None
     assert Judge(MODES["guard_page"], GPU).page_probing(scenario(detectors=(GUARD,)), res) is None
     assert Judge(MODES["guard_page"], GPU).page_probing(scenario(), worker(buffers=TWO_PAGED)) is None   # no fault
+
+
+def test_poison_evidence_that_varies_with_nothing_poisoned_is_unresolved_never_clean_or_an_overread() -> None:
+    unstable = {"regions": [{"buffer": "src", "region": "past_end", "outputs": {"out": {"elements": 3, "of": 8}},
+                             "unstable": {"out": {"elements": 2, "of": 8}}, "ranges": [], "pattern": 255,
+                             "bounds": None}], "runs": 4}
+    result = judge_one(worker(poison=unstable), mode="poison", sanitized=False,
+                       sc=scenario(detectors=(GUARD, POISON)))
+    assert result.outcome is Outcome.UNRESOLVED and result.failed, result.message
+    assert "differ between identical runs" in result.message and not result.findings

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -481,3 +482,36 @@ def test_pytest_and_the_cli_see_an_installed_packages_entry_point_scenarios(tmp_
                                timeout=120)
     assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
     assert f"{(site / 'gpu_pkg_cli' / 'ep_cli.py').resolve()}::ep_cli[a-n1]" in collected.stdout
+
+
+CPU_SCENARIO = '''
+import torch
+from gpu_memsafety.api import Case, Expectation, Param, RunInfo, Scenario
+
+def run_case(case, ctx):
+    out = ctx.tensor("out", (case.params["n"],), torch.float32, watch=True)
+    out.fill_(1.0)
+    return RunInfo(kernel="fill", outputs={"out": out})
+
+SCENARIO = Scenario(
+    name="mine", summary="a CPU fill", adapter=run_case, params=(Param("n", int, low=1),), variants=("a",),
+    cases=lambda: [Case("mine", "a", {"n": n}, f"n{n}") for n in (10, 20, 30)],
+    expect=lambda case: Expectation(), kernel=lambda case: "fill", needs_gpu=lambda case: False)
+'''
+
+
+def test_workers_that_pick_another_rootdir_still_report_every_case(tmp_path: Path) -> None:
+    """A CPU held-out run (session 8): in a repository with no pytest config file, `-n 2` with a new
+    `--report-dir` outside it wrote a report with no cases. The controller creates the report folder before the
+    workers parse the command line; pytest counts that existing folder as a path when it picks the rootdir, so the
+    workers named every case relative to another rootdir and the controller took none of their results as its own."""
+    repo = tmp_path / "repo"
+    (repo / "scenarios").mkdir(parents=True)
+    (repo / "scenarios" / "mine.py").write_text(CPU_SCENARIO)
+    reports = tmp_path / "out" / "reports"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--scenario-path", "scenarios",
+                           "--report-dir", str(reports), "-q", "-n", "2"], cwd=str(repo), env=clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    doc = json.loads((reports / "report.json").read_text())
+    assert sorted(c["id"] for c in doc["cases"]) == ["mine[a-n10]", "mine[a-n20]", "mine[a-n30]"], proc.stdout[-3000:]
+    assert doc["summary"]["status"] != "interrupted" and proc.returncode in (0, 5), proc.stdout[-3000:]

@@ -216,3 +216,30 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
             assert "buffer out: 1000 of 1000 elements changed" in f.note
         else:
             assert verdict.outcome is Outcome.CLEAN and not found, verdict.message
+
+
+def test_a_change_that_does_not_follow_the_poisoned_bytes_keeps_the_span_whole_never_a_negative_bound() -> None:
+    """A CPU held-out run (session 8): a kernel writing 64 KiB past its buffer changed another buffer in some runs
+    and not others; bisection then ended with its first byte past its last ("22868..21919 (-948 B)") and the
+    report could not be written. An inconsistent answer keeps the span whole."""
+    whole = (4008, 5032)
+    changes = lambda part: part == [whole]              # noqa: E731 - only the whole span ever changes anything
+    assert poison.bound(changes, [whole], 4) == [whole]
+
+
+def test_an_output_that_changes_with_nothing_poisoned_is_not_an_overread_but_unjudgeable() -> None:
+    layouts = {"out": L.plan(4008, guard=1024), "x": L.plan(4008, guard=1024)}
+
+    def run(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
+        return {"buffer x": {"elements": 1, "of": 1002}} if name == "out" else {}    # whatever is poisoned
+    found, runs = poison.survey(layouts, ["out", "x"], run)
+    assert [(e["buffer"], e["region"], bool(e.get("unstable"))) for e in found] == [
+        ("out", "before_start", True), ("out", "past_end", True)]
+    evidence = {"regions": found, "runs": runs}
+    assert poison.overread_findings(evidence, kernel="k", arch="cpu") == []
+    why = poison.unstable_regions(evidence)
+    assert "differ between identical runs with nothing poisoned" in why and "buffer x: 1 of 1002" in why
+    # a kernel that reads what it should not, deterministically, is unaffected (the control run changes nothing)
+    run2, calls = simulated({"x": {4008}})
+    [entry], _ = poison.survey({"x": L.plan(4008, guard=1024)}, ["x"], run2)
+    assert not entry.get("unstable") and ("x", []) in calls

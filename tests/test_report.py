@@ -443,3 +443,20 @@ def test_each_detector_counts_in_its_own_unit() -> None:
     assert describe_finding(Finding(UNINIT, "unwritten", "out", "inside", 72, count=9)).endswith("72 B in 9 ranges")
     assert "4 B in 1 access" in describe_finding(Finding(MEMCHECK, "overread", "x", "past_end", 4))
     assert "12 B in 2 changed ranges" in describe_finding(Finding(GUARD, "overwrite", "x", "past_end", 12, count=2))
+
+
+def test_a_document_that_fails_its_own_checks_is_kept_not_lost(tmp_path: Path) -> None:
+    """A CPU held-out run (session 8): one finding with a negative byte count failed validation at the end of the
+    run, and every result was lost (the folder kept only the start-of-run placeholder). Now the document is
+    written as built to report.invalid.json, and the error names it and the failed check."""
+    from gpu_memsafety.report.write import INVALID_JSON, ReportDirError
+    report = sample_report(sample_results())
+    case = next(c for c in report["cases"] if c["findings"])
+    case["findings"][0]["bytes"] = -948
+    with pytest.raises(ReportDirError) as err:
+        write_reports(report, tmp_path / "out")
+    kept = tmp_path / "out" / INVALID_JSON
+    assert "failed its own checks" in str(err.value) and str(kept) in str(err.value)
+    assert "bytes: negative count -948" in str(err.value)
+    assert -948 in [f["bytes"] for c in json.loads(kept.read_text())["cases"] for f in c["findings"]]
+    assert len(json.loads(kept.read_text())["cases"]) == len(report["cases"])

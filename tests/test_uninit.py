@@ -184,3 +184,23 @@ def test_the_runner_in_uninit_mode_finds_both_planted_bugs_on_the_cpu(tmp_path: 
     detector = next(d for d in results["grid_full-triton"].detectors if d.detector == UNINIT)
     assert detector.ran and "outputs out" in detector.detail
     assert all(not results[f"{v}-cuda"].outcome.is_failure for v in ("accumulate_empty", "grid_short"))
+
+
+def test_output_bytes_copied_from_a_half_written_table_name_the_table_not_an_unwritten_output(
+        fake_results: dict[str, Any]) -> None:
+    """A CPU held-out case (session 8): a lookup into a table the host filled in part wrote the table's fill into
+    out, which read as out's bytes left unwritten. One more run, with only out's fill changed, tells them apart:
+    the bytes came from x, and x's never-written half is what was read."""
+    outcome, found = _judged(*fake_results["lut_partly_written"])
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    report = fake_results["lut_partly_written"][2]["evidence"]["uninit"]
+    assert report["unwritten"] == {} and report["copied"] == {"out": [[0, 2000]]}
+    (f,) = found
+    assert (f.kind, f.buffer, [(r.start, r.end) for r in f.ranges]) == (UNINIT_READ, "x", [(2000, 4000)])
+
+
+def test_output_bytes_never_written_stay_unwritten_after_the_extra_run(fake_results: dict[str, Any]) -> None:
+    outcome, found = _judged(*fake_results["tail_unwritten"])
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    report = fake_results["tail_unwritten"][2]["evidence"]["uninit"]
+    assert report["unwritten"] == {"out": [[2000, 4000]]} and "copied" not in report and report["runs"] == 3

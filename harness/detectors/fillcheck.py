@@ -6,8 +6,11 @@ buffer's tensor bytes start as a fill value (the arena writes it, then the adapt
 guards and row padding keep the 0xA5 marker in every run. Then:
 
 1. run A with fill 0xA5 (the same bytes as a guard-mode run), run B with fill 0x5A (every bit flipped);
-2. an element whose every byte holds 0xA5 after A and 0x5A after B was written by nobody (or copied from
-   bytes nobody wrote): inside a declared output (`RunInfo.outputs`) its bytes are unwritten output bytes;
+2. an element whose every byte holds 0xA5 after A and 0x5A after B was written by nobody, or copied from bytes
+   nobody wrote. Where that is inside a declared output (`RunInfo.outputs`), one more run with only those outputs
+   in fill 0x5A tells them apart: bytes that hold their own buffer's fill were never written (unwritten output
+   bytes); bytes that now hold 0xA5 came from another buffer's never-written bytes, and are judged like step 3
+   (a lookup into a table the host filled in part names the table);
 3. any other byte, or output element, that differs between A and B depends on bytes nobody wrote. Only then:
    run A again (C) to set aside bytes that differ between two runs of the same fill (atomics, races: not
    judged, counted), and one run per buffer with only that buffer's fill changed; a buffer whose fill change
@@ -18,7 +21,8 @@ guards and row padding keep the 0xA5 marker in every run. Then:
    (the two fills are 32 orders of magnitude apart as fp32: a value that read them moves far more than a
    rounding does); elsewhere bytes are compared exactly, minus those that differed between A and C.
 
-A clean case costs two runs; a case with a read of never-written memory 3 + (number of buffers). Everything is
+A clean case costs two runs; one more when an output holds the fill; a case with a read of never-written
+memory 3 + (number of buffers). Everything is
 compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
 keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/detectors/uninit.py
 (pure) turns it into findings.
@@ -172,14 +176,43 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     ext_changed = {k: _changed_elements(a.output(k), b.output(k)) for k in external}
     report: dict[str, Any] = {
         "fills": list(FILLS), "runs": 2, "outputs": sorted(a.info.outputs), "external_outputs": sorted(external),
-        "unwritten": {n: r for n, m in out_masks.items() if (r := _runs(never[n] & m))},
-        "read": {}, "nondeterministic": {}, "unexplained": {},
+        "unwritten": {}, "read": {}, "nondeterministic": {}, "unexplained": {},
     }
+    unwritten = {n: never[n] & m for n, m in out_masks.items()}
+    copied = _copied_fill(worker, adapter, case, a, unwritten, report)
+    for n, m in copied.items():
+        unwritten[n] &= ~m
+        changed[n] |= m            # depends on bytes nobody wrote: the per-buffer runs below name whose
+    report["unwritten"] = {n: r for n, m in unwritten.items() if (r := _runs(m))}
     if any(bool(m.any()) for m in changed.values()) or any(bool(m.any()) for m in ext_changed.values()):
         _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external)
     _release(worker, b)
     from gpu_memsafety.engine.actions import launched, marker_check
     return launched(a.ctx, a.info, evidence={**marker_check(worker, a.ctx), UNINIT: report})
+
+
+def _copied_fill(worker: Any, adapter: Any, case: Any, a: _Run, unwritten: dict[str, torch.Tensor],
+                 report: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """Output bytes that held the fill in both runs were never written, or were written with bytes copied from
+    memory nobody wrote (a lookup into a table the host filled only in part). One more run tells them apart: only
+    those outputs get fill B; a byte that still holds its own buffer's fill was never written, one that holds fill
+    A now came from another buffer. Returns the copied bytes per output buffer (none: no extra run)."""
+    fill_a, fill_b = FILLS
+    holding = [n for n, m in unwritten.items() if bool(m.any())]
+    if not holding:
+        return {}
+    d = _launch(worker, adapter, case, fill=fill_a, fill_for={n: fill_b for n in holding})
+    report["runs"] += 1
+    copied = {}
+    for n in holding:
+        own = _whole_elements(a, n, d.body(n) == fill_b)
+        moved = unwritten[n] & ~own
+        if bool(moved.any()):
+            copied[n] = moved
+    _release(worker, d)
+    if copied:
+        report["copied"] = {n: _runs(m) for n, m in copied.items()}
+    return copied
 
 
 def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: dict[str, Any],

@@ -118,6 +118,14 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
                     break
             if not diff:
                 continue
+            # The same run with nothing poisoned: an output that changes anyway varies between identical runs (a
+            # write landing in memory that moves between runs, a race), and no byte of this region is to blame.
+            control = dict(run(name, [], pattern))
+            runs += 1
+            if control:
+                found.append({"buffer": name, "region": region, "outputs": diff, "unstable": control,
+                              "ranges": [], "pattern": pattern, "bounds": None})
+                continue
             calls = [0]
 
             def changes(part: list[Span], pattern: int = pattern) -> bool:
@@ -162,7 +170,11 @@ def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: in
             more = lambda: spent[0] < budget   # noqa: E731 - past the budget, each search keeps its widest answer
             first = first_changing(lambda a, b: test([(a, b)]), lo, hi, more)
             last = last_changing(lambda a, b: test([(a, b)]), lo, hi, more)
-            lo, hi = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
+            narrowed = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
+            if narrowed[0] < narrowed[1]:
+                lo, hi = narrowed
+            # else the searches disagree (first past last: the output changed without following the poisoned
+            # bytes, a kernel whose results vary between runs): the span stays whole, a bound
         out.append((lo, hi))
     return out
 
@@ -200,6 +212,8 @@ def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: st
     (a report written before ranges were recorded has only `bounds`, or nothing for rows: 0 bytes)."""
     out = []
     for entry in (poison or {}).get("regions") or ():
+        if entry.get("unstable"):
+            continue                # judged by the rules as not reproducible (unstable_regions), never an overread
         name, region = entry["buffer"], entry["region"]
         changed = "; ".join(f"{k}: {v['elements']} of {v['of']} elements changed" for k, v in entry["outputs"].items())
         ranges = _ranges(entry)
@@ -215,6 +229,19 @@ def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: st
                            ranges=ranges, exact=False, note=f"output changed when {where} ({changed})",
                            details=(("access", "read"), ("zone", region))))
     return out
+
+
+def unstable_regions(poison: Mapping[str, Any] | None) -> str:
+    """Why poison's evidence cannot be judged ("" when it can): a region whose poison changed an output, where the
+    same run with nothing poisoned changed it too."""
+    bad = [e for e in (poison or {}).get("regions") or () if e.get("unstable")]
+    if not bad:
+        return ""
+    what = "; ".join(f"{k}: {v['elements']} of {v['of']} elements" for k, v in bad[0]["unstable"].items())
+    return (f"poison cannot judge this case: its results differ between identical runs with nothing poisoned "
+            f"({what}, first seen surveying {bad[0]['buffer']}'s {bad[0]['region']} bytes; {len(bad)} region(s)). "
+            f"A write landing in memory that moves between runs, or a race, can do this; memcheck places stray "
+            f"accesses")
 
 
 def _ranges(entry: Mapping[str, Any]) -> tuple[ByteRange, ...]:

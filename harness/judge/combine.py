@@ -58,8 +58,12 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
     if deciding is not None:
         others = "".join(f"\n[{s.stage}] {s.result.outcome.label}: {s.result.message.splitlines()[0] if s.result.message else ''}"
                          for s in stages if s is not deciding)
-        return _result(mode, scenario, case, deciding.result.outcome, f"[{deciding.stage}] {deciding.result.message}{others}",
-                       findings, runs, stages)
+        result = _result(mode, scenario, case, deciding.result.outcome,
+                         f"[{deciding.stage}] {deciding.result.message}{others}", findings, runs, stages)
+        missing = {d.detector: d.detail for d in runs if d.missing and not d.ran}
+        if missing:
+            result.details["partial"] = missing    # counted with the others that ran without them
+        return result
     judged = [s for s in stages if s.assessment is not None]
     if not judged:
         first = stages[0]

@@ -34,14 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from gpu_memsafety.detectors import pageprobe
+from gpu_memsafety.detectors import pageprobe, poison
 from gpu_memsafety.detectors.base import Evidence
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
 from gpu_memsafety.judge.verdict import Assessment, assess, conclude
-from gpu_memsafety.model import (GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, UNATTRIBUTED, CaseResult, DetectorRun,
+from gpu_memsafety.model import (GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, UNATTRIBUTED, CaseResult, DetectorRun,
                                  Expectation, Finding, Outcome)
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
@@ -267,9 +267,9 @@ class Judge:
         if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
             wild = self._wild_fault(scenario.expectation(case, res.arch))
             if wild:
-                return self._result(scenario, case, Outcome.NOT_APPLICABLE, f"CUDA context lost: {res.message}; {wild}",
+                return self._result(scenario, case, Outcome.NOT_APPLICABLE, f"{self._died()}: {res.message}; {wild}",
                                     findings, runs, res)
-            return self._result(scenario, case, Outcome.CRASHED, f"CUDA context lost: {res.message}", findings, runs, res)
+            return self._result(scenario, case, Outcome.CRASHED, f"{self._died()}: {res.message}", findings, runs, res)
         problem = self._unchecked(ev, runs)
         if problem:
             return self._result(scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
@@ -296,6 +296,11 @@ class Judge:
             result.details["missing_expected"] = list(verdict.missing)   # a baseline never hides these
         return result
 
+    def _died(self) -> str:
+        """What a worker that died in a launch lost: its CUDA context on a GPU; without one (Triton's interpreter
+        on the host) a stray access hits host memory and the process itself dies."""
+        return "CUDA context lost" if self.machine.gpu else "the worker process died (no GPU: a stray access hit host memory)"
+
     def _wild_fault(self, expectation: Expectation) -> str:
         """Why a lost context is not this case's failure in a mode without memcheck ("" when it is): the case is
         expected to access memory that is no buffer of ours (an UNATTRIBUTED expectation, e.g. triton#8327's
@@ -314,6 +319,9 @@ class Judge:
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
         """Why the case checked nothing, or cannot be trusted; "" when its evidence stands."""
         res = ev.result
+        unstable = poison.unstable_regions(ev.of(POISON))
+        if unstable:
+            return unstable
         ran = {d.detector for d in runs if d.ran}
         if self.mode.guarded and not res.guarded:
             return ("nothing was guarded: the adapter allocated no buffer through the context (ctx.tensor / ctx.rows), "

@@ -21,7 +21,7 @@ from gpu_memsafety.report.codequality import CodeQualityRenderer
 from gpu_memsafety.report.document import build_report
 from gpu_memsafety.report.html import HtmlRenderer
 from gpu_memsafety.report.junit import JUnitRenderer
-from gpu_memsafety.report.load import validate_report
+from gpu_memsafety.report.load import ReportError, validate_report
 from gpu_memsafety.report.markdown import MarkdownRenderer
 from gpu_memsafety.report.render import Renderer
 from gpu_memsafety.report.sarif import SarifRenderer
@@ -58,8 +58,15 @@ def render_files(report: Mapping[str, Any]) -> dict[str, str]:
 def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> dict[str, Path]:
     """Validate, render, then write the set atomically; keys: json and each renderer's name (REPORT_FILES).
 
-    A failure to write (disk full, I/O error) raises ReportDirError saying that the previous set was kept."""
-    validate_report(report)
+    A failure to write (disk full, I/O error) raises ReportDirError saying that the previous set was kept. A
+    document that fails its own checks (a bug in the harness) is not lost either: it is written as it was built to
+    report.invalid.json beside the set, and ReportDirError names it and the check that failed."""
+    try:
+        validate_report(report)
+    except ReportError as exc:
+        kept = _keep_invalid(report, directory)
+        raise ReportDirError(directory, f"the run's report failed its own checks ({exc}): a harness bug, please "
+                                        f"report it; {kept}") from exc
     texts = render_files(report)
     try:
         written = atomic_write_set(directory, texts)
@@ -67,6 +74,20 @@ def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) 
         raise ReportDirError(directory, f"the reports could not be written ({exc.strerror or exc}); the directory "
                                         "holds the previous complete set, or none") from exc
     return {key: written[name] for key, name in REPORT_FILES.items()}
+
+
+INVALID_JSON = "report.invalid.json"
+
+
+def _keep_invalid(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> str:
+    """Write the document that failed validation as it is (every result the run judged), saying where."""
+    path = Path(directory) / INVALID_JSON
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    except (OSError, TypeError, ValueError) as exc:
+        return f"the document could not be kept either ({exc})"
+    return f"the whole document, as built, is in {path}"
 
 
 def check_report_dir(directory: str | os.PathLike[str], *, min_free: int = MIN_FREE_BYTES) -> Path:

@@ -17,6 +17,17 @@ def run_case(case: Any, ctx: Any) -> Any:
         x[: n // 2] = 1.0                   # the host writes only the first half of the input
         out.copy_(x * 2)                    # the "kernel" reads all of it
         return RunInfo(kernel="fake_scale", outputs={"out": out})
+    if case.variant == "lut_partly_written":
+        # A lookup into a table the host filled for its first half only: out is written everywhere, but half of
+        # it with bytes copied from the never-written half of the table (held out on the CPU, session 8: this
+        # was reported as out's bytes left unwritten, and the table never named).
+        x[: n // 2] = 1.0
+        out.copy_(x.flip(0))
+        return RunInfo(kernel="fake_lookup", outputs={"out": out})
+    if case.variant == "tail_unwritten":
+        x.fill_(1.0)
+        out[: n // 2] = x[: n // 2]        # the grid covers half of out: its second half is never written
+        return RunInfo(kernel="fake_half_grid", outputs={"out": out})
     x.fill_(1.0)
     if case.variant in ("sparse_noise", "sparse_noise_accumulate"):
         # A split-k sum whose float atomics land in another order on every run: a few elements round

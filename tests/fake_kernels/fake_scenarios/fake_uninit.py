@@ -3,7 +3,7 @@
 Loaded from this file by the tests and by the worker (the job names the file; see harness/scenario/registry.py)."""
 from __future__ import annotations
 
-from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, Expectation, ExpectedFinding
+from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case
 
 from _fake import fake_scenario
@@ -11,13 +11,19 @@ from _fake import fake_scenario
 NAME = "fake_uninit"
 N = 1000
 VARIANTS = ("clean", "input_half_written", "external_output", "nondeterministic", "sparse_noise",
-            "sparse_noise_accumulate")
+            "sparse_noise_accumulate", "lut_partly_written", "tail_unwritten")
 
 
 def _expect(case: Case) -> Expectation:
     n = case.params["n"]
     if case.variant == "input_half_written":
         return Expectation((ExpectedFinding(UNINIT_READ, "x", (UNINIT,), region="inside", bytes=n // 2 * 4,
+                                            ranges=((n // 2 * 4, n * 4),)),))
+    if case.variant == "lut_partly_written":
+        return Expectation((ExpectedFinding(UNINIT_READ, "x", (UNINIT,), region="inside", bytes=n // 2 * 4,
+                                            ranges=((n // 2 * 4, n * 4),)),))
+    if case.variant == "tail_unwritten":
+        return Expectation((ExpectedFinding(UNWRITTEN, "out", (UNINIT,), region="inside", bytes=n // 2 * 4,
                                             ranges=((n // 2 * 4, n * 4),)),))
     if case.variant in ("external_output", "sparse_noise_accumulate"):
         return Expectation((ExpectedFinding(UNINIT_READ, "out", (UNINIT,), region="inside"),))
