@@ -203,9 +203,10 @@ def test_report_round_trips_through_disk(tmp_path: Path) -> None:
 def test_write_reports_refuses_an_invalid_report(tmp_path: Path) -> None:
     report = sample_report()
     report["summary"]["total"] = 7
-    with pytest.raises(ReportError, match="summary.total"):
+    from gpu_memsafety.report.write import INVALID_JSON, ReportDirError
+    with pytest.raises(ReportDirError, match="summary.total"):
         write_reports(report, tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [INVALID_JSON]      # no report set, the document kept aside
 
 
 # -------------------------------------------------------------------------------------- bad files
