@@ -54,15 +54,15 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
                        f"no stage of {mode} runs a detector scenario {scenario.name} uses ({used})", [], [], stages)
     findings = distinct([f for s in stages for f in s.result.findings])
     runs = _runs(detectors, stages, left or {})
+    missing = {d.detector: d.detail for d in runs if d.missing and not d.ran}
     deciding = next((s for s in stages if s.assessment is None and s.result.outcome in DECIDING), None)
     if deciding is not None:
         others = "".join(f"\n[{s.stage}] {s.result.outcome.label}: {s.result.message.splitlines()[0] if s.result.message else ''}"
                          for s in stages if s is not deciding)
         result = _result(mode, scenario, case, deciding.result.outcome,
                          f"[{deciding.stage}] {deciding.result.message}{others}", findings, runs, stages)
-        missing = {d.detector: d.detail for d in runs if d.missing and not d.ran}
         if missing:
-            result.details["partial"] = missing    # counted with the others that ran without them
+            result.details["partial"] = dict(missing)    # counted with the others that ran without them
         return result
     judged = [s for s in stages if s.assessment is not None]
     if not judged:
@@ -72,7 +72,6 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
     expectation = scenario.expectation(case, arch)
     verdict = conclude(expectation, [s.assessment for s in judged if s.assessment is not None])
     outcome, message = verdict.outcome, verdict.message
-    missing = {d.detector: d.detail for d in runs if d.missing and not d.ran}
     partial: dict[str, str] = {}
     if missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING, Outcome.UNSUPPORTED):
         why = "; ".join(f"{name} could not run: {detail}" for name, detail in missing.items())

@@ -41,8 +41,7 @@ from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
 from gpu_memsafety.judge.verdict import Assessment, assess, conclude
-from gpu_memsafety.model import (GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, UNATTRIBUTED, CaseResult, DetectorRun,
-                                 Expectation, Finding, Outcome)
+from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, POISON, CaseResult, DetectorRun, Expectation, Finding, Outcome
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
 from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records, stray_owners
@@ -309,7 +308,7 @@ class Judge:
         places the access and is the mode that judges it."""
         if MEMCHECK in self.mode.detectors:
             return ""
-        wild = [e for e in expectation.findings if e.buffer == UNATTRIBUTED and e.kind in (OVERREAD, OVERWRITE)]
+        wild = [e for e in expectation.findings if e.wild]
         if not wild:
             return ""
         return (f"not judged here: the expected {'; '.join(e.describe() for e in wild)} reaches memory outside every "
