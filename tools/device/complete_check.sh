@@ -26,7 +26,9 @@
 #   PART=seq      the steps in STEPS, in order, each started only while at least NEED s (default 150) of the budget
 #                 are left: `default` (`make sanitize`, no arguments), `double` (twice the workers), `mode-M`
 #                 (`make sanitize MODE=M`). E.g. STEPS="default default mode-both mode-guard".
-#   PART=heldout  the held-out scenarios (HELDOUT, default .heldout) in mode complete, scored by their score.py.
+#   PART=heldout  each held-out set (HELDOUT, default .heldout: folders with scenarios/, score.py and truth.json) in
+#                 the default mode from its own folder, scored by its score.py (heldout-NAME/score.txt).
+#   Steps of PART=seq also: `heldout` (the same), `profile` (tools/device/profile_case.sh for CASES: profile.txt).
 # What it should show: default: runs.txt `wall_s` of each run (cold <= 180, warm <= 120), 0 failed; summary.txt every
 # case expected (clean, expected finding, or not applicable with its reason). repeat/double: 0 cases that fail or
 # differ between runs. modesN: 0 failed in every mode. calib: each buggy variant `expected finding` with the class's
@@ -61,6 +63,18 @@ fi
 run() {  # run NAME LIMIT [make arguments...]: one `make sanitize` into $R/NAME
   local name=$1 limit=$2; shift 2
   step "$name" "$limit" make sanitize REPORTS="$R/$name" "$@"
+}
+heldout() {  # every held-out set under $HELDOUT (default .heldout): a folder with scenarios/, score.py, truth.json
+  local H=${HELDOUT:-.heldout} d n
+  [ -d "$H" ] || { echo "no $H folder carried" | tee -a "$R/steps.txt"; return; }
+  for d in "$H"/*/; do
+    n=$(basename "$d"); [ -d "$d/scenarios" ] || continue
+    # the default mode (complete), as a team runs it on its own scenarios: from their folder, no config of ours
+    ( cd "$d" && step "heldout-$n" 300 "$OLDPWD/.venv/bin/python" -m pytest -p no:cacheprovider -q -n auto \
+        --scenario-path scenarios --report-dir "$R/heldout-$n" )
+    [ -f "$d/score.py" ] && python3 "$d/score.py" "$R/heldout-$n/report.json" > "$R/heldout-$n/score.txt" 2>&1
+    tail -14 "$R/heldout-$n/score.txt" 2>/dev/null | tee -a "$R/steps.txt"
+  done
 }
 case "$PART" in
   default)
@@ -97,16 +111,12 @@ case "$PART" in
         default) run "$k-default" 300 ;;
         double) run "$k-double" 300 PYTEST_ARGS="-n $(( 2 * ${AUTO:-5} ))" ;;
         mode-*) run "$k-$s" 560 MODE="${s#mode-}" ;;
+        heldout) heldout ;;
+        profile) OUT="$R" bash tools/device/profile_case.sh ;;
         *) echo "[$k-$s] unknown step" | tee -a "$R/steps.txt" ;;
       esac
     done ;;
-  heldout)
-    H=${HELDOUT:-.heldout}
-    if [ -d "$H" ]; then
-      step heldout-complete 500 .venv/bin/python -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup \
-        --scenario-path "$H" -m heldout --report-dir "$R/heldout-complete"
-      [ -f "$H/score.py" ] && python3 "$H/score.py" "$H/truth.json" "heldout-complete=$R/heldout-complete/report.json" > "$R/score.txt" 2>&1
-    else echo "no $H folder carried" | tee -a "$R/steps.txt"; fi ;;
+  heldout) heldout ;;
   *) echo "unknown PART=$PART" | tee -a "$R/steps.txt" ;;
 esac
 
@@ -116,7 +126,8 @@ import gzip, json, sys
 from collections import Counter
 from pathlib import Path
 root = Path(sys.argv[1])
-runs = sorted(root.glob("*/report.json"), key=lambda p: p.stat().st_mtime)
+runs = sorted((p for p in root.glob("*/report.json") if not p.parent.name.startswith("heldout-")),
+              key=lambda p: p.stat().st_mtime)   # held-out sets are scored apart (score.txt)
 base_path = Path(sys.argv[2])
 base = None
 if base_path.is_file():  # the baseline: every default run is compared with it case by case
