@@ -19,7 +19,8 @@ from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.detectors.base import Evidence
 from gpu_memsafety.judge.rules import Batch, Judge, Machine, apply_baseline
 from gpu_memsafety.sanitizer.records import SanitizerRun, api_error_class, place_sanitizer_records, read_sanitizer
-from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, CaseResult, DetectorRun, Expectation,
+from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, PAST_END, POISON, UNATTRIBUTED, CaseResult,
+                           DetectorRun, Expectation,
                            ExpectedFinding, Finding, Outcome)
 from gpu_memsafety.engine.modes import MODES
 from gpu_memsafety.sanitizer.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord, parse_xml
@@ -721,3 +722,27 @@ def test_poison_evidence_that_varies_with_nothing_poisoned_is_unresolved_never_c
                        sc=scenario(detectors=(GUARD, POISON)))
     assert result.outcome is Outcome.UNRESOLVED and result.failed, result.message
     assert "differ between identical runs" in result.message and not result.findings
+
+
+def test_poison_that_varies_because_of_an_expected_wild_access_is_not_applicable_and_the_rest_is_judged() -> None:
+    """H200 run 34, MODE=values, the two triton#8327 batched cases: unresolved, "results differ between identical runs
+    with nothing poisoned". Their expected scratchpad writes reach memory of no buffer of ours, which is exactly
+    what makes identical runs differ: poison cannot judge them, not applicable there; guard's evidence stands."""
+    unstable = {"regions": [{"buffer": "src", "region": "before_start", "outputs": {"y": {"elements": 62795, "of": 65536}},
+                             "unstable": {"y": {"elements": 61221, "of": 65536}}, "ranges": [], "pattern": 255,
+                             "bounds": None}], "runs": 4}
+    wild = Expectation((ExpectedFinding(OVERWRITE, UNATTRIBUTED, upstream="triton-lang/triton#8327"),))
+    result = judge_one(worker(poison=unstable), mode="poison", sanitized=False, sc=scenario(wild, detectors=(GUARD, POISON)))
+    assert result.outcome is Outcome.NOT_APPLICABLE and not result.failed, result.message
+    [run] = [d for d in result.detectors if d.detector == POISON]
+    assert not run.ran and "differ between identical runs" in run.detail and "triton#8327" in run.detail
+    assert not result.findings
+    # guard's evidence still counts: a guard finding on such a case is judged, never hidden by poison's
+    dirty = {"src": [{"region": "back_guard", "start": N, "end": N + 4}]}
+    result = judge_one(worker(poison=unstable, guard=dirty), mode="poison", sanitized=False,
+                       sc=scenario(wild, detectors=(GUARD, POISON)))
+    assert result.outcome is Outcome.FINDING and result.failed, result.message
+    # with no wild expectation the same evidence stays unresolved
+    plain = Expectation((ExpectedFinding(OVERREAD, "src", region=PAST_END),))
+    result = judge_one(worker(poison=unstable), mode="poison", sanitized=False, sc=scenario(plain, detectors=(GUARD, POISON)))
+    assert result.outcome is Outcome.UNRESOLVED, result.message

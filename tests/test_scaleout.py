@@ -465,3 +465,24 @@ def test_a_run_that_checked_nothing_exits_like_pytests_no_tests_ran(tmp_path: Pa
     assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
     proc = run_pytest(*common, "--mode", "guard", "--report-dir", str(tmp_path / "g"), env=env)
     assert report(tmp_path / "g")["summary"]["status"] == "passed" and proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_a_worker_process_gets_its_share_of_the_cores_not_torchs_default_of_all_of_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run 32 (MODE=poison, 8 workers on 16 cores): each worker process at 230-260 % CPU with the GPU idle, cases
+    30 times slower than alone: torch's default thread pool (every core, in every process) spinning on the output
+    comparisons. A worker gets the cores shared out between the run's workers; a user's own setting stays."""
+    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.engine.runner import THREADS_ENV, RunOptions, Runner, cpu_threads
+    assert cpu_threads({"PYTEST_XDIST_WORKER_COUNT": "8"}, 16) == 2
+    assert cpu_threads({"PYTEST_XDIST_WORKER_COUNT": "16"}, 16) == 1
+    assert cpu_threads({"PYTEST_XDIST_WORKER_COUNT": "32"}, 16) == 1
+    assert cpu_threads({}, 16) == 16                  # one run alone (repro, no xdist): every core
+    assert cpu_threads({"PYTEST_XDIST_WORKER_COUNT": "x"}, 4) == 4
+    runner = Runner(RunOptions(mode=MODES["poison"], workdir=tmp_path))
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "8")
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert runner._env(sanitized=False)[THREADS_ENV] == "2"     # noqa: SLF001
+    monkeypatch.setenv(THREADS_ENV, "6")
+    assert runner._env(sanitized=False)[THREADS_ENV] == "6"     # noqa: SLF001

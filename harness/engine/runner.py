@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
@@ -59,6 +59,24 @@ class RunOptions:
     python: str = sys.executable
     on_result: Callable[[CaseResult], None] | None = None
     gpu_missing_reason: str = ""       # why gpu_available is False, e.g. "CUDA_VISIBLE_DEVICES is set and empty"
+
+
+# torch's CPU thread pool in a worker (intra-op threads; torch reads it at import). A worker's own CPU work is small
+# (copies, comparisons of outputs between runs), and every xdist worker runs one worker process at a time: left at
+# torch's default, each of 8 workers' processes on a 16-core H200 host ran 16 spinning threads, and poison mode's
+# comparisons of outputs past torch's parallel grain (32,768 elements) went 30 times slower than alone (run 32:
+# GPU idle, each worker at 230-260 % CPU). A user's own setting is kept.
+THREADS_ENV = "OMP_NUM_THREADS"
+
+
+def cpu_threads(env: Mapping[str, str], cores: int) -> int:
+    """Threads for one worker process: the cores shared out between the run's concurrent workers (xdist's worker
+    count where this runs in an xdist worker, else one), at least one."""
+    try:
+        workers = max(1, int(env.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    except ValueError:
+        workers = 1
+    return max(1, cores // workers)
 
 
 class Runner:
@@ -236,6 +254,7 @@ class Runner:
         else:
             env.pop("TRITON_INTERPRET", None)    # a user's interpreter setting would run the GPU cases on the CPU
         env[SUPERVISOR_ENV] = str(os.getpid())  # the worker leaves when this process is gone (no orphans)
+        env.setdefault(THREADS_ENV, str(cpu_threads(env, os.cpu_count() or 1)))
         for key, value in self.o.mode.env().items():
             if value is None:
                 env.pop(key, None)

@@ -262,6 +262,10 @@ class Judge:
         if res.status == ERROR:
             return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.message}\n{res.traceback}", [], runs, res)
         used = [d for d in self.mode.detectors if d in scenario.detectors]
+        void = self._poison_void(ev, used)
+        if void:       # poison's evidence cannot be judged on this case, by the case's own expectation: no verdict of it
+            runs = [DetectorRun(POISON, False, void) if d.detector == POISON else d for d in runs]
+            used = [d for d in used if d != POISON]
         findings = [f for d in used for f in UNITS[d].findings(ev)]
         if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
             wild = self._wild_fault(scenario.expectation(case, res.arch))
@@ -315,10 +319,31 @@ class Judge:
                 f"buffer of the case and can end the kernel at an unmapped address; {self.mode.name} mode cannot "
                 f"tell that fault from another one (memcheck places it: run mode complete or memcheck)")
 
+    def _poison_void(self, ev: Evidence, used: Sequence[str]) -> str:
+        """Why poison's evidence on this case is no evidence ("" when it is): its results varied between identical
+        runs with nothing poisoned (poison.unstable_regions), and the case is expected to read or write memory that
+        is no buffer of ours (an UNATTRIBUTED expectation: triton#8327's scratchpad), which does exactly that: what
+        such an access meets depends on where the allocator put things in each run. Poison cannot see through it;
+        the other detectors' evidence stands, and memcheck places the access."""
+        if POISON not in used:
+            return ""
+        unstable = poison.unstable_regions(ev.of(POISON))
+        if not unstable:
+            return ""
+        try:
+            wild = [e for e in ev.scenario.expectation(ev.case, ev.result.arch).findings if e.wild]
+        except Exception:   # noqa: BLE001 - a scenario's expect is user code: the verdict reports what it raises
+            return ""
+        if not wild:
+            return ""
+        return (f"not applicable here: {unstable}; this case is expected to make such a change "
+                f"({'; '.join(e.describe() for e in wild)}: it reaches memory outside every buffer of the case), so "
+                f"poison cannot tell an overread from it (memcheck places the access: mode complete or memcheck)")
+
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
         """Why the case checked nothing, or cannot be trusted; "" when its evidence stands."""
         res = ev.result
-        unstable = poison.unstable_regions(ev.of(POISON))
+        unstable = poison.unstable_regions(ev.of(POISON)) if any(d.detector == POISON and d.ran for d in runs) else ""
         if unstable:
             return unstable
         ran = {d.detector for d in runs if d.ran}
