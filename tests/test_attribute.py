@@ -307,6 +307,22 @@ def test_guard_ranges_become_overwrite_findings_per_buffer_and_region_class() ->
     assert found[("dst", "past_end")].detail("zone") == "alignment_tail"
 
 
+def test_a_write_that_reaches_a_guards_outer_edge_is_counted_as_at_least_never_exact() -> None:
+    """Held-out hp_a on the H200: a 4,400 B row written past the end changed the whole 1 KiB back guard; the guard
+    said 1,024 B, exact. Changed marker bytes up to the guard's outer edge are a lower bound; short of it, a count."""
+    lay = L.plan(26400, placement=L.GUARDED, guard=1024)
+    buffers = [{"name": "out", "layout": lay.to_json()}]
+    [whole] = guard_findings({"out": [{"region": "past_end", "start": 26400, "end": 26400 + 1024}]},
+                             kernel="k", arch="sm_90", buffers=buffers)
+    assert (whole.bytes, whole.exact) == (1024, False) and "at least" in whole.note
+    [front] = guard_findings({"out": [{"region": "before_start", "start": -1024, "end": -1000}]},
+                             kernel="k", arch="sm_90", buffers=buffers)
+    assert not front.exact
+    [short] = guard_findings({"out": [{"region": "past_end", "start": 26400, "end": 26400 + 600}]},
+                             kernel="k", arch="sm_90", buffers=buffers)
+    assert (short.bytes, short.exact, short.note) == (600, True, "")
+
+
 def test_guard_findings_use_the_scenarios_words_when_given() -> None:
     guard = {"dst": [{"region": "past_end", "start": 4000, "end": 4001}]}
     [f] = guard_findings(guard, kernel="k", arch="cpu", case_id="c[x]",
