@@ -381,3 +381,23 @@ def test_h200_xml_with_a_map_of_other_addresses_is_unattributed_not_dropped() ->
 
 def test_near_bytes_covers_a_2_mib_guard_granule() -> None:
     assert NEAR_BYTES > 2 << 20
+
+
+def test_a_memcheck_count_the_guard_shows_short_is_at_least_and_one_nothing_contradicts_stays_exact() -> None:
+    """Held-out hp_a on the H200: memcheck reported 816 B of a 4,400 B row written past the end (it ends the kernel at
+    its first error); the guard markers saw their whole 1,024 B guard. The memcheck count is then inexact."""
+    from dataclasses import replace as _replace
+
+    from gpu_memsafety.detectors.memcheck import undercounts
+    from gpu_memsafety.model import POISON, Finding as F
+    mc = F(detector=MEMCHECK, kind=OVERWRITE, buffer="out", region="past_end", bytes=816, count=204, kernel="k", arch="sm_90")
+    gd = F(detector=GUARD, kind=OVERWRITE, buffer="out", region="past_end", bytes=1024, count=1, kernel="k", arch="sm_90",
+           exact=False)
+    short, guard = undercounts([mc, gd])
+    assert (short.bytes, short.exact) == (816, False) and "guard saw at least 1024 B" in short.note
+    assert guard == gd
+    # the guard saw no more: memcheck's count stands; a poison bound (widened) or a victim's guard proves nothing
+    assert undercounts([mc, _replace(gd, bytes=816)])[0].exact
+    assert undercounts([mc, _replace(gd, detector=POISON, kind=OVERWRITE)])[0].exact
+    assert undercounts([mc, _replace(gd, details=(("victim", "x"),))])[0].exact
+    assert undercounts([mc, _replace(gd, region="before_start")])[0].exact

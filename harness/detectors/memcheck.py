@@ -8,8 +8,10 @@ access, and the worker process with it (`ends_process`): the rest of the batch r
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpu_memsafety.detectors.base import Evidence, sanitizer_ran, with_defaults
-from gpu_memsafety.model import MEMCHECK, DetectorRun, Finding
+from gpu_memsafety.model import GUARD, MEMCHECK, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 
@@ -32,3 +34,26 @@ class MemcheckDetector:
 
 
 DETECTOR = MemcheckDetector()
+
+
+def undercounts(findings: list[Finding]) -> list[Finding]:
+    """The case's findings, with memcheck's counts that another detector shows to be short marked inexact.
+
+    Memcheck terminates a kernel at its first precise error: it reports the accesses in flight then, not those the
+    threads would have made next. The guard markers seeing more bytes written in the same buffer and region (changed
+    marker bytes are bytes really written: a count or a lower bound, never a widened bound like poison's) prove the
+    count short. Held-out hp_a on the H200: a 4,400 B row
+    written past the end; memcheck 816 B, the guard its whole 1,024 B guard. Such a count stays what memcheck saw,
+    inexact, with the other count named; a count nothing contradicts stays exact."""
+    out = []
+    for f in findings:
+        if f.detector == MEMCHECK and f.exact:
+            more = [g for g in findings if g.detector == GUARD and (g.kind, g.buffer, g.region) == (f.kind, f.buffer, f.region)
+                    and g.bytes > f.bytes and not g.detail("victim")]
+            if more:
+                best = max(more, key=lambda g: g.bytes)
+                why = (f"at least: memcheck ends the kernel at its first error, and {best.detector} saw "
+                       f"{'at least ' if not best.exact else ''}{best.bytes} B here")
+                f = replace(f, exact=False, note="; ".join(x for x in (f.note, why) if x))
+        out.append(f)
+    return out
