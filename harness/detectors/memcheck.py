@@ -42,9 +42,9 @@ def undercounts(findings: list[Finding]) -> list[Finding]:
     Memcheck terminates a kernel at its first precise error: it reports the accesses in flight then, not those the
     threads would have made next. The guard markers seeing more bytes written in the same buffer and region (changed
     marker bytes are bytes really written: a count or a lower bound, never a widened bound like poison's) prove the
-    count short. Held-out hp_a on the H200: a 4,400 B row
-    written past the end; memcheck 816 B, the guard its whole 1,024 B guard. Such a count stays what memcheck saw,
-    inexact, with the other count named; a count nothing contradicts stays exact."""
+    count short. Held-out hp_a on the H200: a 4,400 B row written past the end; memcheck 816 B, the guard its whole
+    1,024 B guard. Such a count stays what memcheck saw, inexact, with the other count named; a count nothing
+    contradicts stays exact."""
     out = []
     for f in findings:
         if f.detector == MEMCHECK and f.exact:

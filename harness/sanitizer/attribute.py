@@ -174,7 +174,6 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
     return dict(out)
 
 
-
 def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[PlacedAccess]], acc: Access, kind: str,
                  buffers: Sequence[BufferRef], stray_case: str | None) -> None:
     if stray_case is None:
