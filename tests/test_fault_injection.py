@@ -625,3 +625,19 @@ def test_a_sanitized_case_that_hangs_costs_minutes_not_hours() -> None:
         for scenario in registry.all_scenarios().values():
             limit = MODES[mode].deadline(scenario.timeout_s, sanitized=True)
             assert 60.0 <= limit <= 600.0, (mode, scenario.name, limit)
+
+
+@pytest.mark.parametrize("how", ["", "sleep", "libc", "unknown"])
+def test_a_worker_leaves_after_a_fault_with_context_lost_however_it_is_told_to(how: str) -> None:
+    """The lost-memcheck-record experiment's switch (GPU_MEMSAFETY_FAULT_EXIT): every way out exits CONTEXT_LOST, and
+    none runs Python's finalisation (where torch's tensor destructors would meet the dead context)."""
+    from gpu_memsafety.engine.worker import CONTEXT_LOST
+    code = ("import atexit, sys; atexit.register(lambda: print('python finalised', flush=True)); "
+            "from gpu_memsafety.engine.worker import leave_after_fault; "
+            f"leave_after_fault({how!r})")
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == CONTEXT_LOST, done.stderr
+    assert "python finalised" not in done.stdout
+    if how == "sleep":
+        assert time.monotonic() - t0 >= 1.0

@@ -30,6 +30,23 @@ from gpu_memsafety.engine.modes import MODES
 
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
 CONTEXT_LOST = 75
+# How a worker leaves after a fault (a diagnostic switch for the lost-memcheck-record investigation of issue 26, used
+# by tools/device/complete_check.sh PART=flake16; unset in normal runs): "" os._exit at once (the default); "sleep"
+# the same after 1 s; "libc" libc's exit(), which runs the C atexit handlers of the loaded libraries (a sanitizer's
+# in-process part among them) but not Python's finalisation (no tensor destructor meets the dead context).
+# Hypothesis under test: os._exit right after the launch failure can cut off the sanitizer's delivery of the record.
+FAULT_EXIT_ENV = "GPU_MEMSAFETY_FAULT_EXIT"
+FAULT_EXITS = ("", "sleep", "libc")
+
+
+def leave_after_fault(how: str) -> None:
+    """End the process with CONTEXT_LOST, the way FAULT_EXIT_ENV says (an unknown value: the default)."""
+    if how == "sleep":
+        time.sleep(1.0)
+    elif how == "libc":
+        import ctypes
+        ctypes.CDLL(None).exit(CONTEXT_LOST)
+    os._exit(CONTEXT_LOST)
 
 
 def _scenario_of(entry: J.JobCase) -> Any:
@@ -150,7 +167,7 @@ class Worker:
                 self._write(index, J.WorkerResult(**base, **status, **body, cover=self._cover,
                                                   seconds=time.perf_counter() - start))
                 sys.stdout.flush()
-                os._exit(CONTEXT_LOST)
+                leave_after_fault(os.environ.get(FAULT_EXIT_ENV, ""))
             if kind == J.OOM:
                 # Release this case's buffers so that the cases after it get the memory back; its own result
                 # says how much there was.
