@@ -290,6 +290,8 @@ class Judge:
             return self.cannot_run(scenario, case, why + seen, res, runs, findings)
         if outcome is Outcome.UNSUPPORTED:
             outcome = Outcome.NOT_APPLICABLE
+        if void and outcome is Outcome.NOT_APPLICABLE:      # say why poison did not count, not that it did not run
+            message = f"{message} (poison ran and {void.removeprefix('not applicable here: ')})"
         stress = res.evidence.get("stress")
         if stress is not None:
             message = (f"stress runs no memory-safety detector: {stress['iterations']} iterations ran without a "
