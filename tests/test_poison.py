@@ -33,8 +33,8 @@ def test_a_read_past_the_end_is_past_end_with_its_bytes_bounded() -> None:
     run, calls = simulated({"src": {4008 + i for i in range(8)}})
     found, runs = poison.survey(layouts, ["src", "dst"], run)
     assert [(e["buffer"], e["region"], e["bounds"]) for e in found] == [("src", "past_end", [4008, 4016])]
-    assert runs == len(calls) and 4 <= runs <= 7 + 2 * 11      # 2 regions x 2 buffers, a second pattern where
-    #                                                            nothing changed, then two bisections of 1024 B
+    assert runs == len(calls) and 4 <= runs <= 7 + 2 * 11 + poison.GAP_CHUNKS   # 2 regions x 2 buffers, a second
+    # pattern where nothing changed, two bisections of 1024 B, then the look for gaps inside the 8 B found
 
 
 def test_a_read_before_the_start_is_before_start() -> None:
@@ -106,6 +106,32 @@ def test_past_the_budget_what_is_left_stays_whole() -> None:
     kept = poison.bound(changes, spans, budget=3)
     assert len(calls) <= 4 and (72, 80) in kept and (5032, 5040) in kept     # unrefined spans whole: a bound
     assert set(kept) <= set(spans) and len(kept) > 2
+
+
+@pytest.mark.parametrize("reads, pieces", [
+    ({-12, -11, -10, -9, -4, -3, -2, -1}, [(-12, -8), (-4, 0)]),       # held-out hq_c: table rows -3 and -1, not -2
+    ({4000, 4001, 4900}, [(4000, 4002), (4900, 4901)]),
+    (set(range(4000, 4064)), [(4000, 4064)]),                          # one contiguous read: one piece
+    ({-1024, -1}, [(-1024, -1023), (-1, 0)]),
+])
+def test_separate_reads_in_one_guard_are_separate_pieces_not_one_span(reads: set[int], pieces: list[tuple[int, int]]) -> None:
+    layouts = {"t": L.plan(4000, guard=1024)}
+    run, _ = simulated({"t": reads})
+    [entry], _ = poison.survey(layouts, ["t"], run)
+    assert [(lo, hi) for lo, hi, _ in entry["ranges"]] == pieces
+    [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="cpu")
+    assert f.bytes == sum(hi - lo for lo, hi in pieces)
+
+
+def test_stretches_that_matter_only_together_keep_the_span_whole() -> None:
+    """The first and last byte matter alone; the bytes between them only all together (a max over them): the span
+    stays whole rather than losing them."""
+    middle = set(range(10, 30))
+
+    def test(part: list[tuple[int, int]]) -> bool:
+        hit = {b for lo, hi in part for b in range(lo, hi)}
+        return 0 in hit or 39 in hit or middle <= hit
+    assert poison.gaps(test, 0, 40) == [(0, 40)]
 
 
 def test_nothing_read_nothing_found_one_run_per_buffer_region() -> None:

@@ -132,7 +132,8 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
                 calls[0] += 1
                 return bool(run(name, part, pattern))
             size = max(1, (itemsizes or {}).get(name, 1))
-            pieces = bound(changes, spans, size, budget if isinstance(budget, int) else budget.get(name, REFINE_BUDGET))
+            pieces = bound(changes, spans, size, budget if isinstance(budget, int) else budget.get(name, REFINE_BUDGET),
+                           find_gaps=region in OUTSIDE)
             runs += calls[0]
             ranges = [[lo, hi, layout.region_of(lo)] for lo, hi in pieces]
             found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges, "pattern": pattern,
@@ -141,13 +142,14 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
 
 
 def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: int = 1,
-          budget: int = REFINE_BUDGET) -> list[Span]:
+          budget: int = REFINE_BUDGET, find_gaps: bool = False) -> list[Span]:
     """The pieces of `spans` whose poison matters (poisoning all of `spans` is known to change the output).
 
     First the spans that matter, by halving the set (a half whose poison changes nothing is dropped; when
     neither half does alone, the set is kept whole); then, in each span that matters, the first and the last
-    byte that matter, by bisection, widened to whole elements of `size` bytes. Past `budget` runs, what is
-    left unrefined is kept whole: a bound, never a byte dropped that may matter."""
+    byte that matter, by bisection, widened to whole elements of `size` bytes; with `find_gaps` (a guard: one span
+    of up to a KiB, where separate reads are common), then the stretches inside that do not matter (`gaps`). Past
+    `budget` runs, what is left unrefined is kept whole: a bound, never a byte dropped that may matter."""
     spent = [0]
 
     def test(part: list[Span]) -> bool:
@@ -172,10 +174,58 @@ def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: in
             last = last_changing(lambda a, b: test([(a, b)]), lo, hi, more)
             narrowed = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
             if narrowed[0] < narrowed[1]:
-                lo, hi = narrowed
+                out.extend(gaps(test, *narrowed, size, more) if find_gaps else [narrowed])
+                continue
             # else the searches disagree (first past last: the output changed without following the poisoned
             # bytes, a kernel whose results vary between runs): the span stays whole, a bound
         out.append((lo, hi))
+    return out
+
+
+# Pieces a bounded span is cut into to look for bytes inside it that do not matter (see gaps).
+GAP_CHUNKS = 8
+
+
+def gaps(test: Callable[[list[Span]], bool], lo: int, hi: int, size: int = 1,
+         more: Callable[[], bool] = lambda: True) -> list[Span]:
+    """[lo, hi) (its first and last element matter) without the stretches inside it that do not: two reads in one
+    guard (rows -1 and -3 of a table, held-out hq_c) are two pieces, not one span with the unread row between.
+
+    The span is cut into GAP_CHUNKS pieces of whole elements, each poisoned alone (a contiguous read costs those
+    runs and stays whole); the pieces that change nothing are dropped only if, poisoned all together, they still
+    change nothing (else something in them matters in combination: the span stays whole); each run of kept pieces is
+    then narrowed to its first and last byte that matter. Past the budget (`more`), the span stays whole."""
+    n = (hi - lo) // size
+    if n < 3 or (hi - lo) % size:
+        return [(lo, hi)]
+    m = min(GAP_CHUNKS, n)
+    edges = [lo + (n * i // m) * size for i in range(m + 1)]
+    chunks = list(zip(edges, edges[1:]))
+    kept = []
+    for chunk in chunks:
+        if not more():
+            return [(lo, hi)]
+        kept.append(test([chunk]))
+    dropped = [c for c, k in zip(chunks, kept) if not k]
+    if not dropped or not kept[0] or not kept[-1] or not more() or test(dropped):
+        return [(lo, hi)]
+    runs: list[list[int]] = []
+    for (a, b), k in zip(chunks, kept):
+        if not k:
+            continue
+        if runs and runs[-1][1] == a:
+            runs[-1][1] = b
+        else:
+            runs.append([a, b])
+    out = []
+    for a, b in runs:
+        if b - a > size and more():
+            first = first_changing(lambda x, y: test([(x, y)]), a, b, more)
+            last = last_changing(lambda x, y: test([(x, y)]), a, b, more)
+            narrowed = max(a, first // size * size), min(b, -(-(last + 1) // size) * size)
+            if narrowed[0] < narrowed[1]:
+                a, b = narrowed
+        out.append((a, b))
     return out
 
 
