@@ -323,6 +323,35 @@ def test_a_write_that_reaches_a_guards_outer_edge_is_counted_as_at_least_never_e
     assert (short.bytes, short.exact, short.note) == (600, True, "")
 
 
+def test_changed_guard_bytes_are_widened_to_the_buffers_whole_elements_and_then_inexact() -> None:
+    """Held-out round 2 on the CPU: an atomic add on the int32 one past the end changed 1 byte of the marker word
+    (counted 1 B of 4), and fp32 stores into an fp16 buffer's back guard left two bytes that happened to be 0xA5
+    (598 B of 600). A store writes whole elements: the changed bytes widen to the elements they fall in."""
+    lay = L.plan(4000, placement=L.GUARDED, guard=1024)
+    hist = [{"name": "hist", "layout": lay.to_json(), "dtype": "int32", "itemsize": 4}]
+    [f] = guard_findings({"hist": [{"region": "past_end", "start": 4000, "end": 4001}]}, kernel="k", arch="cpu",
+                         buffers=hist)
+    assert (f.bytes, f.exact, [(r.start, r.end) for r in f.ranges]) == (4, False, [(4000, 4004)])
+    assert "1 B changed, 4 B in whole 4-byte elements" in f.note
+    out = [{"name": "out", "layout": lay.to_json(), "dtype": "float16"}]          # an older map: no itemsize
+    runs = [{"region": "past_end", "start": 4000, "end": 4100}, {"region": "past_end", "start": 4101, "end": 4301},
+            {"region": "past_end", "start": 4302, "end": 4600}]
+    [g] = guard_findings({"out": runs}, kernel="k", arch="cpu", buffers=out)
+    assert (g.bytes, g.count, [(r.start, r.end) for r in g.ranges]) == (600, 1, [(4000, 4600)])
+    # whole elements already, or a byte-typed buffer: the count stands, exact
+    [h] = guard_findings({"hist": [{"region": "past_end", "start": 4000, "end": 4008}]}, kernel="k", arch="cpu",
+                         buffers=hist)
+    assert (h.bytes, h.exact) == (8, True)
+    raw = [{"name": "hist", "layout": lay.to_json(), "dtype": "uint8"}]
+    [u] = guard_findings({"hist": [{"region": "past_end", "start": 4000, "end": 4001}]}, kernel="k", arch="cpu",
+                         buffers=raw)
+    assert (u.bytes, u.exact) == (1, True)
+    # before the start: widened inside the front guard only
+    [b] = guard_findings({"hist": [{"region": "before_start", "start": -2, "end": -1}]}, kernel="k", arch="cpu",
+                         buffers=hist)
+    assert [(r.start, r.end) for r in b.ranges] == [(-4, 0)]
+
+
 def test_guard_findings_use_the_scenarios_words_when_given() -> None:
     guard = {"dst": [{"region": "past_end", "start": 4000, "end": 4001}]}
     [f] = guard_findings(guard, kernel="k", arch="cpu", case_id="c[x]",

@@ -118,6 +118,7 @@ class GuardedBuffer:
             "backend": self.backend,
             "layout": self.layout.to_json(),
             "dtype": str(self.tensor.dtype).replace("torch.", ""),
+            "itemsize": self.tensor.element_size(),
             "shape": list(self.tensor.shape),
             "stride": list(self.tensor.stride()),
         }

@@ -22,6 +22,7 @@ Rules (one place each):
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -275,25 +276,69 @@ def guard_findings(guard: Mapping[str, Sequence[Mapping[str, Any]]], *, kernel: 
     With the buffer map, each finding's details name the marker zones (front_guard, alignment_tail...)."""
     from gpu_memsafety.model import GUARD
     layouts = {b["name"]: L.GuardLayout.from_json(b["layout"]) for b in buffers if "layout" in b}
+    itemsizes = {b["name"]: itemsize_of(b) for b in buffers if "name" in b}
     findings = []
     for name, runs in guard.items():
         by_class: dict[str, list[ByteRange]] = defaultdict(list)
+
+        def words(lo: int, hi: int, given: str = "", name: str = name) -> str:
+            return describe(case_id, name, lo, hi) if describe else given
         for r in runs:
-            logical = describe(case_id, name, r["start"], r["end"]) if describe else r.get("logical", "")
-            by_class[L.region_class(r["region"])].append(ByteRange(r["region"], r["start"], r["end"], logical))
+            by_class[L.region_class(r["region"])].append(ByteRange(r["region"], r["start"], r["end"],
+                                                                   words(r["start"], r["end"], r.get("logical", ""))))
         for region, ranges in by_class.items():
             details: tuple[tuple[str, str], ...] = (("access", "write"),)
-            note, exact = "", True
+            notes: list[str] = []
             if name in layouts:
                 lay = layouts[name]
                 zones = dict.fromkeys(L.region_class(lay.zone_of(x.start)) for x in ranges)
                 details += (("zone", ", ".join(zones)),)
-                note = _beyond_guard(lay, ranges)
-                exact = not note
+                size = itemsizes.get(name, 1)
+                if size > 1 and region in (L.PAST_END, L.BEFORE_START):
+                    whole = _whole_elements(ranges, size, lay, words)
+                    changed, widened = sum(x.nbytes for x in ranges), sum(x.nbytes for x in whole)
+                    if widened != changed:
+                        notes.append(f"{changed} B changed, {widened} B in whole {size}-byte elements of {name}: a "
+                                     f"store writes whole elements, and a byte it left equal to the marker (or that an "
+                                     f"atomic add did not change) is not seen")
+                        ranges = whole
+                notes.append(_beyond_guard(lay, ranges))
+            note = "; ".join(n for n in notes if n)
+            exact = not note
             findings.append(Finding(detector=GUARD, kind=OVERWRITE, buffer=name, region=region,
                                     bytes=sum(x.nbytes for x in ranges), count=len(ranges), kernel=kernel,
                                     arch=arch, ranges=tuple(ranges), details=details, exact=exact, note=note))
     return findings
+
+
+def itemsize_of(record: Mapping[str, Any]) -> int:
+    """Bytes per element of a buffer-map entry: its `itemsize`, else from its dtype's name (float32: 4; bfloat16: 2;
+    float8_e4m3fn: 1), else 1."""
+    if isinstance(record.get("itemsize"), int) and record["itemsize"] > 0:
+        return int(record["itemsize"])
+    bits = re.search(r"(\d+)", str(record.get("dtype", "")))
+    return max(1, int(bits.group(1)) // 8) if bits else 1
+
+
+def _whole_elements(ranges: Sequence[ByteRange], size: int, lay: L.GuardLayout,
+                    words: Callable[[int, int], str]) -> list[ByteRange]:
+    """Changed guard bytes widened to the whole elements of `size` bytes they fall in (offsets from the tensor's
+    first byte), kept inside the guard, touching pieces merged."""
+    spans = []
+    for x in ranges:
+        lo, hi = x.start // size * size, -(-x.end // size) * size
+        if region_class(x.region) == L.PAST_END:
+            lo, hi = max(lo, lay.nbytes), min(hi, lay.nbytes + lay.back)
+        else:
+            lo, hi = max(lo, -lay.front), min(hi, 0)
+        spans.append((lo, hi, x.region))
+    merged: list[list[Any]] = []
+    for lo, hi, region in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi, region])
+    return [ByteRange(region, lo, hi, words(lo, hi)) for lo, hi, region in merged]
 
 
 def _beyond_guard(lay: L.GuardLayout, ranges: Sequence[ByteRange]) -> str:
