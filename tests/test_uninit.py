@@ -16,7 +16,7 @@ import pytest
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.detectors import uninit
-from gpu_memsafety.model import UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
+from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.judge.verdict import decide
 
@@ -204,3 +204,19 @@ def test_output_bytes_never_written_stay_unwritten_after_the_extra_run(fake_resu
     assert outcome is Outcome.EXPECTED_FINDING, found
     report = fake_results["tail_unwritten"][2]["evidence"]["uninit"]
     assert report["unwritten"] == {"out": [[2000, 4000]]} and "copied" not in report and report["runs"] == 3
+
+
+def test_bytes_written_with_the_markers_own_value_are_seen_by_a_run_with_the_complementary_marker(
+        fake_results: dict[str, Any]) -> None:
+    """Held-out hr_a (session 9): bf16 values 0xA5A5 stored past the end; the marker check saw 4 of the 16 bytes and
+    called the count exact. Where run A's markers changed, one more run with 0x5A markers sees the rest."""
+    from gpu_memsafety.sanitizer.attribute import guard_findings
+    scenario, case, res = fake_results["marker_valued_overrun"]
+    [f] = guard_findings(res["evidence"][GUARD], kernel=res["kernel"], arch=res["arch"], buffers=res["buffers"])
+    assert (f.buffer, f.region, f.bytes, f.exact) == ("out", "past_end", 16, True)
+    assert [(r.start, r.end) for r in f.ranges] == [(4000, 4016)]
+    assert decide(scenario.expect(case), [f], [DetectorRun(GUARD, True, "markers")]).outcome is Outcome.EXPECTED_FINDING
+    report = fake_results["marker_valued_overrun"][2]["evidence"]["uninit"]
+    assert report["runs"] == 3 and report["complement_marker"] == 0x5A
+    clean = fake_results["clean"][2]["evidence"]["uninit"]
+    assert clean["runs"] == 2 and "complement_marker" not in clean        # no marker changed: no extra run

@@ -108,7 +108,18 @@ def distinct(findings: Sequence[Finding]) -> list[Finding]:
         if ident not in seen:
             seen.add(ident)
             out.append(f)
-    return out
+    return [f for f in out if not any(g is not f and _covers(g, f) for g in out)]
+
+
+def _covers(big: Finding, small: Finding) -> bool:
+    """`small` is a part of what `big` saw: the same detector, kind, kernel, buffer and region, and every byte range of
+    `small` inside one of `big`'s, `big` seeing more (the guard markers of the memcheck stage saw 4 of 16 B written
+    with the marker's own value; the values stage's complementary-marker run saw all 16: held-out hr_a)."""
+    same = (big.detector, big.kind, big.kernel, big.buffer, big.region) == \
+           (small.detector, small.kind, small.kernel, small.buffer, small.region)
+    if not same or not small.ranges or not big.ranges or big.bytes <= small.bytes:
+        return False
+    return all(any(b.start <= r.start and r.end <= b.end for b in big.ranges) for r in small.ranges)
 
 
 def _runs(detectors: Sequence[str], stages: Sequence[StageResult], left: Mapping[str, str]) -> list[DetectorRun]:

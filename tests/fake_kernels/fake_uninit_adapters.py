@@ -24,6 +24,14 @@ def run_case(case: Any, ctx: Any) -> Any:
         x[: n // 2] = 1.0
         out.copy_(x.flip(0))
         return RunInfo(kernel="fake_lookup", outputs={"out": out})
+    if case.variant == "marker_valued_overrun":
+        # Four floats stored past the end, the middle two with the marker's own bits (0xA5A5A5A5: held-out hr_a, bf16
+        # values 0xA5A5 past the end): the marker check alone sees 8 of the 16 bytes.
+        x.fill_(1.0)
+        out.copy_(x)
+        marker = torch.tensor([0xA5A5A5A5 - (1 << 32)], dtype=torch.int32).view(torch.float32).item()
+        out.as_strided((n + 4,), (1,))[n:] = torch.tensor([3.0, marker, marker, 5.0])
+        return RunInfo(kernel="fake_overrun", outputs={"out": out})
     if case.variant == "tail_unwritten":
         x.fill_(1.0)
         out[: n // 2] = x[: n // 2]        # the grid covers half of out: its second half is never written

@@ -3,7 +3,7 @@
 Loaded from this file by the tests and by the worker (the job names the file; see harness/scenario/registry.py)."""
 from __future__ import annotations
 
-from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, Expectation, ExpectedFinding
+from gpu_memsafety.model import GUARD, OVERWRITE, UNINIT, UNINIT_READ, UNWRITTEN, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case
 
 from _fake import fake_scenario
@@ -11,7 +11,7 @@ from _fake import fake_scenario
 NAME = "fake_uninit"
 N = 1000
 VARIANTS = ("clean", "input_half_written", "external_output", "nondeterministic", "sparse_noise",
-            "sparse_noise_accumulate", "lut_partly_written", "tail_unwritten")
+            "sparse_noise_accumulate", "lut_partly_written", "tail_unwritten", "marker_valued_overrun")
 
 
 def _expect(case: Case) -> Expectation:
@@ -25,6 +25,9 @@ def _expect(case: Case) -> Expectation:
     if case.variant == "tail_unwritten":
         return Expectation((ExpectedFinding(UNWRITTEN, "out", (UNINIT,), region="inside", bytes=n // 2 * 4,
                                             ranges=((n // 2 * 4, n * 4),)),))
+    if case.variant == "marker_valued_overrun":
+        return Expectation((ExpectedFinding(OVERWRITE, "out", (GUARD,), region="past_end", bytes=16,
+                                            ranges=((n * 4, n * 4 + 16),)),))
     if case.variant in ("external_output", "sparse_noise_accumulate"):
         return Expectation((ExpectedFinding(UNINIT_READ, "out", (UNINIT,), region="inside"),))
     return Expectation()
