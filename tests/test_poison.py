@@ -137,8 +137,8 @@ def test_stretches_that_matter_only_together_keep_the_span_whole() -> None:
 def test_nothing_read_nothing_found_one_run_per_buffer_region() -> None:
     layouts = {"a": L.plan(64, guard=16), "b": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
     run, calls = simulated({})
-    assert poison.survey(layouts, ["a", "b"], run) == ([], 12)             # two patterns per region
-    assert [c[0] for c in calls] == ["a"] * 4 + ["b"] * 8   # every buffer, in the given order
+    assert poison.survey(layouts, ["a", "b"], run) == ([], 14)     # two patterns per guard, three per rows region
+    assert [c[0] for c in calls] == ["a"] * 4 + ["b"] * 10  # every buffer, in the given order
 
 
 @pytest.mark.parametrize("reads", [{5}, {0}, {1023}, {0, 1023}, {200, 201, 202}, {17, 900}])
@@ -269,3 +269,33 @@ def test_an_output_that_changes_with_nothing_poisoned_is_not_an_overread_but_unj
     run2, calls = simulated({"x": {4008}})
     [entry], _ = poison.survey({"x": L.plan(4008, guard=1024)}, ["x"], run2)
     assert not entry.get("unstable") and ("x", []) in calls
+
+
+def test_a_read_of_unused_rows_that_only_an_argmax_sees_is_found_by_the_ramp() -> None:
+    """Held-out hr_b (session 9): a greedy argmax over every row of a max-batch logits buffer. A row of one byte value
+    (the marker, 0xFF, 0x7B) always gives argmax 0, so neither uniform pattern changed anything; the ramp does.
+    Guards get no third run: memcheck sees reads there."""
+    rows = L.Rows(rows=8, row_bytes=64, row_stride=64, used_rows=5)
+    layouts = {"logits": L.plan(rows.nbytes, guard=64, rows=rows)}
+    seen = []
+
+    def run(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
+        seen.append(pattern)
+        unused = any(lo >= 5 * 64 for lo, _ in spans)
+        return {"argmax": {"elements": 1, "of": 8}} if unused and pattern == poison.RAMP else {}
+    [entry], runs = poison.survey(layouts, ["logits"], run)
+    assert (entry["region"], entry["pattern"]) == ("unused_row", poison.RAMP)
+    [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="cpu")
+    assert "ramp" in f.note and "argmax" in f.note
+    assert seen[:4] == [0xFF, 0x7B, 0xFF, 0x7B]           # the two guards: the uniform patterns only
+
+
+def test_the_arena_writes_the_ramp_into_the_poisoned_spans_and_nothing_else() -> None:
+    from gpu_memsafety.placement.guard import ramp_bytes
+    arena = Arena(torch.device("cpu"), guard=16, poison_spans={"x": [(8, 12)]}, poison_marker=poison.RAMP)
+    x = arena.tensor("x", (2,), torch.int32)
+    buf = arena.buffers["x"]
+    front = buf.layout.front
+    assert buf.storage[front + 8:front + 12].tolist() == ramp_bytes(8, 12, torch.device("cpu")).tolist() == [51, 88, 125, 162]
+    assert set(buf.storage[:front].tolist()) == {0xA5} and set(buf.storage[front + 12:].tolist()) == {0xA5}
+    assert x.numel() == 2

@@ -30,6 +30,13 @@ Span = tuple[int, int]
 Run = Callable[[str, list[Span], int], Mapping[str, Any]]
 # Poison patterns in the order they are tried on a region (the baseline's marker is 0xA5): see the docstring.
 PATTERNS = (0xFF, 0x7B)
+# A third pattern for the marker bytes inside the allocation (row padding, unused rows), tried when both uniform ones
+# changed nothing: byte k of the tensor is (37 k + 11) mod 256, so neighbouring elements differ. A uniform row gives
+# an argmax the same answer whatever its value (held-out hr_b: greedy argmax over the unused rows of a max-batch
+# logits buffer); a ramp does not. Not a byte value: the arena writes the ramp (placement.guard.ramp_bytes). Inside
+# the allocation poison is the only detector that sees a read (memcheck does not), hence the extra run there only.
+RAMP = L.POISON_RAMP
+INSIDE_PATTERNS = (*PATTERNS, RAMP)
 # The baseline's marker, then the patterns: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0,
 # as fp32 and as bf16; 0x7B a large finite positive number.
 BASELINE = 0xA5
@@ -53,7 +60,8 @@ class PoisonDetector:
             return DetectorRun(POISON, False, "not run")
         left = report.get("left_to_memcheck")
         words = f"; the guards of {', '.join(left)} left to memcheck, which watched their ends" if left else ""
-        return DetectorRun(POISON, True, f"two patterns compared, {report.get('runs', 0)} runs{words}")
+        return DetectorRun(POISON, True, f"two patterns compared (a third inside the allocation), "
+                                         f"{report.get('runs', 0)} runs{words}")
 
     def findings(self, ev: Evidence) -> list[Finding]:
         return overread_findings(ev.of(POISON), kernel=ev.result.kernel, arch=ev.result.arch)
@@ -99,7 +107,8 @@ def refine_budget(baseline_s: float, expected: Sequence[Any] = (), buffer: str |
 def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
            itemsizes: Mapping[str, int] | None = None, budget: int | Mapping[str, int] = REFINE_BUDGET,
            patterns: Sequence[int] = PATTERNS,
-           skip: Mapping[str, Sequence[str]] | None = None) -> tuple[list[dict[str, Any]], int]:
+           skip: Mapping[str, Sequence[str]] | None = None,
+           inside_patterns: Sequence[int] = INSIDE_PATTERNS) -> tuple[list[dict[str, Any]], int]:
     """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded (in the pattern
     that changed it); and how many kernel runs that took (the baseline not counted). `skip`: regions of a buffer
     not to survey (the guards of a buffer whose ends memcheck watched)."""
@@ -111,7 +120,7 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
             if region in (skip or {}).get(name, ()):
                 continue
             diff: dict[str, Any] = {}
-            for pattern in patterns:
+            for pattern in (patterns if region in OUTSIDE else inside_patterns):
                 diff = dict(run(name, spans, pattern))
                 runs += 1
                 if diff:
@@ -268,8 +277,11 @@ def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: st
         changed = "; ".join(f"{k}: {v['elements']} of {v['of']} elements changed" for k, v in entry["outputs"].items())
         ranges = _ranges(entry)
         pattern = entry.get("pattern")
-        where = f"only {name}'s {region} bytes changed pattern" + (f" (to {pattern:#04x})" if pattern is not None else "")
-        if pattern is not None and pattern != PATTERNS[0]:
+        where = f"only {name}'s {region} bytes changed pattern" + (f" (to {pattern_words(pattern)})" if pattern is not None else "")
+        if pattern == RAMP:
+            where += (f", after {PATTERNS[0]:#04x} and {PATTERNS[1]:#04x} changed nothing: an argmax or an equality "
+                      f"gives uniform bytes one answer whatever their value")
+        elif pattern is not None and pattern != PATTERNS[0]:
             where += f", after {PATTERNS[0]:#04x} (NaN) changed nothing: a max, min or comparison drops NaN"
         if ranges:
             spans = ", ".join(f"{r.start}..{r.end - 1}" for r in ranges[:4]) + (", ..." if len(ranges) > 4 else "")
@@ -279,6 +291,10 @@ def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: st
                            ranges=ranges, exact=False, note=f"output changed when {where} ({changed})",
                            details=(("access", "read"), ("zone", region))))
     return out
+
+
+def pattern_words(pattern: int) -> str:
+    return "a ramp of bytes, (37 k + 11) mod 256" if pattern == RAMP else f"{pattern:#04x}"
 
 
 def unstable_regions(poison: Mapping[str, Any] | None) -> str:
@@ -345,7 +361,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     changed: dict[str, Any] = {}
     for entry in regions:
         changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
-    result["evidence"][POISON] = {"patterns": [BASELINE, *PATTERNS], "changed": changed, "regions": regions,
+    result["evidence"][POISON] = {"patterns": [BASELINE, *INSIDE_PATTERNS], "changed": changed, "regions": regions,
                                   "outputs": sorted(baseline), "compared_buffers": compared, "runs": 1 + runs,
                                   "buffers": order, "refine_budget": budgets,
                                   **({"left_to_memcheck": sorted(left)} if left else {})}

@@ -254,7 +254,10 @@ class Arena:
         for lo, hi in self.poison_spans.get(name, ()):
             if not any(s <= lo and hi <= e for s, e, _ in lay.marker_spans()):
                 raise L.LayoutError(f"buffer {name!r}: poison span {lo}..{hi} is not inside its marker bytes")
-            storage[lay.front + lo : lay.front + hi].fill_(self.poison_marker)
+            if self.poison_marker == L.POISON_RAMP:
+                storage[lay.front + lo : lay.front + hi] = ramp_bytes(lo, hi, storage.device)
+            else:
+                storage[lay.front + lo : lay.front + hi].fill_(self.poison_marker)
         self.buffers[name] = buf
         return buf
 
@@ -330,6 +333,12 @@ class Arena:
 
     def buffer_map(self) -> list[dict[str, Any]]:
         return [buf.record() for buf in self.buffers.values()]
+
+
+def ramp_bytes(lo: int, hi: int, device: Any) -> torch.Tensor:
+    """Bytes lo..hi-1 (offsets from the tensor's first byte) of poison's ramp, (37 k + 11) mod 256: neighbouring
+    elements differ, and any part of a span holds the same bytes as in the whole."""
+    return ((torch.arange(lo, hi, dtype=torch.int64, device=device) * 37 + 11) % 256).to(torch.uint8)
 
 
 def _itemsize(name: str, dtype: Any) -> int:

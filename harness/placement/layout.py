@@ -339,3 +339,8 @@ def guard_page_offsets(buffers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         except (KeyError, TypeError, ValueError) as exc:
             raise LayoutError(f"buffer map entry {b!r} has no usable alloc_base/alloc_size/tensor_addr: {exc}") from exc
     return out
+
+
+# Poison mode's third pattern: not a byte value, a ramp of bytes the arena writes (placement.guard.ramp_bytes;
+# detectors.poison.RAMP says why).
+POISON_RAMP = 0x100
