@@ -176,19 +176,25 @@ def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: in
         return [m for p in keep for m in matters(p)]
 
     out: list[Span] = []
+    more = lambda: spent[0] < budget   # noqa: E731 - past the budget, each search keeps its widest answer
     for (lo, hi), confirmed in matters(sorted(spans)):
-        if confirmed and hi - lo > size and spent[0] < budget:
-            more = lambda: spent[0] < budget   # noqa: E731 - past the budget, each search keeps its widest answer
-            first = first_changing(lambda a, b: test([(a, b)]), lo, hi, more)
-            last = last_changing(lambda a, b: test([(a, b)]), lo, hi, more)
-            narrowed = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
-            if narrowed[0] < narrowed[1]:
+        if confirmed and hi - lo > size and more():
+            narrowed = _narrow(test, lo, hi, size, more)
+            if narrowed is not None:
                 out.extend(gaps(test, *narrowed, size, more) if find_gaps else [narrowed])
                 continue
-            # else the searches disagree (first past last: the output changed without following the poisoned
-            # bytes, a kernel whose results vary between runs): the span stays whole, a bound
         out.append((lo, hi))
     return out
+
+
+def _narrow(test: Callable[[list[Span]], bool], lo: int, hi: int, size: int, more: Callable[[], bool]) -> Span | None:
+    """[lo, hi) (poisoning it changes the output) narrowed to its first and last byte that matter, by bisection,
+    widened to whole elements of `size` bytes. None when the searches disagree (first past last: the output changed
+    without following the poisoned bytes, a kernel whose results vary between runs): the span then stays whole."""
+    first = first_changing(lambda a, b: test([(a, b)]), lo, hi, more)
+    last = last_changing(lambda a, b: test([(a, b)]), lo, hi, more)
+    narrowed = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
+    return narrowed if narrowed[0] < narrowed[1] else None
 
 
 # Pieces a bounded span is cut into to look for bytes inside it that do not matter (see gaps).
@@ -218,24 +224,8 @@ def gaps(test: Callable[[list[Span]], bool], lo: int, hi: int, size: int = 1,
     dropped = [c for c, k in zip(chunks, kept) if not k]
     if not dropped or not kept[0] or not kept[-1] or not more() or test(dropped):
         return [(lo, hi)]
-    runs: list[list[int]] = []
-    for (a, b), k in zip(chunks, kept):
-        if not k:
-            continue
-        if runs and runs[-1][1] == a:
-            runs[-1][1] = b
-        else:
-            runs.append([a, b])
-    out = []
-    for a, b in runs:
-        if b - a > size and more():
-            first = first_changing(lambda x, y: test([(x, y)]), a, b, more)
-            last = last_changing(lambda x, y: test([(x, y)]), a, b, more)
-            narrowed = max(a, first // size * size), min(b, -(-(last + 1) // size) * size)
-            if narrowed[0] < narrowed[1]:
-                a, b = narrowed
-        out.append((a, b))
-    return out
+    runs = L.merge_runs(c for c, k in zip(chunks, kept) if k)
+    return [(_narrow(test, a, b, size, more) if b - a > size and more() else None) or (a, b) for a, b in runs]
 
 
 def first_changing(changes: Callable[[int, int], bool], lo: int, hi: int,

@@ -36,7 +36,6 @@ CONTEXT_LOST = 75
 # in-process part among them) but not Python's finalisation (no tensor destructor meets the dead context).
 # Hypothesis under test: os._exit right after the launch failure can cut off the sanitizer's delivery of the record.
 FAULT_EXIT_ENV = "GPU_MEMSAFETY_FAULT_EXIT"
-FAULT_EXITS = ("", "sleep", "libc")
 
 
 def leave_after_fault(how: str) -> None:

@@ -312,12 +312,10 @@ class Judge:
         scratchpad writes), and such an access ends the kernel wherever it meets an unmapped address, which
         depends on where the allocator put things. No detector here can tell that fault from another; memcheck
         places the access and is the mode that judges it."""
-        if MEMCHECK in self.mode.detectors:
+        wild = _wild(expectation)
+        if MEMCHECK in self.mode.detectors or not wild:
             return ""
-        wild = [e for e in expectation.findings if e.wild]
-        if not wild:
-            return ""
-        return (f"not judged here: the expected {'; '.join(e.describe() for e in wild)} reaches memory outside every "
+        return (f"not judged here: the expected {wild} reaches memory outside every "
                 f"buffer of the case and can end the kernel at an unmapped address; {self.mode.name} mode cannot "
                 f"tell that fault from another one (memcheck places it: run mode complete or memcheck)")
 
@@ -333,13 +331,13 @@ class Judge:
         if not unstable:
             return ""
         try:
-            wild = [e for e in ev.scenario.expectation(ev.case, ev.result.arch).findings if e.wild]
+            wild = _wild(ev.scenario.expectation(ev.case, ev.result.arch))
         except Exception:   # noqa: BLE001 - a scenario's expect is user code: the verdict reports what it raises
             return ""
         if not wild:
             return ""
         return (f"not applicable here: {unstable}; this case is expected to make such a change "
-                f"({'; '.join(e.describe() for e in wild)}: it reaches memory outside every buffer of the case), so "
+                f"({wild}: it reaches memory outside every buffer of the case), so "
                 f"poison cannot tell an overread from it (memcheck places the access: mode complete or memcheck)")
 
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
@@ -453,6 +451,11 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
     result.details["baseline"] = [{"finding": seen.key, "reason": entry.reason, "upstream": entry.upstream}
                                   for seen, entry in diff.accepted]   # read by report.baselines and report.load
     return result
+
+
+def _wild(expectation: Expectation) -> str:
+    """The case's expected accesses to memory of no buffer of ours (ExpectedFinding.wild), in words ("" if none)."""
+    return "; ".join(e.describe() for e in expectation.findings if e.wild)
 
 
 def unreproduced(claimed: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:

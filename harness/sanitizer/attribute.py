@@ -332,13 +332,9 @@ def _whole_elements(ranges: Sequence[ByteRange], size: int, lay: L.GuardLayout,
         else:
             lo, hi = max(lo, -lay.front), min(hi, 0)
         spans.append((lo, hi, x.region))
-    merged: list[list[Any]] = []
-    for lo, hi, region in sorted(spans):
-        if merged and lo <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi, region])
-    return [ByteRange(region, lo, hi, words(lo, hi)) for lo, hi, region in merged]
+    first = sorted(spans)      # each merged piece keeps the region name of the first range in it
+    return [ByteRange(next(r for a, _, r in first if lo <= a < hi), lo, hi, words(lo, hi))
+            for lo, hi in L.merge_runs((lo, hi) for lo, hi, _ in spans)]
 
 
 def _beyond_guard(lay: L.GuardLayout, ranges: Sequence[ByteRange]) -> str:
