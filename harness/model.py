@@ -148,6 +148,16 @@ class ByteRange:
         return self.end - self.start
 
 
+# The bytes field of Finding.key() for a finding whose count is not exact: a bound that moves between identical runs
+# (a wild access's count depends on which of its addresses land inside some other live allocation, a poison bound on
+# the time left to refine it), so it cannot be part of an identity that must stay the same from run to run.
+INEXACT_BYTES = "~"
+
+
+def key_bytes(nbytes: int, exact: bool) -> str:
+    return str(nbytes) if exact else INEXACT_BYTES
+
+
 @dataclass(frozen=True)
 class Finding:
     """One kind of bad access by one kernel into one region class of one buffer, seen by one detector."""
@@ -186,8 +196,9 @@ class Finding:
         return min(r.start for r in self.ranges), max(r.end for r in self.ranges)
 
     def key(self) -> str:
-        """Identity for baselines: stable across runs and addresses."""
-        return f"{self.detector}:{self.kind}:{self.kernel}:{self.buffer}:{self.region}:{self.bytes}"
+        """Identity for baselines, SARIF and Code Quality fingerprints: stable across runs and addresses. The byte
+        count is part of it only where the detector measured it exactly (key_bytes)."""
+        return f"{self.detector}:{self.kind}:{self.kernel}:{self.buffer}:{self.region}:{key_bytes(self.bytes, self.exact)}"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -200,6 +211,13 @@ class Finding:
         fields = dict(data)
         fields["ranges"] = tuple(ByteRange(**r) for r in fields.get("ranges", ()))
         return cls(**fields)
+
+
+def placed(finding: Finding) -> bool:
+    """Whether a finding's region says where the access went: an exact count's region always does, and so does an
+    inexact one's that names a region class or that the access hit no buffer of ours (unattributed); a hardware
+    fault's region that cannot be told does not (an expectation's region is then not held against it)."""
+    return finding.exact or finding.region in REGIONS or finding.region == UNATTRIBUTED
 
 
 @dataclass(frozen=True)
@@ -241,8 +259,9 @@ class ExpectedFinding:
             return False
         if finding.buffer != self.buffer:
             return False  # a fault that names several candidates ("a|b": not told apart) matches none of them
-        # an inexact finding is held to its region when it has one (poison); not when it cannot tell (a fault)
-        if self.region is not None and (finding.exact or finding.region in REGIONS) and finding.region != self.region:
+        # an inexact finding is held to its region when it has one (poison, a wild access: unattributed); not when it
+        # cannot tell (a fault)
+        if self.region is not None and placed(finding) and finding.region != self.region:
             return False
         if self.bytes is not None and finding.exact and finding.bytes != self.bytes:
             return False

@@ -160,6 +160,20 @@ def test_unattributed_access_is_kept_with_its_address() -> None:
     assert f.ranges == (ByteRange("unattributed", far, far + 6, logical=f"address {far:#x}"),)
 
 
+def test_a_wild_access_count_is_at_least_and_its_key_leaves_the_count_out() -> None:
+    """Memcheck sees a wild access only where it lands outside every live allocation; which of its addresses do
+    depends on the process's memory layout (run 33: 49,152 B one run, 48,640 B the next, for the same split-k
+    scratchpad write), so the count is a lower bound and the finding's identity (baselines, SARIF and Code Quality
+    fingerprints) must not move with it. A finding placed on a buffer keeps its exact count in its key."""
+    far = BASE + (64 << 20)
+    [one] = aggregate([read(far, 4), read(far + 2, 4)], [FLUSH])[""]
+    [other] = aggregate([read(far, 4)], [FLUSH])[""]
+    assert (one.exact, other.exact) == (False, False) and one.note.startswith("at least")
+    assert one.bytes != other.bytes and one.key() == other.key() and one.key().endswith(":unattributed:~")
+    [placed] = aggregate([read(FLUSH.tensor_addr + FLUSH.nbytes, 4)], [FLUSH])["case[a]"]
+    assert placed.exact and placed.key().endswith(":past_end:4")
+
+
 def test_findings_are_keyed_by_the_case_that_owns_the_buffer() -> None:
     a = buffer("src", BASE, 4000, placement=L.FLUSH_END, case_id="s[one]")
     b = buffer("src", BASE + (16 << 20), 4000, placement=L.FLUSH_END, case_id="s[two]")

@@ -158,6 +158,26 @@ def test_upstream_is_optional_in_a_hand_written_baseline(tmp_path: Path) -> None
 
 
 
+def test_an_inexact_finding_is_accepted_by_its_identity_whatever_its_count(tmp_path: Path) -> None:
+    """A wild write's count moves between identical runs (memory layout): its key reads `~` for bytes, a baseline
+    written from it loads, and an older entry that names one run's count still accepts the next run's. An exact
+    finding with another count is not accepted (a bug that grew is news)."""
+    wild = Finding(MEMCHECK, OVERWRITE, "unattributed", "unattributed", bytes=49152, count=5056, kernel="_matmul_ogs",
+                   exact=False)
+    moved = Finding(MEMCHECK, OVERWRITE, "unattributed", "unattributed", bytes=48640, count=4992, kernel="_matmul_ogs",
+                    exact=False)
+    assert wild.key() == moved.key() == "memcheck:overwrite:_matmul_ogs:unattributed:unattributed:~"
+    path = write_baseline([case(BATCHED, Outcome.FINDING, wild)], tmp_path / "baseline.json", reason="triton#8327")
+    again = compare([case(BATCHED, Outcome.FINDING, moved)], load_baseline(path))
+    assert (again.new, again.disappeared, len(again.accepted)) == ([], [], 1)
+    older = Baseline((accepted(BATCHED, "memcheck:overwrite:_matmul_ogs:unattributed:unattributed:49152"),))
+    again = compare([case(BATCHED, Outcome.FINDING, moved)], older)
+    assert (again.new, again.disappeared, len(again.accepted)) == ([], [], 1)
+    grown = Finding(MEMCHECK, OVERREAD, "w_scale", "past_end", bytes=2048, count=512, kernel="_matmul_ogs")
+    diff = compare([case(OOB, Outcome.FINDING, grown)], Baseline((accepted(OOB, W_SCALE_OVERREAD),)))
+    assert [seen.finding for seen in diff.new] == [grown] and len(diff.disappeared) == 1
+
+
 @pytest.mark.parametrize("key, words", [
     ("guard:overwrite:k:dst", "is not detector:kind:kernel:buffer:region:bytes"),
     ("sonar:overwrite:k:dst:past_end:1", "detector 'sonar' is not one of"),

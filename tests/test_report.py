@@ -200,6 +200,24 @@ def test_report_round_trips_through_disk(tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_an_inexact_findings_key_round_trips_and_an_older_reports_counted_key_still_loads(tmp_path: Path) -> None:
+    """A wild write's count is at least (its key reads `~`: model.key_bytes); the report keeps that key, and a
+    report written before, whose key carried the count, still loads. A key that matches neither is refused."""
+    wild = Finding(MEMCHECK, OVERWRITE, "unattributed", "unattributed", bytes=49152, count=5056,
+                   kernel="_matmul_ogs", exact=False, note="at least")
+    report = sample_report([case("last_expert_oob_read[batched-K2880-E4-N256]", Outcome.FINDING, findings=[wild])])
+    [finding] = report["cases"][0]["findings"]
+    assert finding["key"] == "memcheck:overwrite:_matmul_ogs:unattributed:unattributed:~"
+    assert cases_from_report(load_report(write_reports(report, tmp_path / "new")["json"]))[0].findings == [wild]
+    finding["key"] = "memcheck:overwrite:_matmul_ogs:unattributed:unattributed:49152"
+    load_report(write_reports(report, tmp_path / "older")["json"])
+    finding["key"] = "memcheck:overwrite:_matmul_ogs:unattributed:unattributed:512"
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(ReportError, match=r"findings\[0\]\.key: is .*:512' but the finding's fields give .*:~'"):
+        load_report(path)
+
+
 def test_write_reports_refuses_an_invalid_report(tmp_path: Path) -> None:
     report = sample_report()
     report["summary"]["total"] = 7

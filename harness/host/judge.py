@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
 from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHECK, OVERREAD, OVERWRITE, PAST_END,
-                                 REGIONS, ByteRange, CaseResult, DetectorRun, Finding, Outcome)
+                                 REGIONS, ByteRange, CaseResult, DetectorRun, Finding, Outcome, placed)
 from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
 MARKERS, MEMCHECK_MODE, PAGES = "markers", "memcheck", "pages"
@@ -66,7 +66,7 @@ class Expected:
         blind = finding.detector == GUARD_PAGE and {finding.kind, self.kind} <= {OVERREAD, OVERWRITE}
         if finding.kind != self.kind and not blind:
             return False
-        if self.region is not None and finding.region != self.region and finding.exact:
+        if self.region is not None and finding.region != self.region and placed(finding):
             return False
         if self.bytes is not None and finding.exact and finding.bytes != self.bytes:
             return False

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Collection, Sequence
 
 from gpu_memsafety.util.fsutil import atomic_write_text
-from gpu_memsafety.model import DETECTORS, CaseResult, Finding, Outcome
+from gpu_memsafety.model import DETECTORS, INEXACT_BYTES, CaseResult, Finding, Outcome, key_bytes
 from gpu_memsafety.report import ReportError, FieldChecker, describe_finding, read_json_file, upstream_of, visible
 
 BASELINE_SCHEMA = "gpu-memsafety-baseline/1"
@@ -54,13 +54,16 @@ class AcceptedFinding:
 
     def accepts(self, case: str, finding: Finding) -> bool:
         """Same case, and the same detector, kind, buffer and region, field by field (never a string that
-        happens to read the same), and the same kernel and byte count."""
+        happens to read the same), and the same kernel and byte count. A finding whose count is not exact (its key
+        reads `~` for bytes: model.key_bytes) is accepted whatever count the entry names: an entry written before
+        such counts left the key names the count of one run, which the next identical run need not repeat."""
         if case != self.case:
             return False
         want = self.fields
         got = {"detector": finding.detector, "kind": finding.kind, "kernel": finding.kernel, "buffer": finding.buffer,
-               "region": finding.region, "bytes": str(finding.bytes)}
-        return all(want[k] == got[k] for k in KEY_FIELDS)
+               "region": finding.region, "bytes": key_bytes(finding.bytes, finding.exact)}
+        same = [k for k in KEY_FIELDS if want[k] == got[k]]
+        return len(same) == len(KEY_FIELDS) or (not finding.exact and same == [k for k in KEY_FIELDS if k != "bytes"])
 
 
 KEY_FIELDS = ("detector", "kind", "kernel", "buffer", "region", "bytes")
@@ -175,8 +178,9 @@ def _check_key(check: FieldChecker, key: str, where: str) -> None:
     for name in ("kind", "buffer", "region"):
         if not fields[name].strip():
             raise check.fail(where, f"names no {name}: an accepted finding must match on detector, kind, buffer and region")
-    if not fields["bytes"].isdigit():
-        raise check.fail(where, f"bytes {fields['bytes']!r} is not a count")
+    if not fields["bytes"].isdigit() and fields["bytes"] != INEXACT_BYTES:
+        raise check.fail(where, f"bytes {fields['bytes']!r} is not a count (or {INEXACT_BYTES!r}: a count that is "
+                                "not exact)")
 
 
 def _reject_duplicates(check: FieldChecker, entries: Sequence[AcceptedFinding]) -> None:
@@ -195,16 +199,16 @@ def compare(results: Sequence[CaseResult], baseline: Baseline, *,
     """Split this run's findings against the baseline; see BaselineDiff for the lists. `known_cases`: every case
     id that exists (all scenarios); an entry of a case not among them and not in this run was removed."""
     diff = BaselineDiff()
-    seen_keys: set[tuple[str, str]] = set()
+    by_case: dict[str, list[Finding]] = {}
     for result in results:
         for finding in result.findings:
             seen = SeenFinding(result.case_id, finding)
-            seen_keys.add((seen.case, seen.key))
+            by_case.setdefault(seen.case, []).append(finding)
             _place(diff, seen, baseline.accepting(seen.case, finding), result.outcome)
     checked = {r.case_id for r in results if r.outcome in _CHECKED}
     ran = {r.case_id for r in results}
     for entry in baseline.accepted:
-        if (entry.case, entry.finding) in seen_keys:
+        if any(entry.accepts(entry.case, finding) for finding in by_case.get(entry.case, ())):
             continue
         if entry.case in checked:
             diff.disappeared.append(entry)
