@@ -4,8 +4,9 @@ tests/test_judge.py build scenarios, worker results and records.
 - shared memory: a memcheck record whose space is shared is a finding of region `shared` on the case whose kernel
   made it, naming the kernel, the access, its size and its line; never `unattributed`, never a buffer of ours;
 - a lost record: memcheck ended a kernel (cudaErrorLaunchFailure) and wrote no record of the access: the case is
-  rerun alone, judged on that rerun (which keeps the lost run in its details), and unresolved when the record is
-  lost again; never passed or failed on a lost record.
+  rerun alone in its process, then alone on the GPU, judged on the first rerun that keeps the record (which keeps
+  the lost runs in its details), and unresolved when the record is lost in all three; never passed or failed on a
+  lost record.
 """
 from __future__ import annotations
 
@@ -86,14 +87,50 @@ def test_a_lost_record_reruns_the_case_alone_and_the_rerun_is_what_it_is_judged_
     assert "terminate called" in loss["log_tail"]
 
 
-def test_a_record_lost_again_alone_is_unresolved_never_a_pass_or_a_finding() -> None:
+def test_a_record_lost_in_every_run_up_to_one_alone_on_the_gpu_is_unresolved_never_a_pass_or_a_finding() -> None:
+    """Lost in the batch, then alone in its process (run 38: at a load of 15 on 16 cores), then the third run has
+    the GPU to itself (the judge asks for it: wants_gpu_alone); lost there too, the case is unresolved, and says
+    how alone its last run was."""
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    judge = Judge(MODES["memcheck"], GPU)
+    wanted = []
+    for attempt in range(3):
+        wanted.append(judge.wants_gpu_alone([(sc, CASE)]))
+        use = {"gpu": "GPU-0", "exclusive": True, "alone": True, "waited_s": 12.5} if wanted[-1] else None
+        judged = judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(LAUNCH_FAILED),
+                                                       gpu_use=use))
+        assert (judged.done == []) is (attempt < 2)
+    assert wanted == [False, False, True]
+    [result] = judged.done
+    assert result.outcome is Outcome.UNRESOLVED and result.findings == []
+    assert "in 3 runs, the last one alone on the GPU" in result.message and "cudaErrorLaunchFailure" in result.message
+    assert len(result.details["memcheck_lost_record"]) == 3
+    assert result.details["memcheck_lost_record"][-1]["gpu_use"]["alone"] is True
+    assert not judge.wants_gpu_alone([(sc, CASE), (sc, CASE)])      # only ever a run of one case
+
+
+def test_a_last_run_that_could_not_have_the_gpu_alone_says_so() -> None:
+    sc = scenario(Expectation((READ_PAST_SRC,)))
+    judge = Judge(MODES["memcheck"], GPU)
+    for attempt in range(3):
+        use = {"gpu": "GPU-0", "exclusive": True, "alone": False, "waited_s": 600.0} if attempt == 2 else None
+        judged = judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(LAUNCH_FAILED),
+                                                       gpu_use=use))
+    [result] = judged.done
+    assert "still sharing it after 600 s" in result.message and "alone on the GPU" not in result.message
+
+
+def test_a_record_found_in_the_run_alone_on_the_gpu_is_judged_on_that_run() -> None:
     sc = scenario(Expectation((READ_PAST_SRC,)))
     judge = Judge(MODES["memcheck"], GPU)
     for attempt in range(2):
-        judged = judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(LAUNCH_FAILED)))
+        judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(LAUNCH_FAILED)))
+    assert judge.wants_gpu_alone([(sc, CASE)])
+    judged = judge.judge_batch([(sc, CASE)], Batch(results={0: worker()}, sanitizer=memcheck_run(access()),
+                                                   gpu_use={"gpu": "GPU-0", "exclusive": True, "alone": True,
+                                                            "waited_s": 3.0}))
     [result] = judged.done
-    assert result.outcome is Outcome.UNRESOLVED and result.findings == []
-    assert "in 2 runs" in result.message and "cudaErrorLaunchFailure" in result.message
+    assert result.outcome is Outcome.EXPECTED_FINDING, result.message
     assert len(result.details["memcheck_lost_record"]) == 2
 
 

@@ -346,6 +346,11 @@ def test_sigterm_gives_an_interrupted_report_and_leaves_no_process(tmp_path: Pat
     assert doc["summary"]["status"] == "interrupted"
     got = outcomes(doc)
     assert got["fake_faults[hang-n4000]"] == "crashed", output[-3000:]
+    # where it hung: how long it had run, and its worker's stacks, asked for before the kill (run 38: a hang at 16
+    # workers stopped from outside by a time limit said nothing more than "interrupted")
+    [hung] = [c for c in doc["cases"] if c["id"] == "fake_faults[hang-n4000]"]
+    assert "it had been running for" in hung["message"], hung["message"]
+    assert "most recent call first" in hung["message"], hung["message"]
     everything = {"fake_faults[hang-n4000]", "fake_faults[clean-n4000]", "fake_faults[clean-n64]",
                   "fake_faults[overwrite-n4000]", "fake_faults[raise-n4000]"}
     assert set(got) | set(doc["not_run"]) == everything and not set(got) & set(doc["not_run"])

@@ -22,6 +22,7 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.scenario import registry
+from gpu_memsafety.engine import gpu_use
 from gpu_memsafety.engine import job as J
 from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
 from gpu_memsafety.judge.rules import Batch, Judge, Machine
@@ -164,9 +165,10 @@ class Runner:
             argv = san.memcheck_command(self.o.sanitizer.found, tool=self.o.mode.sanitizer, xml_path=xml_path,
                                         target_argv=argv)
         spawned = time.time()
-        batch = self._supervise(argv, items, out, sanitized)
+        batch = self._supervise(argv, items, out, sanitized, alone=self.judge.wants_gpu_alone(items))
         self.processes.append({**_process_times(out, len(items), sanitized, spawned, time.time(), batch.returncode),
-                               **({"left_behind": batch.left_behind} if batch.left_behind else {})})
+                               **({"left_behind": batch.left_behind} if batch.left_behind else {}),
+                               **({"gpu_use": batch.gpu_use} if batch.gpu_use else {})})
         if sanitized:
             batch.sanitizer = read_sanitizer(self.o.mode.sanitizer or "", batch.log,
                                              xml_path.read_bytes() if xml_path.exists() else None,
@@ -268,7 +270,18 @@ class Runner:
         return self.o.mode.deadline(scenario.timeout_s, sanitized=sanitized, iterations=self.o.iterations,
                                     scale=self.o.timeout_scale)
 
-    def _supervise(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Batch:
+    def _supervise(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool, *,
+                   alone: bool = False) -> Batch:
+        """Run one worker process to its end (or its deadline). Every process holds its GPU shared while it runs;
+        `alone`: this one has it to itself (gpu_use), waiting at most its case's deadline for that."""
+        gpu = self.o.cuda_visible_devices if self.o.gpu_available else None
+        wait_s = self._deadline(items[0][0], sanitized) if alone else gpu_use.SHARED_WAIT_S
+        with gpu_use.using(gpu, exclusive=alone, wait_s=wait_s) as held:
+            batch = self._supervise_held(argv, items, out, sanitized)
+        batch.gpu_use = held.to_json() if alone else None
+        return batch
+
+    def _supervise_held(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Batch:
         batch = Batch()
         log_path = out / "worker.log"
         before = procs.snapshot()
@@ -278,9 +291,13 @@ class Runner:
                                     preexec_fn=_die_with_parent)
             try:
                 batch.returncode = self._watch(proc, items, out, sanitized, batch)
-            except BaseException:
+            except BaseException as exc:
                 # Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the plugin), anything: the worker's whole
-                # process group (the sanitizer and its target) goes with us, never left running.
+                # process group (the sanitizer and its target) goes with us, never left running. An interrupt
+                # first asks the worker for its threads' stacks (into worker.log): where a run that hung was
+                # stopped from outside (a CI step's time limit), they say where the case was.
+                if isinstance(exc, KeyboardInterrupt) and proc.poll() is None:
+                    _ask_for_stacks(out)
                 self._kill(proc)
                 proc.wait()
                 self._sweep(proc.pid, before)
@@ -424,13 +441,30 @@ def _process_times(out: Path, cases: int, sanitized: bool, spawned: float, ended
 def unfinished_cases(workdir: Path) -> list[str]:
     """Case ids that the newest worker process under `workdir` started and never finished (a start mark, no
     result): what was running when that process, or the one supervising it, was killed."""
+    return list(unfinished(workdir))
+
+
+def unfinished(workdir: Path, *, lines: int = 40) -> dict[str, str]:
+    """unfinished_cases, each with what is known of its end: how long it had been running by now (called as the
+    run ends), and the last `lines` lines of its worker's log, where an interrupted run's worker wrote every
+    thread's stack (_supervise_held asks for them before the kill)."""
     jobs = sorted(Path(workdir).glob("**/batch-*/job.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     if not jobs:
-        return []
+        return {}
     try:
         cases = json.loads(jobs[0].read_text())["cases"]
     except (OSError, ValueError, KeyError):
-        return []
+        return {}
     out = jobs[0].parent
-    return [Case.from_json(case).id for index, case in enumerate(cases)
-            if (out / f"{index}.started").exists() and not (out / f"{index}.json").exists()]
+    log = out / "worker.log"
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+    found = {}
+    for index, case in enumerate(cases):
+        started = out / f"{index}.started"
+        if started.exists() and not (out / f"{index}.json").exists():
+            try:
+                when = f"it had been running for {time.time() - float(started.read_text()):.0f} s"
+            except (OSError, ValueError):
+                when = "its start time is unreadable"
+            found[Case.from_json(case).id] = f"{when}; its worker's log ({log}) ends:\n{tail}" if tail else when
+    return found

@@ -61,6 +61,12 @@ class Machine:
     gpu_missing_reason: str = ""   # why there is no GPU, e.g. "CUDA_VISIBLE_DEVICES is set and empty"
 
 
+# Runs of a case in which memcheck may lose the access record before the case is unresolved: the batch's run, one
+# alone in its process, and one alone on the GPU (gpu_use; run 38: a record lost in the batch and again alone in its
+# process at a load average of 15 on 16 cores).
+LOST_RECORD_RUNS = 3
+
+
 @dataclass
 class Batch:
     """What one worker process left behind, by case index; the runner fills it, the judge reads it."""
@@ -73,6 +79,7 @@ class Batch:
     load: float | None = None                                   # the host's 1-minute load average when it ended
     sanitizer: SanitizerRun | None = None                       # None: not sanitized
     left_behind: list[dict[str, Any]] = field(default_factory=list)   # processes alive after it ended: killed
+    gpu_use: dict[str, Any] | None = None                       # a run that asked for the GPU alone: gpu_use.Held
 
     @property
     def sanitized(self) -> bool:
@@ -166,7 +173,7 @@ class Judge:
         for index, (scenario, case) in enumerate(items):
             if index in rerun:
                 continue
-            if case.id in lost and len(self.lost_records[case.id]) < 2:
+            if case.id in lost and len(self.lost_records[case.id]) < LOST_RECORD_RUNS:
                 rerun.append(index)              # judged on a run of its own, never on the lost record
                 continue
             if case.id in lost:
@@ -207,6 +214,11 @@ class Judge:
             return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note, probe)
         return Judged(done, rest, probe=probe)
 
+    def wants_gpu_alone(self, items: Sequence[Item]) -> bool:
+        """Whether this process must have the GPU to itself (gpu_use): the last run of a case whose access record
+        memcheck lost in every run so far, the last of them alone in its process (LOST_RECORD_RUNS)."""
+        return len(items) == 1 and len(self.lost_records.get(items[0][1].id, ())) >= LOST_RECORD_RUNS - 1
+
     def _lost(self, items: Sequence[Item], batch: Batch, placed: Placed) -> list[str]:
         """The cases of this batch whose access record memcheck lost (records.lost_record), each loss remembered
         with what the process left: its exit code, the API errors, the sanitizer's count, its last words."""
@@ -216,18 +228,22 @@ class Judge:
                 "batch_cases": len(items), "exit_code": batch.returncode,
                 "summary_errors": run.summary_errors if run is not None else None,
                 "api_errors": placed.details.get("api_errors", []), "load": batch.load,
-                "log_tail": _tail(batch.log, 8)})
+                **({"gpu_use": batch.gpu_use} if batch.gpu_use else {}), "log_tail": _tail(batch.log, 8)})
         return list(placed.lost)
 
     def _lost_twice(self, scenario: Scenario, case: Case) -> CaseResult:
         """A case whose access record memcheck lost again when it ran alone: nothing about its accesses is known,
         so it is neither passed nor failed on a finding; unresolved, with both runs."""
         runs = self.lost_records[case.id]
+        use = runs[-1].get("gpu_use") or {}
+        last = ("alone on the GPU" if use.get("alone") else
+                f"alone in its process, asked to have the GPU alone and still sharing it after {use['waited_s']:.0f} s"
+                if use.get("exclusive") else "alone in its process")
         result = self.lost(scenario, case, Outcome.UNRESOLVED, (
             f"memcheck ended the kernel (an API error says it failed: "
             f"{', '.join(sorted({e['error'] for r in runs for e in r['api_errors'] if e.get('class') == 'kernel'}))}) "
-            f"and wrote no record of the access that made it end it, in {len(runs)} runs, the last one alone in its "
-            f"process: the case is judged on no lost record (details.memcheck_lost_record)"))
+            f"and wrote no record of the access that made it end it, in {len(runs)} runs, the last one {last}: the "
+            f"case is judged on no lost record (details.memcheck_lost_record)"))
         result.details["memcheck_lost_record"] = runs
         return result
 

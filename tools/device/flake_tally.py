@@ -3,7 +3,8 @@
 Every report under evidence/h200/run*/ that is `make sanitize` in the default mode (complete) on the whole default
 matrix (no --scenario, -k or other selection in its argv, as many cases as the baseline) is one row: its workers,
 wall time, status, failed cases, the cases whose outcome differs from the baseline (run 27's cold report), the cases
-whose findings differ from the baseline's (by finding key: detector, kind, kernel, buffer, region, bytes) and the
+whose findings differ from the baseline's (by identity: detector, kind, kernel, buffer, region, and bytes where
+exact) and the
 memcheck records lost under load (each rerun alone by the judge: `details.memcheck_lost_record`).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "evidence" / "h200"
 BASELINE = ROOT / "run27-default-after-fix" / "cold" / "report.json.gz"
 SELECTING = ("--scenario", "-k", "--lf", "--deselect")
+FIRST_RUN = 27   # run 27 (ae963db) fixed the last flake found; earlier runs are the history that led there
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Row:
     findings_differ: int
     lost: int
     lost_found: int
+    moved: tuple[str, ...] = ()   # "case identity: bytes in run 27 -> bytes here" where a count moved
 
 
 def load(path: Path) -> dict:
@@ -46,27 +49,57 @@ def commit_of(evidence: Path) -> str:
     return match.group(1)[:7] if match else "?"
 
 
-def whole_default(doc: dict, cases: int) -> bool:
+def scope(doc: dict, cases: int) -> str:
+    """"whole": `make sanitize` in the default mode on the whole default matrix; "some": the default mode on some
+    scenarios (the lost-record runs at 16 workers); "": anything else (another mode, a held-out set)."""
     run = doc.get("run", {})
     argv = run.get("argv") or []
-    return (run.get("mode") == "complete" and len(doc.get("cases", [])) == cases
-            and not any(a.split("=")[0] in SELECTING for a in argv))
+    if run.get("mode") != "complete" or not argv or argv[0] != "scenarios":
+        return ""
+    selected = any(a.split("=")[0] in SELECTING for a in argv)
+    return "some" if selected else "whole" if len(doc.get("cases", [])) == cases else ""
+
+
+def identity(finding: dict) -> str:
+    """The finding's key by today's rule (gpu_memsafety.model.Finding.key: the count only where it is exact), also for
+    a report written before that rule: a memcheck access into memory of no buffer of ours (unattributed) has had an
+    inexact count since 660fc7d, so a count it stored then is left out here too."""
+    exact = finding.get("exact", True) and not (finding["detector"] == "memcheck" and finding["buffer"] == "unattributed")
+    head = ":".join(str(finding[k]) for k in ("detector", "kind", "kernel", "buffer", "region"))
+    return f"{head}:{finding['bytes'] if exact else '~'}"
 
 
 def keys(case: dict | None) -> frozenset[str]:
-    return frozenset(f.get("key", "") for f in (case or {}).get("findings", []))
+    return frozenset(identity(f) for f in (case or {}).get("findings", []))
 
 
-def rows(root: Path = ROOT, baseline: Path = BASELINE) -> list[Row]:
+def counts(case: dict | None) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for f in (case or {}).get("findings", []):
+        out.setdefault(identity(f), []).append(f["bytes"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def moved(base: dict | None, case: dict | None) -> list[str]:
+    """The same identity with another byte count: "identity: 49152 -> 48640 B"."""
+    was, now = counts(base), counts(case)
+    return [f"{k}: {', '.join(map(str, was[k]))} -> {', '.join(map(str, now[k]))} B"
+            for k in sorted(set(was) & set(now)) if len(was[k]) == len(now[k]) and was[k] != now[k]]
+
+
+def rows(root: Path = ROOT, baseline: Path = BASELINE, want: str = "whole") -> list[Row]:
+    """One Row per report of scope `want`; a run of some scenarios is compared on the cases both ran."""
     base = {c["id"]: c for c in load(baseline)["cases"]}
     out = []
     for path in sorted(root.glob("run*/*/report.json*"),
                        key=lambda p: (int(re.match(r"run(\d+)", p.parts[-3]).group(1)), p.parent.name)):
+        if int(re.match(r"run(\d+)", path.parts[-3]).group(1)) < FIRST_RUN:
+            continue
         doc = load(path)
-        if not whole_default(doc, len(base)):
+        if scope(doc, len(base)) != want:
             continue
         cases = {c["id"]: c for c in doc["cases"]}
-        ids = set(base) | set(cases)
+        ids = set(base) & set(cases) if want == "some" else set(base) | set(cases)
         lost = [c for c in cases.values() if c.get("details", {}).get("memcheck_lost_record")]
         out.append(Row(
             evidence=path.parts[-3], run=path.parent.name, commit=commit_of(path.parents[1]),
@@ -74,25 +107,34 @@ def rows(root: Path = ROOT, baseline: Path = BASELINE) -> list[Row]:
             status=doc["summary"]["status"], failed=sum(1 for c in cases.values() if c["failed"]),
             outcome_differs=sum(1 for i in ids if (base.get(i) or {}).get("outcome") != (cases.get(i) or {}).get("outcome")),
             findings_differ=sum(1 for i in ids if keys(base.get(i)) != keys(cases.get(i))),
-            lost=len(lost), lost_found=sum(1 for c in lost if not c["failed"] and c.get("findings"))))
+            lost=len(lost), lost_found=sum(1 for c in lost if not c["failed"] and c.get("findings")),
+            moved=tuple(f"{i} {m}" for i in sorted(ids) for m in moved(base.get(i), cases.get(i)))))
     return out
 
 
-def render(table: list[Row]) -> str:
+def _table(table: list[Row]) -> list[str]:
     lines = [
-        "# Flake tally: every `make sanitize` (mode complete) on the full default matrix since ae963db (H200, one GPU)",
-        "",
-        "Generated by `python3 tools/device/flake_tally.py > evidence/h200/flake-tally.md` from the committed reports,",
-        "each compared case by case with run 27's cold report (its outcome, and its findings by key: detector, kind,",
-        "kernel, buffer, region, bytes). A lost memcheck record is rerun alone by the judge and judged on the rerun",
-        "(`details.memcheck_lost_record`), never on the lost record.",
-        "",
-        "| evidence | run | commit | workers | wall s | status | failed | outcome differs from run 27 | findings differ from run 27 | lost records (rerun alone, found) |",
+        "| evidence | run | commit | workers | wall s | status | failed | outcome differs from run 27 | findings differ from run 27 (identity) | lost records (rerun alone, found) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         lines.append(f"| {r.evidence} | {r.run} | {r.commit} | {r.workers} | {r.wall_s:g} | {r.status} | {r.failed} | "
                      f"{r.outcome_differs} | {r.findings_differ} | {r.lost} ({r.lost_found}) |")
+    return lines
+
+
+def render(table: list[Row], some: list[Row] = ()) -> str:
+    lines = [
+        "# Flake tally: every `make sanitize` (mode complete) on the full default matrix since ae963db (H200, one GPU)",
+        "",
+        "Generated by `python3 tools/device/flake_tally.py > evidence/h200/flake-tally.md` from the committed reports,",
+        "each compared case by case with run 27's cold report: its outcome, and its findings by identity (detector, kind,",
+        "kernel, buffer, region, and the byte count where it is exact: Finding.key() since 660fc7d, applied to the older",
+        "reports too). A lost memcheck record is rerun alone by the judge and judged on the rerun",
+        "(`details.memcheck_lost_record`), never on the lost record.",
+        "",
+    ]
+    lines += _table(table)
     lines.append("")
     for label, pick in (("Default workers (8)", lambda r: r.workers == 8),
                         ("Twice the workers (16)", lambda r: r.workers == 16),
@@ -105,8 +147,20 @@ def render(table: list[Row]) -> str:
     lost = sum(r.lost for r in table)
     lines.append(f"- Lost memcheck records: {lost} in {len(table)} runs; "
                  f"{sum(r.lost_found for r in table)} of them rerun alone and found.")
+    if some:
+        lines += ["", "## Runs of the two scenarios that lose memcheck records (the default mode, some scenarios)", "",
+                  "The same columns, compared on the cases both ran. Not counted above.", ""]
+        lines += _table(list(some))
+        lines += ["", f"- {len(some)} runs: {sum(r.status != 'passed' for r in some)} not passed "
+                      f"({', '.join(f'{r.evidence}/{r.run}: {r.status}' for r in some if r.status != 'passed') or 'none'}); "
+                      f"{sum(r.lost for r in some)} lost records, {sum(r.lost_found for r in some)} of them found on a "
+                      "rerun."]
+    moved = sorted({m for r in table for m in r.moved})
+    if moved:
+        lines += ["", "Byte counts that moved from run 27's, under the same identity (so not a difference above):", ""]
+        lines += [f"- {m} ({', '.join(f'{r.evidence}/{r.run}' for r in table if m in r.moved)})" for m in moved]
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render(rows()))
+    sys.stdout.write(render(rows(), rows(want="some")))
