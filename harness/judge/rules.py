@@ -80,6 +80,7 @@ class Batch:
     sanitizer: SanitizerRun | None = None                       # None: not sanitized
     left_behind: list[dict[str, Any]] = field(default_factory=list)   # processes alive after it ended: killed
     gpu_use: dict[str, Any] | None = None                       # a run that asked for the GPU alone: gpu_use.Held
+    exit_hung: float | None = None      # killed this many s after its last case's result, neither going on nor ending
 
     @property
     def sanitized(self) -> bool:

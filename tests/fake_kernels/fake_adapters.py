@@ -2,7 +2,8 @@
 
 Each variant of the `fake_faults` scenario picks one way for a case to go wrong inside the worker process:
 hang forever, kill its own process or the pytest worker above it, raise, run out of memory, declare
-itself unsupported, or take a known time (`slow`); the others allocate guarded buffers
+itself unsupported, take a known time (`slow`), or never end after its result (`stuck_exit`); the others allocate
+guarded buffers
 like a real adapter and optionally plant a 1-byte overwrite past the end of `dst`.
 """
 from __future__ import annotations
@@ -73,6 +74,11 @@ def run_case(case: Any, ctx: Any) -> Any:
         return RunInfo(kernel="far_k", outputs={"dst": dst})
     if variant == "slow":
         time.sleep(SLOW_S)    # a clean case that takes a known wall time whatever the load (progress tests)
+    if variant == "stuck_exit":
+        # a clean case whose process never ends after its last result (an exit hook that hangs, as a sanitizer or
+        # a library's teardown can)
+        import atexit
+        atexit.register(time.sleep, 600)
     src = ctx.tensor("src", (n,), torch.uint8, watch=True)
     dst = ctx.tensor("dst", (n,), torch.uint8)
     src.fill_(3)

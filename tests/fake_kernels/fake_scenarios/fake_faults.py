@@ -12,7 +12,7 @@ from gpu_memsafety.scenario.definition import Case, Param, Scenario
 NAME = "fake_faults"
 N = 4000
 VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported", "oom", "kill_pytest_worker",
-            "illegal_address", "far_write", "refused", "no_launch", "slow")
+            "illegal_address", "far_write", "refused", "no_launch", "slow", "stuck_exit")
 FAR = 2_147_450_881   # far_write: the fake sanitizer reports a 4-byte write this many bytes before dst
 TIMEOUT_S = 10.0
 
