@@ -379,3 +379,17 @@ def test_allocate_takes_an_exact_layout_and_tells_the_owner() -> None:
     assert a.verify() == {"x": []}
     with pytest.raises(ValueError, match="allocated twice"):
         a.allocate("x", lay)
+
+
+def test_fill_spans_start_those_bytes_in_the_span_fill_and_keep_the_markers() -> None:
+    """uninit's search for the bytes read (fillcheck._read_bytes): only the given spans of the tensor start in the
+    second fill; the rest starts in the arena's fill, and row padding keeps its marker even inside a span."""
+    arena = Arena(torch.device("cpu"), fill_spans={"x": [(8, 16), (100, 120)]}, span_fill=0x5A)
+    x = arena.rows("x", rows=2, row_bytes=96, row_stride=112, used_rows=2)
+    body = arena.buffers["x"].body()
+    assert set(body[8:16].tolist()) == {0x5A} and set(body[0:8].tolist()) == {DEFAULT_MARKER}
+    assert set(body[100:112].tolist()) == {DEFAULT_MARKER}          # row 0's padding: a marker, not the fill
+    assert set(body[112:120].tolist()) == {0x5A} and x.shape == (2, 96)
+    assert arena.verify() == {"x": []}
+    with pytest.raises(L.LayoutError, match="fill span 0..300 is not inside its 224 tensor bytes"):
+        Arena(torch.device("cpu"), fill_spans={"y": [(0, 300)]}).tensor("y", (224,), torch.uint8)

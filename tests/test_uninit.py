@@ -16,6 +16,7 @@ import pytest
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.detectors import uninit
+from gpu_memsafety.detectors.fillcheck import READ_REFINE_RUNS
 from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.judge.verdict import decide
@@ -99,7 +100,9 @@ def test_accumulating_into_an_output_nobody_wrote_is_a_read_of_all_of_it(planted
     assert outcome is Outcome.EXPECTED_FINDING
     (f,) = found
     assert (f.kind, f.buffer, f.region, f.bytes) == (UNINIT_READ, "out", "inside", 16000)
-    assert planted_triton["accumulate_empty"][2]["evidence"]["uninit"]["runs"] == 5   # A, B, A again, one per buffer (x, out)
+    assert f.exact, f.note                                  # the search confirmed all of out, edge to edge
+    # A, B, A again, one per buffer (x, out); then the search for the bytes of out read (fillcheck._read_bytes)
+    assert 5 < planted_triton["accumulate_empty"][2]["evidence"]["uninit"]["runs"] <= 5 + READ_REFINE_RUNS
 
 
 def test_a_grid_one_block_short_leaves_the_last_block_unwritten(planted_triton: dict[str, Any]) -> None:
@@ -130,6 +133,28 @@ def test_an_input_the_host_wrote_half_of_names_the_unwritten_half(fake_results: 
     (f,) = found
     assert (f.buffer, [(r.start, r.end) for r in f.ranges]) == ("x", [(2000, 4000)])
     assert "out bytes 2000..3999 (2000 B)" in f.note
+
+
+def test_bytes_read_before_a_later_write_are_named_not_the_never_written_ones_nobody_read(
+        fake_results: dict[str, Any]) -> None:
+    """Held-out hs_f: decode attention ran before the launch that writes the current token's K/V slots, so it read
+    them unwritten; the cache's tail stays never written but is never read. Named before: the tail (exact!), not
+    the slots. Now the slots, found by filling parts of x, as a bound that here is exactly them."""
+    outcome, found = _judged(*fake_results["read_then_written"])
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    (f,) = found
+    assert f.buffer == "x" and [(r.start, r.end) for r in f.ranges] == [(100 * 4, 108 * 4), (300 * 4, 308 * 4),
+                                                                         (620 * 4, 628 * 4), (900 * 4, 908 * 4)]
+    assert not f.exact and "read before a later write" in f.note and "a bound" in f.note
+
+
+def test_never_written_bytes_the_kernel_did_not_read_are_not_named(fake_results: dict[str, Any]) -> None:
+    """The host wrote half of x and the kernel read 100 elements of the other half: those 400 B, not the 2,000 B
+    that were never written (named before, exact)."""
+    outcome, found = _judged(*fake_results["input_partly_read"])
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    (f,) = found
+    assert [(r.start, r.end) for r in f.ranges] == [(2000, 2400)] and not f.exact
 
 
 def test_a_read_seen_only_in_an_output_outside_the_arena(fake_results: dict[str, Any]) -> None:

@@ -21,8 +21,11 @@ guards and row padding keep the 0xA5 marker in every run. Then:
    (the two fills are 32 orders of magnitude apart as fp32: a value that read them moves far more than a
    rounding does); elsewhere bytes are compared exactly, minus those that differed between A and C.
 
+4. for a buffer read that way, which of its bytes were read: runs with fill B in parts of it only (_read_bytes;
+   at most READ_REFINE_RUNS), since the bytes that held the fill at the end are neither all nor only the ones read.
+
 A clean case costs two runs; one more when an output holds the fill; a case with a read of never-written
-memory 3 + (number of buffers). Everything is
+memory 3 + (number of buffers) + the search. Everything is
 compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
 keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/detectors/uninit.py
 (pure) turns it into findings.
@@ -40,6 +43,7 @@ from typing import Any
 
 import torch
 
+from gpu_memsafety.detectors.bisection import bound
 from gpu_memsafety.detectors.uninit import NOISE_FACTOR
 from gpu_memsafety.model import UNINIT
 from gpu_memsafety.placement.guard import _runs_from_sorted
@@ -48,6 +52,9 @@ from gpu_memsafety.placement.guard import _runs_from_sorted
 # about -2.9e-16 and +1.5e16, as int32 -1.5e9 and +1.5e9, as fp8 e4m3 -0.2 and 20: a result computed from
 # them differs between the runs almost whatever the arithmetic.
 FILLS = (0xA5, 0x5A)
+# Runs the search for the bytes a kernel read before anyone wrote them may take, per buffer (_read_bytes). Only a case
+# with such a read pays it; past it, what is left is kept whole (a bound).
+READ_REFINE_RUNS = 512
 
 
 @dataclass
@@ -62,8 +69,9 @@ class _Run:
         return _as_bytes(self.info.outputs[name])
 
 
-def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None) -> _Run:
-    ctx = worker.context(case, fill=fill, fill_for=fill_for)
+def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None,
+            fill_spans: dict[str, list[tuple[int, int]]] | None = None) -> _Run:
+    ctx = worker.context(case, fill=fill, fill_for=fill_for, fill_spans=fill_spans, span_fill=FILLS[1])
     info = adapter(case, ctx)
     worker.sync()
     return _Run(ctx, info)
@@ -265,10 +273,51 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: d
             own = diff.buffer(d, name, a.body(name) != d.body(name))
             report["read"][name] = {"ranges": _runs(own), "effects": effects}
         _release(worker, d)
+        if effects:
+            report["read"][name].update(_read_bytes(worker, adapter, case, a, diff, external, name, own, report))
     if not report["read"]:
         report["unexplained"] = {
             **{n: {"bytes": int(m.sum()), "ranges": _runs(m)} for n, m in stable.items() if bool(m.any())},
             **{f"output:{k}": {"elements": int(m.sum()), "of": int(m.numel())} for k, m in stable_ext.items() if bool(m.any())}}
+
+
+def _read_bytes(worker: Any, adapter: Any, case: Any, a: _Run, diff: "_Diff", external: list[str], name: str,
+                own: torch.Tensor, report: dict[str, Any]) -> dict[str, Any]:
+    """Which of `name`'s bytes the kernel read before anyone wrote them, searched (detectors.bisection) by runs with
+    fill B in some spans of `name` only: a result that changes (_effects) says a byte read is among them.
+
+    The bytes whose value followed the fill at the end (`own`) are where to look first, but not the only place: a
+    byte read before a later launch wrote it (held-out hs_f: decode attention run before the K/V write of the
+    current token) ends written, and the never-written bytes at the end may be ones nobody read. So the rest of the
+    buffer is tried once: if its fill changes nothing, the bytes read are among `own`, else the search covers the
+    whole buffer. Returns the ranges found, whether they are a bound (not `own` exactly, or found past `own`), and
+    `written_later` when some were overwritten after they were read."""
+    size = a.ctx.arena.buffers[name].tensor.element_size()
+    nbytes = int(own.numel())
+    spans = [(int(lo), int(hi)) for lo, hi in _runs(own)]
+
+    def changes(part: list[tuple[int, int]]) -> bool:
+        # whole elements only: an element with bytes of both fills is neither fill, and would read as a result
+        whole = [(lo // size * size, min(nbytes, -(-hi // size) * size)) for lo, hi in part]
+        d = _launch(worker, adapter, case, fill=FILLS[0], fill_spans={name: whole})
+        report["runs"] += 1
+        hit = bool(_effects(a, d, name, diff, external))
+        _release(worker, d)
+        return hit
+
+    rest = _complement(spans, nbytes)
+    later = bool(rest) and changes(rest)
+    found = bound(changes, [(0, nbytes)] if later or not spans else spans, size, READ_REFINE_RUNS, deep=True)
+    return {"ranges": [list(r) for r in found], "bounded": later or found != spans, "written_later": later}
+
+
+def _complement(spans: list[tuple[int, int]], nbytes: int) -> list[tuple[int, int]]:
+    out, at = [], 0
+    for lo, hi in spans:
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    return out + ([(at, nbytes)] if at < nbytes else [])
 
 
 @dataclass

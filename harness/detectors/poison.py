@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.bisection import (  # noqa: F401  (first_changing, gaps...: poison's bisection, tested here)
+    GAP_CHUNKS, REFINE_BUDGET, Span, bound, first_changing, gaps, last_changing)
 from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
-Span = tuple[int, int]
 # run(buffer, spans, pattern) -> {output: {"elements": ..., "of": ...}} for the outputs that changed ({} if none),
 # when the spans of that buffer hold `pattern` and every other marker byte the baseline's.
 Run = Callable[[str, list[Span], int], Mapping[str, Any]]
@@ -68,8 +69,6 @@ class PoisonDetector:
 
 
 DETECTOR = PoisonDetector()
-# Kernel runs one region may spend on bounding its bytes beyond the first: past it, what is left stays whole.
-REFINE_BUDGET = 256
 # Seconds one region may spend on bounding its bytes, counted in runs of the case's own baseline (a gpt-oss shape's
 # adapter call takes a second or two), never fewer runs than bisecting a default 1 KiB guard to the byte takes:
 # its cost stays bounded, and what is left unrefined stays whole, a bound, never a byte dropped.
@@ -148,112 +147,6 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
             found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges, "pattern": pattern,
                           "bounds": [pieces[0][0], pieces[-1][1]] if pieces else None})
     return found, runs
-
-
-def bound(changes: Callable[[list[Span]], bool], spans: Sequence[Span], size: int = 1,
-          budget: int = REFINE_BUDGET, find_gaps: bool = False) -> list[Span]:
-    """The pieces of `spans` whose poison matters (poisoning all of `spans` is known to change the output).
-
-    First the spans that matter, by halving the set (a half whose poison changes nothing is dropped; when
-    neither half does alone, the set is kept whole); then, in each span that matters, the first and the last
-    byte that matter, by bisection, widened to whole elements of `size` bytes; with `find_gaps` (a guard: one span
-    of up to a KiB, where separate reads are common), then the stretches inside that do not matter (`gaps`). Past
-    `budget` runs, what is left unrefined is kept whole: a bound, never a byte dropped that may matter."""
-    spent = [0]
-
-    def test(part: list[Span]) -> bool:
-        spent[0] += 1
-        return changes(part)
-
-    def matters(part: list[Span]) -> list[tuple[Span, bool]]:
-        """(span, confirmed): confirmed when poisoning that span alone changed the output."""
-        if len(part) == 1 or spent[0] >= budget:
-            return [(s, len(part) == 1) for s in part]
-        half = len(part) // 2
-        keep = [p for p in (part[:half], part[half:]) if test(p)]
-        if not keep:               # only both halves together change the output: keep the set whole
-            return [(s, False) for s in part]
-        return [m for p in keep for m in matters(p)]
-
-    out: list[Span] = []
-    more = lambda: spent[0] < budget   # noqa: E731 - past the budget, each search keeps its widest answer
-    for (lo, hi), confirmed in matters(sorted(spans)):
-        if confirmed and hi - lo > size and more():
-            narrowed = _narrow(test, lo, hi, size, more)
-            if narrowed is not None:
-                out.extend(gaps(test, *narrowed, size, more) if find_gaps else [narrowed])
-                continue
-        out.append((lo, hi))
-    return out
-
-
-def _narrow(test: Callable[[list[Span]], bool], lo: int, hi: int, size: int, more: Callable[[], bool]) -> Span | None:
-    """[lo, hi) (poisoning it changes the output) narrowed to its first and last byte that matter, by bisection,
-    widened to whole elements of `size` bytes. None when the searches disagree (first past last: the output changed
-    without following the poisoned bytes, a kernel whose results vary between runs): the span then stays whole."""
-    first = first_changing(lambda a, b: test([(a, b)]), lo, hi, more)
-    last = last_changing(lambda a, b: test([(a, b)]), lo, hi, more)
-    narrowed = max(lo, first // size * size), min(hi, -(-(last + 1) // size) * size)
-    return narrowed if narrowed[0] < narrowed[1] else None
-
-
-# Pieces a bounded span is cut into to look for bytes inside it that do not matter (see gaps).
-GAP_CHUNKS = 8
-
-
-def gaps(test: Callable[[list[Span]], bool], lo: int, hi: int, size: int = 1,
-         more: Callable[[], bool] = lambda: True) -> list[Span]:
-    """[lo, hi) (its first and last element matter) without the stretches inside it that do not: two reads in one
-    guard (rows -1 and -3 of a table, held-out hq_c) are two pieces, not one span with the unread row between.
-
-    The span is cut into GAP_CHUNKS pieces of whole elements, each poisoned alone (a contiguous read costs those
-    runs and stays whole); the pieces that change nothing are dropped only if, poisoned all together, they still
-    change nothing (else something in them matters in combination: the span stays whole); each run of kept pieces is
-    then narrowed to its first and last byte that matter. Past the budget (`more`), the span stays whole."""
-    n = (hi - lo) // size
-    if n < 3 or (hi - lo) % size:
-        return [(lo, hi)]
-    m = min(GAP_CHUNKS, n)
-    edges = [lo + (n * i // m) * size for i in range(m + 1)]
-    chunks = list(zip(edges, edges[1:]))
-    kept = []
-    for chunk in chunks:
-        if not more():
-            return [(lo, hi)]
-        kept.append(test([chunk]))
-    dropped = [c for c, k in zip(chunks, kept) if not k]
-    if not dropped or not kept[0] or not kept[-1] or not more() or test(dropped):
-        return [(lo, hi)]
-    runs = L.merge_runs(c for c, k in zip(chunks, kept) if k)
-    return [(_narrow(test, a, b, size, more) if b - a > size and more() else None) or (a, b) for a, b in runs]
-
-
-def first_changing(changes: Callable[[int, int], bool], lo: int, hi: int,
-                   more: Callable[[], bool] = lambda: True) -> int:
-    """The smallest b such that poisoning [lo, b] changes the output (changes(lo, hi) is known true). When `more`
-    says stop, the smallest b still possible (a bound that keeps every byte that may matter)."""
-    a, b = lo + 1, hi            # poisoning [lo, a) ... [lo, b): find the smallest end that changes
-    while a < b and more():
-        mid = (a + b) // 2
-        if changes(lo, mid):
-            b = mid
-        else:
-            a = mid + 1
-    return a - 1
-
-
-def last_changing(changes: Callable[[int, int], bool], lo: int, hi: int,
-                  more: Callable[[], bool] = lambda: True) -> int:
-    """The largest a such that poisoning [a, hi) changes the output (changes(lo, hi) is known true). When `more`
-    says stop, the largest a still possible."""
-    a, b = lo, hi - 1
-    while a < b and more():
-        mid = (a + b + 1) // 2
-        if changes(mid, hi):
-            a = mid
-        else:
-            b = mid - 1
-    return b
 
 
 def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: str) -> list[Finding]:

@@ -5,8 +5,10 @@ Pure: works on the worker's JSON (the "uninit" report and the buffer map), so it
 - `unwritten`: bytes of a declared output that held fill 0xA5 after one run and 0x5A after the other: the
   kernel never wrote them (or wrote bytes nobody wrote). One finding per output buffer and region class.
 - `uninit_read`: a buffer whose never-written bytes the kernel read: changing only that buffer's fill
-  changed other bytes or outputs. The ranges are that buffer's bytes whose value followed its fill (the
-  never-written bytes, and in-place results computed from them); the note says what they changed.
+  changed other bytes or outputs. The ranges are the bytes whose fill matters, searched by changing the fill of
+  parts of the buffer (fillcheck._read_bytes): exact when they are the bytes whose value followed the fill at the
+  end, confirmed at each end; a bound otherwise (bytes read before a later write, or narrowed by bisection); the
+  note says what they changed.
 - differences that no single buffer's fill explains are a finding on buffer "?" (never dropped); bytes that
   differ between two runs with the same fill are not judged, and the note says how many.
 """
@@ -67,7 +69,13 @@ def never_written_findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[
     for name, read in uninit.get("read", {}).items():
         note = (f"the kernel read bytes of {name} that nobody wrote: changing only their fill changed "
                 f"{_effects(read.get('effects', {}))}{noise}")
-        out += _by_region(UNINIT_READ, name, read.get("ranges", []), layouts.get(name), kernel, arch, note, describe)
+        if read.get("written_later"):
+            note += "; some were read before a later write (they hold results at the end)"
+        if read.get("bounded"):
+            note += ("; a bound: the first and the last byte that matter of each piece, found by changing the fill "
+                     "of parts of the buffer (bytes between them, or read without changing a result, are kept)")
+        out += _by_region(UNINIT_READ, name, read.get("ranges", []), layouts.get(name), kernel, arch, note, describe,
+                          exact=not read.get("bounded"))
     if uninit.get("unexplained"):
         note = (f"results depend on bytes nobody wrote, but no single buffer's fill explains it: "
                 f"{_effects(uninit['unexplained'])}{noise}")
@@ -77,7 +85,7 @@ def never_written_findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[
 
 
 def _by_region(kind: str, name: str, runs: Sequence[Sequence[int]], layout: L.GuardLayout | None, kernel: str,
-               arch: str, note: str, describe: Describe | None) -> list[Finding]:
+               arch: str, note: str, describe: Describe | None, exact: bool = True) -> list[Finding]:
     spans = L.merge_runs((int(s), int(e)) for s, e in runs)
     if not spans:   # its bytes were overwritten after they were read: which ones is not known
         return [Finding(detector=UNINIT, kind=kind, buffer=name, region="inside", bytes=0, kernel=kernel, arch=arch,
@@ -91,7 +99,7 @@ def _by_region(kind: str, name: str, runs: Sequence[Sequence[int]], layout: L.Gu
         logical = describe(name, r.start, r.end) if describe else ""
         by_class[L.region_class(r.region)].append(ByteRange(r.region, r.start, r.end, logical))
     return [Finding(detector=UNINIT, kind=kind, buffer=name, region=region, bytes=sum(r.nbytes for r in rs),
-                    count=len(rs), kernel=kernel, arch=arch, ranges=tuple(rs), note=note,
+                    count=len(rs), kernel=kernel, arch=arch, ranges=tuple(rs), note=note, exact=exact,
                     details=(("zone", ", ".join(sorted({r.region for r in rs}))),))
             for region, rs in by_class.items()]
 

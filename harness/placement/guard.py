@@ -195,6 +195,9 @@ class Arena:
     poison_marker: int = 0xFF
     fill: int | None = None                                    # tensor bytes' first value (default: the marker)
     fill_for: dict[str, int] = field(default_factory=dict)     # per-buffer fill (uninit mode's attribution runs)
+    # uninit mode's search for the bytes read: these spans (tensor-relative) of these buffers start as span_fill
+    fill_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    span_fill: int = 0x5A
     on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
     checker: str = "auto"      # "auto": Triton on a GPU, torch ops elsewhere; "triton" or "torch" to force one
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
@@ -249,7 +252,12 @@ class Arena:
         fill = self.fill_for.get(name, self.fill)
         if fill is not None and fill != self.marker:
             buf.body().fill_(fill)   # uninit mode: bytes nobody writes keep this value; markers are refilled below
-        if marker != self.marker or (fill is not None and fill != self.marker):
+        spans = self.fill_spans.get(name, ())
+        for lo, hi in spans:
+            if not 0 <= lo <= hi <= lay.nbytes:
+                raise L.LayoutError(f"buffer {name!r}: fill span {lo}..{hi} is not inside its {lay.nbytes} tensor bytes")
+            buf.body()[lo:hi].fill_(self.span_fill)
+        if marker != self.marker or (fill is not None and fill != self.marker) or spans:
             buf.fill_markers()
         for lo, hi in self.poison_spans.get(name, ()):
             if not any(s <= lo and hi <= e for s, e, _ in lay.marker_spans()):

@@ -32,6 +32,24 @@ def run_case(case: Any, ctx: Any) -> Any:
         marker = torch.tensor([0xA5A5A5A5 - (1 << 32)], dtype=torch.int32).view(torch.float32).item()
         out.as_strided((n + 4,), (1,))[n:] = torch.tensor([3.0, marker, marker, 5.0])
         return RunInfo(kernel="fake_overrun", outputs={"out": out})
+    if case.variant == "read_then_written":
+        # Decode attention run before the launch that writes the current token's K/V (held-out hs_f): the slots
+        # are read while nobody has written them, then written; the cache's tail is never written and never read.
+        slots = torch.zeros(n, dtype=torch.bool)
+        for lo, hi in ((100, 108), (300, 308), (620, 628), (900, 908)):
+            slots[lo:hi] = True
+        history = ~slots & (torch.arange(n) < 950)
+        x[history] = 1.0                          # the host writes the history, not the slots, not the tail
+        out.copy_(x * 2)
+        out[950:] = 0.0
+        x[slots] = 5.0                            # the later launch writes the slots
+        return RunInfo(kernel="fake_attention", outputs={"out": out})
+    if case.variant == "input_partly_read":
+        # the host writes half of x; the kernel reads 100 elements of the other half, not all of it
+        x[: n // 2] = 1.0
+        out.zero_()
+        out[: n // 2 + 100] = x[: n // 2 + 100] * 2
+        return RunInfo(kernel="fake_partial", outputs={"out": out})
     if case.variant == "tail_unwritten":
         x.fill_(1.0)
         out[: n // 2] = x[: n // 2]        # the grid covers half of out: its second half is never written
