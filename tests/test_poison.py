@@ -33,8 +33,8 @@ def test_a_read_past_the_end_is_past_end_with_its_bytes_bounded() -> None:
     run, calls = simulated({"src": {4008 + i for i in range(8)}})
     found, runs = poison.survey(layouts, ["src", "dst"], run)
     assert [(e["buffer"], e["region"], e["bounds"]) for e in found] == [("src", "past_end", [4008, 4016])]
-    assert runs == len(calls) and 4 <= runs <= 7 + 2 * 11 + poison.GAP_CHUNKS   # 2 regions x 2 buffers, a second
-    # pattern where nothing changed, two bisections of 1024 B, then the look for gaps inside the 8 B found
+    assert runs == len(calls) and 4 <= runs <= 10 + 2 * 11 + poison.GAP_CHUNKS  # 2 regions x 2 buffers, the other
+    # patterns where nothing changed, two bisections of 1024 B, then the look for gaps inside the 8 B found
 
 
 def test_a_read_before_the_start_is_before_start() -> None:
@@ -71,7 +71,7 @@ def test_a_packed_stride_read_of_padded_rows_is_bounded_to_the_padding_it_read()
     [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="cpu")
     assert (f.kind, f.buffer, f.region, f.bytes, f.count) == ("overread", "scale", "row_padding", 32, 4)
     assert [r.region for r in f.ranges] == [f"row_padding[row {r}]" for r in range(4)]
-    assert runs < 4 + 40                    # 4 regions, then halving 5 spans and bisecting 4 of 8 B
+    assert runs < 10 + 40                   # 4 regions (3 patterns, 4 inside), then halving 5 spans, bisecting 4 of 8 B
 
 
 def test_a_reduction_over_unused_rows_names_each_row_and_the_bytes_read_in_it() -> None:
@@ -137,8 +137,8 @@ def test_stretches_that_matter_only_together_keep_the_span_whole() -> None:
 def test_nothing_read_nothing_found_one_run_per_buffer_region() -> None:
     layouts = {"a": L.plan(64, guard=16), "b": L.plan(SCALE_ROWS.nbytes, guard=64, rows=SCALE_ROWS)}
     run, calls = simulated({})
-    assert poison.survey(layouts, ["a", "b"], run) == ([], 14)     # two patterns per guard, three per rows region
-    assert [c[0] for c in calls] == ["a"] * 4 + ["b"] * 10  # every buffer, in the given order
+    assert poison.survey(layouts, ["a", "b"], run) == ([], 20)     # three patterns per guard, four per rows region
+    assert [c[0] for c in calls] == ["a"] * 6 + ["b"] * 14  # every buffer, in the given order
 
 
 @pytest.mark.parametrize("reads", [{5}, {0}, {1023}, {0, 1023}, {200, 201, 202}, {17, 900}])
@@ -201,10 +201,27 @@ def test_a_max_reduction_that_drops_nan_is_seen_with_the_second_pattern() -> Non
     assert poison.PATTERNS[0] == 0xFF      # NaN first: it survives multiplication by zero, 0x7B does not
 
 
-def test_nothing_seen_in_either_pattern_costs_two_runs_per_region() -> None:
+def test_nothing_seen_in_any_pattern_costs_three_runs_per_guard() -> None:
     layouts = {"x": L.plan(64, guard=16)}
     run, calls = simulated({"x": {70}}, sees=())
-    assert poison.survey(layouts, ["x"], run) == ([], 4)
+    assert poison.survey(layouts, ["x"], run) == ([], 6)
+
+
+@pytest.mark.parametrize("why, region, read", [
+    ("a grammar bitmask word read past the end, only its bit 0 reaching the logits (held-out ht_b): set in 0xA5, "
+     "0xFF and 0x7B alike", "past_end", 64 + 8),
+    ("an argmax over all-negative log-probs that reads the row padding (held-out ht_h): the baseline's 0xA5, NaN and "
+     "0x7B all win it; only a large negative value lets the real values win", "row_padding", 72),
+])
+def test_a_read_only_a_large_negative_pattern_with_bit_0_clear_changes_is_found_by_0xfa(why: str, region: str,
+                                                                                      read: int) -> None:
+    layouts = {"x": L.plan(SCALE_ROWS.nbytes if region == "row_padding" else 64, guard=16,
+                           rows=SCALE_ROWS if region == "row_padding" else None)}
+    run, _ = simulated({"x": {read}}, sees=(0xFA,))
+    [entry], _ = poison.survey(layouts, ["x"], run)
+    assert (entry["region"], entry["pattern"]) == (region, 0xFA), why
+    [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="cpu")
+    assert "0xfa" in f.note and "lowest bit" in f.note
 
 
 def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_path: Any) -> None:
@@ -287,7 +304,7 @@ def test_a_read_of_unused_rows_that_only_an_argmax_sees_is_found_by_the_ramp() -
     assert (entry["region"], entry["pattern"]) == ("unused_row", poison.RAMP)
     [f] = poison.overread_findings({"regions": [entry]}, kernel="k", arch="cpu")
     assert "ramp" in f.note and "argmax" in f.note
-    assert seen[:4] == [0xFF, 0x7B, 0xFF, 0x7B]           # the two guards: the uniform patterns only
+    assert seen[:6] == [0xFF, 0x7B, 0xFA] * 2             # the two guards: the uniform patterns only
 
 
 def test_the_arena_writes_the_ramp_into_the_poisoned_spans_and_nothing_else() -> None:

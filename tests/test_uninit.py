@@ -157,6 +157,18 @@ def test_never_written_bytes_the_kernel_did_not_read_are_not_named(fake_results:
     assert [(r.start, r.end) for r in f.ranges] == [(2000, 2400)] and not f.exact
 
 
+def test_bytes_copied_from_another_buffers_guard_are_seen(fake_results: dict[str, Any]) -> None:
+    """Held-out ht_a: a mask-less copy past the end carries the source's guard bytes (the marker) into the
+    destination's guard. The complementary-marker run gives 0x5A only to the buffers whose markers changed, so the
+    copied 0xA5 bytes differ there too: 20 B, not the 4 whose value differed from the marker."""
+    scenario, case, res = fake_results["guard_copy_overrun"]
+    from gpu_memsafety.sanitizer.attribute import guard_findings
+    [f] = guard_findings(res["evidence"][GUARD], kernel=res["kernel"], arch=res["arch"], buffers=res["buffers"])
+    assert (f.buffer, f.region, f.bytes, f.exact) == ("out", "past_end", 20, True)
+    assert decide(scenario.expect(case), [f], [DetectorRun(GUARD, True, "markers")]).outcome is Outcome.EXPECTED_FINDING
+    assert res["evidence"][GUARD]["x"] == []                      # the source's own guard was only read
+
+
 def test_a_read_seen_only_in_an_output_outside_the_arena(fake_results: dict[str, Any]) -> None:
     outcome, found = _judged(*fake_results["external_output"])
     assert outcome is Outcome.EXPECTED_FINDING, found

@@ -204,16 +204,18 @@ def _complement_markers(worker: Any, adapter: Any, case: Any, checked: dict[str,
                         report: dict[str, Any]) -> dict[str, Any]:
     """The guard evidence of run A, completed where it found something. A byte written with the marker's own value
     is invisible to the marker check (held-out hr_a: bf16 values 0xA5A5 stored past the end, 4 of 16 B seen).
-    Where A's markers changed, one more run with every marker in the complementary value (0x5A: every bit flipped,
-    so no byte equals both) sees the bytes written there with 0xA5; its changed bytes are added to A's. Costs a run
-    only for a case whose markers changed."""
+    Where A's markers changed, one more run with those buffers' markers in the complementary value (0x5A: every
+    bit flipped, so no byte equals both) sees the bytes written there with 0xA5; its changed bytes are added to A's.
+    Only those buffers: every other buffer keeps 0xA5, so bytes copied from another buffer's guard or padding
+    (held-out ht_a: a mask-less copy past the end carries the source's guard bytes with it) differ from them too.
+    Costs a run only for a case whose markers changed."""
     from gpu_memsafety.detectors.guard import merge
     from gpu_memsafety.engine.actions import marker_check
     from gpu_memsafety.model import GUARD
     found = checked.get(GUARD)
     if not found or not any(found.values()):
         return checked
-    ctx = worker.context(case, marker=FILLS[1])
+    ctx = worker.context(case, marker_for={name: FILLS[1] for name, changed in found.items() if changed})
     info = adapter(case, ctx)
     worker.sync()
     other = marker_check(worker, ctx).get(GUARD)

@@ -1,10 +1,15 @@
-"""Guard markers: 0xA5 in front and back guards, row padding and unused rows, checked after the launch.
+"""Guard markers: 0xA5 in front and back guards, row padding and unused rows, checked after the case's run.
 
 The one detector no sanitizer replaces: it sees every overwrite outside a tensor's logical bytes, including writes
 that stay inside the allocation (row padding, unused rows), at near-native speed, and never a read. The arena
-writes the markers (gpu_memsafety.placement.guard), the worker checks them after every launch of a mode that runs this
-detector (its evidence: the changed runs of marker bytes per buffer), and this module turns them into findings
-(gpu_memsafety.sanitizer.attribute.guard_findings: one per buffer and region class, exact bytes).
+writes the markers (gpu_memsafety.placement.guard), the worker checks them once the adapter has returned, after all
+of the case's launches (its evidence: the changed runs of marker bytes per buffer), and this module turns them into
+findings (gpu_memsafety.sanitizer.attribute.guard_findings: one per buffer and region class, exact bytes).
+
+What that cannot see: marker bytes a later launch of the same case writes back (held-out ht_e: a rollback copies a
+snapshot's guard over the bytes an earlier launch wrote past the end; memcheck sees both on a GPU), and bytes written
+with the values they held (the complementary-marker run of detectors/fillcheck.py sees those where a buffer's
+markers changed at all).
 """
 from __future__ import annotations
 

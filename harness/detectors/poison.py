@@ -3,10 +3,14 @@
 A baseline run has every marker byte in one pattern. Then, for every buffer (watched ones first: `watch=` is
 an order, not a precondition) and every region of its marker bytes (before_start: the front guard;
 past_end: the back guard; row_padding; unused_row), one run poisons only that region in the poison pattern,
-and, only when that changed nothing, one more run in the second poison pattern: the first (0xFF) is NaN in
+and, only when that changed nothing, one more run in the next poison pattern: the first (0xFF) is NaN in
 every float format, which survives multiplication by zero but which a max, a min or a comparison drops; the
 second (0x7B) is a large finite positive value (1.3e36 as fp32/bf16, 6.1e4 as fp16, 352 as e4m3), which a max
-picks. A clean region costs two runs.
+picks; the third (0xFA) a large negative value with its lowest bit clear (-6.5e35 as fp32/bf16, -5.7e4 as fp16,
+-320 as e4m3, -84,215,046 as int32), which lets the real values win a max where the baseline's small negative
+0xA5 (fp16 -0.022) already did (held-out ht_h: an argmax over all-negative log-probs that reads the row padding),
+and whose bit 0 differs from the three others' (held-out ht_b: a grammar bitmask word read past the end, whose
+bit 0 alone reaches the logits). A clean region costs three runs.
 An output that changes is an overread of that buffer's region: reads inside the allocation (row padding, unused
 rows) are named as such, and before and after the tensor are told apart. The bytes that matter are then bounded
 (`bound`), only when something was found: the region's spans that matter, by halving the set of spans (a
@@ -30,8 +34,8 @@ from gpu_memsafety.placement import layout as L
 # when the spans of that buffer hold `pattern` and every other marker byte the baseline's.
 Run = Callable[[str, list[Span], int], Mapping[str, Any]]
 # Poison patterns in the order they are tried on a region (the baseline's marker is 0xA5): see the docstring.
-PATTERNS = (0xFF, 0x7B)
-# A third pattern for the marker bytes inside the allocation (row padding, unused rows), tried when both uniform ones
+PATTERNS = (0xFF, 0x7B, 0xFA)
+# A fourth pattern for the marker bytes inside the allocation (row padding, unused rows), tried when the uniform ones
 # changed nothing: byte k of the tensor is (37 k + 11) mod 256, so neighbouring elements differ. A uniform row gives
 # an argmax the same answer whatever its value (held-out hr_b: greedy argmax over the unused rows of a max-batch
 # logits buffer); a ramp does not. Not a byte value: the arena writes the ramp (placement.guard.ramp_bytes). Inside
@@ -39,7 +43,7 @@ PATTERNS = (0xFF, 0x7B)
 RAMP = L.POISON_RAMP
 INSIDE_PATTERNS = (*PATTERNS, RAMP)
 # The baseline's marker, then the patterns: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0,
-# as fp32 and as bf16; 0x7B a large finite positive number.
+# as fp32 and as bf16; 0x7B a large finite positive number; 0xFA a large finite negative one, bit 0 clear.
 BASELINE = 0xA5
 ACTION = "poison"
 # A buffer's guards: the regions memcheck sees when the buffer is covered (its own allocation, exact).
@@ -61,7 +65,7 @@ class PoisonDetector:
             return DetectorRun(POISON, False, "not run")
         left = report.get("left_to_memcheck")
         words = f"; the guards of {', '.join(left)} left to memcheck, which watched their ends" if left else ""
-        return DetectorRun(POISON, True, f"two patterns compared (a third inside the allocation), "
+        return DetectorRun(POISON, True, f"{len(PATTERNS)} patterns compared ({len(INSIDE_PATTERNS)} inside the allocation), "
                                          f"{report.get('runs', 0)} runs{words}")
 
     def findings(self, ev: Evidence) -> list[Finding]:
@@ -162,8 +166,11 @@ def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: st
         pattern = entry.get("pattern")
         where = f"only {name}'s {region} bytes changed pattern" + (f" (to {pattern_words(pattern)})" if pattern is not None else "")
         if pattern == RAMP:
-            where += (f", after {PATTERNS[0]:#04x} and {PATTERNS[1]:#04x} changed nothing: an argmax or an equality "
+            where += (f", after {', '.join(f'{p:#04x}' for p in PATTERNS)} changed nothing: an argmax or an equality "
                       f"gives uniform bytes one answer whatever their value")
+        elif pattern == PATTERNS[2]:
+            where += (f", after {PATTERNS[0]:#04x} (NaN) and {PATTERNS[1]:#04x} (large positive) changed nothing: a max "
+                      f"that the baseline's bytes already won, or a test of their lowest bit")
         elif pattern is not None and pattern != PATTERNS[0]:
             where += f", after {PATTERNS[0]:#04x} (NaN) changed nothing: a max, min or comparison drops NaN"
         if ranges:

@@ -73,7 +73,8 @@ def never_written_findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[
             note += "; some were read before a later write (they hold results at the end)"
         if read.get("bounded"):
             note += ("; a bound: the first and the last byte that matter of each piece, found by changing the fill "
-                     "of parts of the buffer (bytes between them, or read without changing a result, are kept)")
+                     "of parts of the buffer (bytes between them are kept; bytes read whose effect did not reach a "
+                     "result, such as one overwritten later, cannot be seen)")
         out += _by_region(UNINIT_READ, name, read.get("ranges", []), layouts.get(name), kernel, arch, note, describe,
                           exact=not read.get("bounded"))
     if uninit.get("unexplained"):

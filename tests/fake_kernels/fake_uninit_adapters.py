@@ -50,6 +50,14 @@ def run_case(case: Any, ctx: Any) -> Any:
         out.zero_()
         out[: n // 2 + 100] = x[: n // 2 + 100] * 2
         return RunInfo(kernel="fake_partial", outputs={"out": out})
+    if case.variant == "guard_copy_overrun":
+        # A mask-less copy five elements past the end (held-out ht_a): four of them carry x's own back-guard bytes
+        # (the marker) into out's back guard, the fifth a value; the marker check alone sees the fifth.
+        x.fill_(1.0)
+        out.copy_(x)
+        out.as_strided((n + 4,), (1,))[n:] = x.as_strided((n + 4,), (1,))[n:]
+        out.as_strided((n + 5,), (1,))[n + 4] = 3.0
+        return RunInfo(kernel="fake_copy_past", outputs={"out": out})
     if case.variant == "tail_unwritten":
         x.fill_(1.0)
         out[: n // 2] = x[: n // 2]        # the grid covers half of out: its second half is never written

@@ -12,7 +12,7 @@ NAME = "fake_uninit"
 N = 1000
 VARIANTS = ("clean", "input_half_written", "external_output", "nondeterministic", "sparse_noise",
             "sparse_noise_accumulate", "lut_partly_written", "tail_unwritten", "marker_valued_overrun",
-            "read_then_written", "input_partly_read")
+            "read_then_written", "input_partly_read", "guard_copy_overrun")
 # read_then_written: the element slots of x read before a later "launch" writes them (held-out hs_f)
 SLOTS = ((100, 108), (300, 308), (620, 628), (900, 908))
 
@@ -28,6 +28,9 @@ def _expect(case: Case) -> Expectation:
     if case.variant == "tail_unwritten":
         return Expectation((ExpectedFinding(UNWRITTEN, "out", (UNINIT,), region="inside", bytes=n // 2 * 4,
                                             ranges=((n // 2 * 4, n * 4),)),))
+    if case.variant == "guard_copy_overrun":
+        return Expectation((ExpectedFinding(OVERWRITE, "out", (GUARD,), region="past_end", bytes=20,
+                                            ranges=((n * 4, n * 4 + 20),)),))
     if case.variant == "marker_valued_overrun":
         return Expectation((ExpectedFinding(OVERWRITE, "out", (GUARD,), region="past_end", bytes=16,
                                             ranges=((n * 4, n * 4 + 16),)),))
