@@ -82,18 +82,7 @@ def gaps(test: Test, lo: int, hi: int, size: int = 1, more: Callable[[], bool] =
     runs and stays whole); the pieces that change nothing are dropped only if, poisoned all together, they still
     change nothing (else something in them matters in combination: the span stays whole); each run of kept pieces is
     then narrowed to its first and last byte that matter. Past the budget (`more`), the span stays whole."""
-    n = (hi - lo) // size
-    if n < 3 or (hi - lo) % size:
-        return [(lo, hi)]
-    m = min(GAP_CHUNKS, n)
-    edges = [lo + (n * i // m) * size for i in range(m + 1)]
-    chunks = list(zip(edges, edges[1:]))
-    kept = []
-    for chunk in chunks:
-        if not more():
-            return [(lo, hi)]
-        kept.append(test([chunk]))
-    runs = _kept_runs(test, chunks, kept, more)
+    runs = _cut(test, lo, hi, size, more)
     if runs is None:
         return [(lo, hi)]
     return [(_narrow(test, a, b, size, more) if b - a > size and more() else None) or (a, b) for a, b in runs]
@@ -104,18 +93,7 @@ def split(test: Test, lo: int, hi: int, size: int = 1, more: Callable[[], bool] 
     reads scattered over a large buffer (held-out hs_f: eight 64 B slots read across 7 KiB of a KV cache) come out
     as their pieces, not as one span from the first to the last. Each level works on a piece strictly smaller than
     the one before (a dropped chunk is always cut out), so it ends."""
-    n = (hi - lo) // size
-    if n < 3 or (hi - lo) % size or not more():
-        return [(lo, hi)]
-    m = min(GAP_CHUNKS, n)
-    edges = [lo + (n * i // m) * size for i in range(m + 1)]
-    chunks = list(zip(edges, edges[1:]))
-    kept = []
-    for chunk in chunks:
-        if not more():
-            return [(lo, hi)]
-        kept.append(test([chunk]))
-    runs = _kept_runs(test, chunks, kept, more)
+    runs = _cut(test, lo, hi, size, more)
     if runs is None:
         return [(lo, hi)]
     out: list[Span] = []
@@ -125,10 +103,22 @@ def split(test: Test, lo: int, hi: int, size: int = 1, more: Callable[[], bool] 
     return out
 
 
-def _kept_runs(test: Test, chunks: list[Span], kept: list[bool], more: Callable[[], bool]) -> list[Span] | None:
-    """The runs of chunks that matter, or None when nothing can be cut out: every chunk matters, an end chunk does
-    not (the span's ends are known to matter, so the search disagrees with itself), the budget is spent, or the
-    dropped chunks together still change a result (something in them matters in combination)."""
+def _cut(test: Test, lo: int, hi: int, size: int, more: Callable[[], bool]) -> list[Span] | None:
+    """[lo, hi) cut into GAP_CHUNKS pieces of whole elements, each tested alone: the runs of pieces that matter, or
+    None when nothing can be cut out: fewer than 3 elements, every piece matters, an end piece does not (the span's
+    ends are known to matter, so the search disagrees with itself), the budget is spent, or the dropped pieces
+    together still change a result (something in them matters in combination)."""
+    n = (hi - lo) // size
+    if n < 3 or (hi - lo) % size:
+        return None
+    m = min(GAP_CHUNKS, n)
+    edges = [lo + (n * i // m) * size for i in range(m + 1)]
+    chunks = list(zip(edges, edges[1:]))
+    kept = []
+    for chunk in chunks:
+        if not more():
+            return None
+        kept.append(test([chunk]))
     dropped = [c for c, k in zip(chunks, kept) if not k]
     if not dropped or not kept[0] or not kept[-1] or not more() or test(dropped):
         return None

@@ -307,19 +307,10 @@ def _read_bytes(worker: Any, adapter: Any, case: Any, a: _Run, diff: "_Diff", ex
         _release(worker, d)
         return hit
 
-    rest = _complement(spans, nbytes)
+    rest = [(int(lo), int(hi)) for lo, hi in _runs(~own)]
     later = bool(rest) and changes(rest)
     found = bound(changes, [(0, nbytes)] if later or not spans else spans, size, READ_REFINE_RUNS, deep=True)
     return {"ranges": [list(r) for r in found], "bounded": later or found != spans, "written_later": later}
-
-
-def _complement(spans: list[tuple[int, int]], nbytes: int) -> list[tuple[int, int]]:
-    out, at = [], 0
-    for lo, hi in spans:
-        if lo > at:
-            out.append((at, lo))
-        at = max(at, hi)
-    return out + ([(at, nbytes)] if at < nbytes else [])
 
 
 @dataclass

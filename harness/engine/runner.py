@@ -364,28 +364,30 @@ class Runner:
             time.sleep(0.05)
 
     @staticmethod
-    def _last_result(items: list[tuple[Scenario, Case]], out: Path) -> float | None:
-        """When the newest started case wrote its result (its file's time); None when no case started or it has none."""
-        for index in range(len(items) - 1, -1, -1):
-            if (out / f"{index}.started").exists():
-                try:
-                    return (out / f"{index}.json").stat().st_mtime
-                except OSError:
-                    return None
-        return None
+    def _newest_started(items: list[tuple[Scenario, Case]], out: Path) -> int | None:
+        """The index of the last case that wrote its start mark; None when none did."""
+        return next((i for i in range(len(items) - 1, -1, -1) if (out / f"{i}.started").exists()), None)
 
-    @staticmethod
-    def _current(items: list[tuple[Scenario, Case]], out: Path) -> tuple[int, float] | None:
-        for index in range(len(items) - 1, -1, -1):
-            started = out / f"{index}.started"
-            if started.exists():
-                if (out / f"{index}.json").exists():
-                    return None
-                try:
-                    return index, float(started.read_text() or time.time())
-                except ValueError:
-                    return index, time.time()
-        return None
+    @classmethod
+    def _last_result(cls, items: list[tuple[Scenario, Case]], out: Path) -> float | None:
+        """When the newest started case wrote its result (its file's time); None when no case started or it has none."""
+        index = cls._newest_started(items, out)
+        if index is None:
+            return None
+        try:
+            return (out / f"{index}.json").stat().st_mtime
+        except OSError:
+            return None
+
+    @classmethod
+    def _current(cls, items: list[tuple[Scenario, Case]], out: Path) -> tuple[int, float] | None:
+        index = cls._newest_started(items, out)
+        if index is None or (out / f"{index}.json").exists():
+            return None
+        try:
+            return index, float((out / f"{index}.started").read_text() or time.time())
+        except ValueError:
+            return index, time.time()
 
     @staticmethod
     def _sweep(pgid: int, before: procs.Snapshot) -> list[procs.ProcessRecord]:
