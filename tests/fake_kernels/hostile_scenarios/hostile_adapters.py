@@ -15,11 +15,15 @@ def _sleeper(tag: str) -> list[str]:
 
 
 def _daemon(tag: str) -> None:
-    """Fork twice, the grandchild in a session of its own: no process group kill reaches it, its parent is gone
-    (the grandchild exists once the intermediate process has been waited for)."""
+    """Fork twice, the grandchild in a session of its own: no process group kill reaches it, its parent is gone.
+    Returns once the grandchild runs its own command: the pipe's write end closes on exec (os.pipe's descriptors are
+    close-on-exec), so the read sees end-of-file only after the exec. Without that wait, a short case could end
+    while the grandchild was still a copy of the worker, and be reaped under the worker's command line."""
     argv = _sleeper(tag)
+    ready, written = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.close(ready)
         os.setsid()
         if os.fork() == 0:
             devnull = os.open(os.devnull, os.O_RDWR)
@@ -27,6 +31,9 @@ def _daemon(tag: str) -> None:
                 os.dup2(devnull, fd)
             os.execv(argv[0], argv)
         os._exit(0)
+    os.close(written)
+    os.read(ready, 1)
+    os.close(ready)
     os.waitpid(pid, 0)
 
 
