@@ -2,7 +2,8 @@
 allocator and fake compute-sanitizer of tests/host_fake.py standing in for the GPU.
 
 Flag off: the suite collects and runs exactly as without the plugin. Flag on without a GPU: every test `not
-applicable`, the suite's own results and exit code kept. Flag on with the fake: findings fail their test at
+applicable`, the suite's own results kept, and its exit code where it failed (a suite that passed and checked
+nothing exits 5). Flag on with the fake: findings fail their test at
 teardown (the test's own result kept), known bugs are expected findings, breaks are routed, xdist workers report
 to one report, memcheck children attribute each record to the test that made it.
 """
@@ -156,6 +157,20 @@ def test_without_a_gpu_every_test_is_not_applicable_and_the_suites_results_stand
         assert case["details"]["test"]["outcome"] == OWN[name]
 
 
+def test_without_a_gpu_a_passing_suite_that_checked_nothing_exits_5(tmp_path: Path) -> None:
+    """The suite passes, yet not one test was checked (no GPU): pytest's "no tests ran", never a green job."""
+    suite = make_suite(tmp_path)
+    args = ("test_suite.py::test_clean", "test_suite.py::test_cpu_only", "-rA", "-q")
+    plain = run(suite, "-p", "host_fake", *args)
+    assert plain.returncode == 0, plain.stdout[-2000:]
+    proc = run(suite, "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"), *args)
+    assert outcomes(proc.stdout) == outcomes(plain.stdout), proc.stdout[-2000:]
+    assert proc.returncode == 5, proc.stdout[-2000:]
+    assert "CHECKED NOTHING" in proc.stdout
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert doc["summary"]["status"] == "empty"
+
+
 def test_markers_mode_with_the_fake_allocator(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
     proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
@@ -262,7 +277,8 @@ def test_children_import_what_the_parent_imported_when_pytest_ran_as_a_console_s
                           cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     cases = report(tmp_path / "r")
     assert cases["test_installed"]["details"]["test"]["outcome"] == "passed", proc.stdout[-3000:]
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    # the test allocates nothing, so nothing was checked: "no tests ran" (exit 5), not a failure of the suite
+    assert proc.returncode == 5 and "nothing to guard" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
