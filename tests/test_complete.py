@@ -255,14 +255,16 @@ def test_the_headline_says_partial_when_part_of_the_matrix_or_of_its_detectors_d
     assert not headline(whole).partial and headline(whole).text == "passed: 1 ran"
 
 
-def test_poisons_refinement_is_bounded_by_the_cases_own_run_time() -> None:
+def test_poisons_refinement_is_bounded_by_the_cases_own_run_time_unless_an_expectation_names_bytes() -> None:
     from gpu_memsafety.detectors.poison import MIN_REFINE_RUNS, REFINE_BUDGET, bound, refine_budget
     assert refine_budget(0.001) == REFINE_BUDGET                    # a small kernel: bisect to the byte
     assert refine_budget(2.0) == MIN_REFINE_RUNS                    # a gpt-oss shape: enough for a 1 KiB guard
     anywhere = ExpectedFinding(OVERREAD, "w_scale", region="past_end")
     exact = ExpectedFinding(OVERREAD, "src", region="past_end", bytes=1, ranges=((4000, 4001),))
     assert refine_budget(2.0, [anywhere, exact], "w_scale") == 0    # costly, and no bytes expected: none to bound
-    assert refine_budget(2.0, [anywhere, exact], "src") == MIN_REFINE_RUNS
+    assert refine_budget(2.0, [anywhere, exact], "src") == REFINE_BUDGET     # its bytes are judged: never by load
+    assert refine_budget(0.5, [exact], "src") == refine_budget(0.0001, [exact], "src") == REFINE_BUDGET
+    assert refine_budget(2.0, [exact], "w_scale") == MIN_REFINE_RUNS          # nothing expected there: by time
     assert refine_budget(0.01, [anywhere], "w_scale") == REFINE_BUDGET         # cheap: bounded to the byte anyway
     calls = []
 
