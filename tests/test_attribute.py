@@ -444,3 +444,30 @@ def test_a_memcheck_count_the_guard_shows_short_is_at_least_and_one_nothing_cont
     assert undercounts([mc, _replace(gd, detector=POISON, kind=OVERWRITE)])[0].exact
     assert undercounts([mc, _replace(gd, details=(("victim", "x"),))])[0].exact
     assert undercounts([mc, _replace(gd, region="before_start")])[0].exact
+
+
+def test_a_memcheck_overread_count_a_poison_bound_shows_short_is_at_least() -> None:
+    """Held-out hu_a on the H200: a rotary kernel read 128 B past its cos/sin cache; memcheck saw the 64 B of the sin
+    halves (2080..2112, 2144..2176), the warps never reaching their cos loads. Poison's bound (each end a byte whose
+    change changed the output) holds 2048, which memcheck's ranges do not: memcheck's count is at least."""
+    from gpu_memsafety.detectors.memcheck import undercounts
+    from gpu_memsafety.model import POISON, ByteRange, Finding as F
+    mc = F(detector=MEMCHECK, kind=OVERREAD, buffer="cache", region="past_end", bytes=64, count=16, kernel="k",
+           arch="sm_90", ranges=(ByteRange("past_end", 2080, 2112), ByteRange("past_end", 2144, 2176)))
+    po = F(detector=POISON, kind=OVERREAD, buffer="cache", region="past_end", bytes=128, count=1, kernel="k",
+           arch="sm_90", exact=False, ranges=(ByteRange("past_end", 2048, 2176),))
+    short, bound = undercounts([mc, po])
+    assert (short.bytes, short.exact) == (64, False) and "poison saw 128 B here (2048..2176)" in short.note
+    assert bound == po
+    # a bound inside memcheck's ranges at both ends proves nothing (it may name bytes memcheck did not, between them)
+    inside = F(detector=POISON, kind=OVERREAD, buffer="cache", region="past_end", bytes=96, count=1, kernel="k",
+               arch="sm_90", exact=False, ranges=(ByteRange("past_end", 2080, 2176),))
+    assert undercounts([mc, inside])[0].exact
+    # another buffer, region or kind: nothing
+    for other in (_r(po, buffer="x"), _r(po, region="before_start"), _r(po, kind=OVERWRITE)):
+        assert undercounts([mc, other])[0].exact
+
+
+def _r(f: Any, **changes: Any) -> Any:
+    from dataclasses import replace as _replace
+    return _replace(f, **changes)

@@ -277,6 +277,37 @@ def test_poisons_refinement_is_bounded_by_the_cases_own_run_time_unless_an_expec
     assert bound(changes, [(0, 1024)], 1, budget=64) == [(700, 701)]
 
 
+N_X = 1000
+
+
+def test_poison_recounts_an_unexpected_memcheck_overread_and_leaves_an_expected_one(
+        tmp_path: Path, interpreter: str, worker_env: Path) -> None:
+    """Memcheck ends a kernel at its first bad access, so its overread count can be short (held-out hu_a on the
+    H200: 64 of 128 B). fake_recount reads 32 B past x's end; the fake memcheck reports only the last 16. Where no
+    expectation accepts the finding, poison surveys x's guard in the values stage although memcheck watched it, and
+    its bound (0..32 past the end) makes memcheck's 16 B "at least". An expected one is left to memcheck."""
+    fake = registry.load_source(registry.Source(str(CHECKOUT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_recount.py"),
+                                                None, "tests"))
+    cases = {c.variant: c for c in fake.build()}
+    runner = Runner(RunOptions(mode=MODES["complete"], workdir=tmp_path / "w", gpu_available=True,
+                               sanitizer=fake_memcheck(tmp_path, [("x", 16, 16, "read")]), python=interpreter,
+                               timeout_scale=0.5))
+    results = {r.case_id: r for r in runner.run([(fake, cases["short_count"]), (fake, cases["any_bytes"])])}
+    short = results[cases["short_count"].id]
+    assert short.outcome is Outcome.FINDING, short.message
+    found = {f.detector: f for f in short.findings}
+    assert set(found) == {MEMCHECK, POISON}, short.findings
+    mc, po = found[MEMCHECK], found[POISON]
+    assert (mc.buffer, mc.region, mc.bytes, mc.exact) == ("x", "past_end", 16, False), mc
+    assert "poison saw 32 B here" in mc.note
+    assert (po.buffer, po.region, po.bytes) == ("x", "past_end", 32) and po.ranges[0].start == N_X * 4, po
+    assert [s["mode"] for s in short.details["stages"]] == ["both", "values"]
+    known = results[cases["any_bytes"].id]
+    assert known.outcome is Outcome.EXPECTED_FINDING, known.message
+    assert [(f.detector, f.bytes, f.exact) for f in known.findings] == [(MEMCHECK, 16, True)]
+    assert [s["mode"] for s in known.details["stages"]] == ["both"]      # poison had nothing memcheck did not see
+
+
 def test_a_scenario_without_memcheck_gets_the_whole_poison_survey_after_a_memcheck_stage(
         tmp_path: Path, interpreter: str, worker_env: Path) -> None:
     """fake_poison uses the markers and poison only: no memcheck watched its buffers' ends in the first stage,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpu_memsafety.detectors.base import Evidence, sanitizer_ran, with_defaults
-from gpu_memsafety.model import GUARD, MEMCHECK, DetectorRun, Finding
+from gpu_memsafety.model import GUARD, MEMCHECK, POISON, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 
@@ -40,20 +40,41 @@ def undercounts(findings: list[Finding]) -> list[Finding]:
     """The case's findings, with memcheck's counts that another detector shows to be short marked inexact.
 
     Memcheck terminates a kernel at its first precise error: it reports the accesses in flight then, not those the
-    threads would have made next. The guard markers seeing more bytes written in the same buffer and region (changed
-    marker bytes are bytes really written: a count or a lower bound, never a widened bound like poison's) prove the
-    count short. Held-out hp_a on the H200: a 4,400 B row written past the end; memcheck 816 B, the guard its whole
-    1,024 B guard. Such a count stays what memcheck saw, inexact, with the other count named; a count nothing
-    contradicts stays exact."""
+    threads would have made next. Two detectors can prove a count short, in the same buffer and region:
+    - for a write, the guard markers seeing more bytes written (changed marker bytes are bytes really written: a
+      count or a lower bound, never a widened bound like poison's). Held-out hp_a on the H200: a 4,400 B row written
+      past the end; memcheck 816 B, the guard its whole 1,024 B guard.
+    - for a read, poison's bound holding a byte outside memcheck's ranges at one of its ends (each end of a poison
+      range is a byte whose change changed the output, widened to its element: a byte read). Held-out hu_a on the
+      H200: a rotary kernel read 128 B past its cos/sin cache (two rows), memcheck saw the 64 B of the sin halves,
+      the warps never reaching their cos loads.
+    Such a count stays what memcheck saw, inexact, with the other count named; a count nothing contradicts stays
+    exact."""
     out = []
     for f in findings:
         if f.detector == MEMCHECK and f.exact:
-            more = [g for g in findings if g.detector == GUARD and (g.kind, g.buffer, g.region) == (f.kind, f.buffer, f.region)
-                    and g.bytes > f.bytes and not g.detail("victim")]
+            more = [g for g in findings if (g.kind, g.buffer, g.region) == (f.kind, f.buffer, f.region)
+                    and not g.detail("victim") and _shows_more(g, f)]
             if more:
                 best = max(more, key=lambda g: g.bytes)
                 why = (f"at least: memcheck ends the kernel at its first error, and {best.detector} saw "
-                       f"{'at least ' if not best.exact else ''}{best.bytes} B here")
+                       f"{'at least ' if not best.exact and best.detector == GUARD else ''}{best.bytes} B here"
+                       + (f" ({_spans(best)})" if best.detector == POISON else ""))
                 f = replace(f, exact=False, note="; ".join(x for x in (f.note, why) if x))
         out.append(f)
     return out
+
+
+def _shows_more(other: Finding, mine: Finding) -> bool:
+    """`other` proves memcheck's `mine` short: the guard's count is larger; a poison range has an end byte (a byte
+    read) that none of memcheck's ranges holds."""
+    if other.detector == GUARD:
+        return other.bytes > mine.bytes
+    if other.detector != POISON or not other.ranges or not mine.ranges:
+        return False
+    held = lambda byte: any(r.start <= byte < r.end for r in mine.ranges)   # noqa: E731
+    return any(not held(r.start) or not held(r.end - 1) for r in other.ranges)
+
+
+def _spans(f: Finding) -> str:
+    return ", ".join(f"{r.start}..{r.end}" for r in f.ranges)

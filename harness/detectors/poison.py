@@ -253,7 +253,8 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     left = {}
     if worker.job.covered_seen and worker.scenario is not None and MEMCHECK in worker.scenario.detectors:
         from gpu_memsafety.engine.cover import covers
-        left = {name: OUTSIDE for name in order if covers(worker.cover, name in ctx.watched)}
+        recount = set(worker.entry.recount) if worker.entry is not None else set()
+        left = {name: OUTSIDE for name in order if covers(worker.cover, name in ctx.watched) and name not in recount}
     expected = worker.scenario.expectation(case, ctx.arch()).findings if worker.scenario is not None else ()
     budgets = {name: refine_budget(took, expected, name) for name in order}
     regions, runs = survey(layouts, order, poisoned, itemsizes, budget=budgets, skip=left)

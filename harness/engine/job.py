@@ -60,11 +60,16 @@ class JobCase:
     # A guard-page rerun (harness/detectors/pageprobe.py): exactly these buffers get these placements, every other buffer
     # is guarded, one pass. None: the mode's own placement of the buffers it covers.
     placements: Mapping[str, str] | None = None
+    # Buffers whose guards poison surveys although an earlier memcheck stage watched their ends: memcheck saw an
+    # overread there and its count may be short (it ends the kernel at the first bad access; gpu_memsafety.engine.staged).
+    recount: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {**self.case.to_json(), "source": dict(self.source) if self.source is not None else None}
         if self.placements is not None:
             data["placements"] = dict(self.placements)
+        if self.recount:
+            data["recount"] = list(self.recount)
         return data
 
     @classmethod
@@ -72,11 +77,15 @@ class JobCase:
         fields_ = dict(data)
         source = fields_.pop("source", None)
         placements = fields_.pop("placements", None)
+        recount = fields_.pop("recount", None) or ()
+        if not isinstance(recount, (list, tuple)) or not all(isinstance(b, str) for b in recount):
+            raise RecordError(f"job case {fields_.get('scenario', '?')}: recount {recount!r} is not a list of buffer names")
         if placements is not None:
             bad = {k: v for k, v in dict(placements).items() if v not in L.PLACEMENTS}
             if bad:
                 raise RecordError(f"job case {fields_.get('scenario', '?')}: placements {bad} are not among {L.PLACEMENTS}")
-        return cls(Case.from_json(fields_), source, dict(placements) if placements is not None else None)
+        return cls(Case.from_json(fields_), source, dict(placements) if placements is not None else None,
+                   tuple(recount))
 
 
 @dataclass(frozen=True)

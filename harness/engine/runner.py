@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -58,6 +58,7 @@ class RunOptions:
     cover: str = COVER_SCENARIO        # which buffers are covered: each scenario's `cover`, or "all" / "watched"
     iterations: int = 10               # stress mode
     covered_seen: bool = False         # an earlier stage's memcheck saw past the ends of the covered buffers (Job)
+    recount: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # case id -> JobCase.recount
     timeout_scale: float = 1.0
     debug: bool = False
     allow_unsupported: bool = False    # a case that could not run on a GPU machine is a skip, not a failure
@@ -251,6 +252,7 @@ class Runner:
         entries = [JobCase.from_json(registry.case_job(s, c)) for s, c in items]
         if placements is not None:
             entries = [replace(e, placements=p) for e, p in zip(entries, placements)]
+        entries = [replace(e, recount=tuple(self.o.recount.get(c.id, ()))) for e, (_, c) in zip(entries, items)]
         return Job(cases=tuple(entries), out_dir=str(out), mode=self.o.mode.name,
                    watch_placement=self.o.mode.placement(sanitized), cover=self.o.cover, seed=self.o.seed, guard=self.o.guard,
                    flush_backend=self.o.flush_backend, iterations=self.o.iterations, debug=self.o.debug,

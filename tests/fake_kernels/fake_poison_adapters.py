@@ -36,3 +36,17 @@ def run_rows(case: Any, ctx: Any) -> Any:
     else:
         y[:used].copy_(x * 2)
     return RunInfo(kernel="fake_rows", outputs={"y": y})
+
+
+def run_recount(case: Any, ctx: Any) -> Any:
+    """tests/fake_kernels/fake_scenarios/fake_recount.py: out = x + the sum of the 8 floats past x's end (32 B). In an
+    exact placement (the memcheck stage) nothing of ours lies there: the read is memcheck's to report."""
+    n = case.params["n"]
+    x = ctx.tensor("x", (n,), torch.float32)
+    x.fill_(1.0)
+    out = ctx.tensor("out", (n,), torch.float32, watch=True)
+    buf = ctx.arena.buffers["x"]
+    past = buf.storage[buf.layout.front + buf.layout.nbytes:][:32]
+    extra = past.view(torch.float32).sum() if past.numel() == 32 else torch.zeros(())
+    out.copy_(x + extra)
+    return RunInfo(kernel="fake_recount", outputs={"out": out})
