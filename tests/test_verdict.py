@@ -305,3 +305,23 @@ def test_h200_guard_page_findings_of_the_planted_underruns_match_planted_oob() -
         assert v.outcome is Outcome.EXPECTED_FINDING, (case.id, v.message)
         checked += 1
     assert checked == 4
+
+
+def test_a_detector_called_blind_that_sees_the_bug_anyway_is_covered_not_unexpected() -> None:
+    """gpt-oss `down` shapes: poison is blind to the last-expert scale read (the output does not depend on it under
+    0xFF, 0x7B, 0xFA). A new pattern that makes it see the same read must not turn the expected finding into an
+    unexpected one; another buffer, or another kind, stays unexpected."""
+    from gpu_memsafety.model import Finding as F
+    expected = ExpectedFinding(OVERREAD, "w_scale", region="past_end", blind=((POISON, "the output does not depend on it"),))
+    assert POISON not in expected.detectors
+    ran = MEMCHECK_RAN + [DetectorRun(POISON, True, "6 patterns compared")]
+    seen = memcheck_finding(buffer="w_scale")
+    bound = F(POISON, OVERREAD, "w_scale", "past_end", 64, ranges=(ByteRange("past_end", 4000, 4064),), kernel="k",
+              exact=False)
+    v = decide(Expectation((expected,)), [seen, bound], ran)
+    assert v.outcome is Outcome.EXPECTED_FINDING and v.unexpected == (), v.message
+    other = F(POISON, OVERREAD, "w", "past_end", 64, ranges=(ByteRange("past_end", 4000, 4064),), kernel="k", exact=False)
+    assert decide(Expectation((expected,)), [seen, other], ran).outcome is Outcome.FINDING
+    # seen only by the blind detector: covered, yet not counted as seen (memcheck ran and missed it)
+    alone = decide(Expectation((expected,)), [bound], ran)
+    assert alone.outcome is Outcome.UNEXPECTEDLY_CLEAN and alone.unexpected == (), alone.message

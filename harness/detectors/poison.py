@@ -34,16 +34,21 @@ from gpu_memsafety.placement import layout as L
 # when the spans of that buffer hold `pattern` and every other marker byte the baseline's.
 Run = Callable[[str, list[Span], int], Mapping[str, Any]]
 # Poison patterns in the order they are tried on a region (the baseline's marker is 0xA5): see the docstring.
-PATTERNS = (0xFF, 0x7B, 0xFA)
-# A fourth pattern for the marker bytes inside the allocation (row padding, unused rows), tried when the uniform ones
-# changed nothing: byte k of the tensor is (37 k + 11) mod 256, so neighbouring elements differ. A uniform row gives
-# an argmax the same answer whatever its value (held-out hr_b: greedy argmax over the unused rows of a max-batch
-# logits buffer); a ramp does not. Not a byte value: the arena writes the ramp (placement.guard.ramp_bytes). Inside
-# the allocation poison is the only detector that sees a read (memcheck does not), hence the extra run there only.
+# 0x00 last among the uniform ones: the one value a bool, a `!= 0` test or an index range check that only small
+# values pass keys on (held-out round 8: hv_a, a bool flag read past the end, true under every other pattern;
+# hv_b, padded token ids read through the row stride, skipped by `0 <= tok < vocab` under every other pattern).
+PATTERNS = (0xFF, 0x7B, 0xFA, 0x00)
+# A last pattern, tried when the uniform ones changed nothing: byte k of the tensor is (37 k + 11) mod 256, so
+# neighbouring elements differ. A uniform region gives an argmax, or an equality between the bytes read, the same
+# answer whatever its value (held-out hr_b: greedy argmax over the unused rows of a max-batch logits buffer; hv_d, a
+# repeat check comparing token ids read past the end with each other); a ramp does not. Not a byte value: the arena
+# writes the ramp (placement.guard.ramp_bytes). In guards too: where memcheck watched a buffer's ends, its guards are
+# left to memcheck (`left_to_memcheck`), so this costs a run only where poison is the one detector looking.
 RAMP = L.POISON_RAMP
 INSIDE_PATTERNS = (*PATTERNS, RAMP)
 # The baseline's marker, then the patterns: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0,
-# as fp32 and as bf16; 0x7B a large finite positive number; 0xFA a large finite negative one, bit 0 clear.
+# as fp32 and as bf16; 0x7B a large finite positive number; 0xFA a large finite negative one, bit 0 clear; 0x00
+# zero, false, index 0.
 BASELINE = 0xA5
 ACTION = "poison"
 # A buffer's guards: the regions memcheck sees when the buffer is covered (its own allocation, exact).
@@ -65,7 +70,7 @@ class PoisonDetector:
             return DetectorRun(POISON, False, "not run")
         left = report.get("left_to_memcheck")
         words = f"; the guards of {', '.join(left)} left to memcheck, which watched their ends" if left else ""
-        return DetectorRun(POISON, True, f"{len(PATTERNS)} patterns compared ({len(INSIDE_PATTERNS)} inside the allocation), "
+        return DetectorRun(POISON, True, f"{len(INSIDE_PATTERNS)} patterns compared, "
                                          f"{report.get('runs', 0)} runs{words}")
 
     def findings(self, ev: Evidence) -> list[Finding]:
@@ -118,7 +123,7 @@ def refine_budget(baseline_s: float, expected: Sequence[Any] = (), buffer: str |
 
 def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
            itemsizes: Mapping[str, int] | None = None, budget: int | Mapping[str, int] = REFINE_BUDGET,
-           patterns: Sequence[int] = PATTERNS,
+           patterns: Sequence[int] = INSIDE_PATTERNS,
            skip: Mapping[str, Sequence[str]] | None = None,
            inside_patterns: Sequence[int] = INSIDE_PATTERNS) -> tuple[list[dict[str, Any]], int]:
     """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded (in the pattern
@@ -175,8 +180,11 @@ def overread_findings(poison: Mapping[str, Any] | None, *, kernel: str, arch: st
         pattern = entry.get("pattern")
         where = f"only {name}'s {region} bytes changed pattern" + (f" (to {pattern_words(pattern)})" if pattern is not None else "")
         if pattern == RAMP:
-            where += (f", after {', '.join(f'{p:#04x}' for p in PATTERNS)} changed nothing: an argmax or an equality "
-                      f"gives uniform bytes one answer whatever their value")
+            where += (f", after {', '.join(f'{p:#04x}' for p in PATTERNS)} changed nothing: an argmax, or an equality "
+                      f"between the bytes read, gives uniform bytes one answer whatever their value")
+        elif pattern == PATTERNS[3]:
+            where += (f", after {', '.join(f'{p:#04x}' for p in PATTERNS[:3])} changed nothing: a test of zero (a bool "
+                      f"flag, a `!= 0`, an index range check that only a small value passes)")
         elif pattern == PATTERNS[2]:
             where += (f", after {PATTERNS[0]:#04x} (NaN) and {PATTERNS[1]:#04x} (large positive) changed nothing: a max "
                       f"that the baseline's bytes already won, or a test of their lowest bit")
