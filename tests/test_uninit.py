@@ -22,6 +22,7 @@ from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.judge.verdict import decide
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+N_FAKE = 1000        # fake_uninit's n
 
 
 def _buffer(name: str, nbytes: int, rows: L.Rows | None = None) -> dict[str, Any]:
@@ -113,10 +114,11 @@ def test_a_grid_one_block_short_leaves_the_last_block_unwritten(planted_triton: 
 
 
 @pytest.mark.parametrize("variant", ["accumulate_zeroed", "grid_full"])
-def test_fixed_twins_are_clean_in_two_runs(planted_triton: dict[str, Any], variant: str) -> None:
+def test_fixed_twins_are_clean_in_four_runs(planted_triton: dict[str, Any], variant: str) -> None:
     outcome, found = _judged(*planted_triton[variant])
     assert outcome is Outcome.CLEAN and not found
-    assert planted_triton[variant][2]["evidence"]["uninit"]["runs"] == 2
+    report = planted_triton[variant][2]["evidence"]["uninit"]
+    assert report["runs"] == 4 and report["extra_fills"] == [0x00, 0xFA]    # A, B, then the two extra fills
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +242,7 @@ def test_output_bytes_never_written_stay_unwritten_after_the_extra_run(fake_resu
     outcome, found = _judged(*fake_results["tail_unwritten"])
     assert outcome is Outcome.EXPECTED_FINDING, found
     report = fake_results["tail_unwritten"][2]["evidence"]["uninit"]
-    assert report["unwritten"] == {"out": [[2000, 4000]]} and "copied" not in report and report["runs"] == 3
+    assert report["unwritten"] == {"out": [[2000, 4000]]} and "copied" not in report and report["runs"] == 5
 
 
 def test_bytes_written_with_the_markers_own_value_are_seen_by_a_run_with_the_complementary_marker(
@@ -254,6 +256,22 @@ def test_bytes_written_with_the_markers_own_value_are_seen_by_a_run_with_the_com
     assert [(r.start, r.end) for r in f.ranges] == [(4000, 4016)]
     assert decide(scenario.expect(case), [f], [DetectorRun(GUARD, True, "markers")]).outcome is Outcome.EXPECTED_FINDING
     report = fake_results["marker_valued_overrun"][2]["evidence"]["uninit"]
-    assert report["runs"] == 3 and report["complement_marker"] == 0x5A
+    assert report["runs"] == 5 and report["complement_marker"] == 0x5A     # A, B, the extra fills, the marker run
     clean = fake_results["clean"][2]["evidence"]["uninit"]
-    assert clean["runs"] == 2 and "complement_marker" not in clean        # no marker changed: no extra run
+    assert clean["runs"] == 4 and "complement_marker" not in clean        # no marker changed: no marker run
+
+
+@pytest.mark.parametrize("variant, fill, buffer", [("flags_unwritten", 0x00, "flags"), ("min_unreset", 0xFA, "running")])
+def test_a_read_the_two_fills_agree_on_is_found_by_an_extra_fill(fake_results: dict[str, Any], variant: str,
+                                                                 fill: int, buffer: str) -> None:
+    """Held-out round 8: presence flags the host wrote only for live requests (hv_e: 0xA5 and 0x5A both read true),
+    a running min never reset (hv_h: both above every log-prob). Runs A and B agree; the extra fills do not."""
+    scenario, case, res = fake_results[variant]
+    outcome, found = _judged(scenario, case, res)
+    assert outcome is Outcome.EXPECTED_FINDING, found
+    report = res["evidence"]["uninit"]
+    assert report["fills"] == [0xA5, fill] and report["extra_fills"][-1] == fill
+    assert [(f.buffer, f.kind) for f in found] == [(buffer, UNINIT_READ)]
+    if variant == "flags_unwritten":
+        [f] = found
+        assert (f.bytes, [(r.start, r.end) for r in f.ranges]) == (N_FAKE - N_FAKE // 2, [(N_FAKE // 2, N_FAKE)])

@@ -24,7 +24,11 @@ guards and row padding keep the 0xA5 marker in every run. Then:
 4. for a buffer read that way, which of its bytes were read: runs with fill B in parts of it only (_read_bytes;
    at most READ_REFINE_RUNS), since the bytes that held the fill at the end are neither all nor only the ones read.
 
-A clean case costs two runs; one more when an output holds the fill; a case with a read of never-written
+Where run B changed nothing, one run per EXTRA_FILLS value (0x00, 0xFA) until one changes something, which then
+takes B's place in steps 3 and 4 (a read whose result is the same for 0xA5 and 0x5A: a bool, a range-checked index,
+a running min over negative values).
+
+A clean case costs four runs; one more when an output holds the fill; a case with a read of never-written
 memory 3 + (number of buffers) + the search. Everything is
 compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
 keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/detectors/uninit.py
@@ -52,6 +56,13 @@ from gpu_memsafety.placement.guard import _runs_from_sorted
 # about -2.9e-16 and +1.5e16, as int32 -1.5e9 and +1.5e9, as fp8 e4m3 -0.2 and 20: a result computed from
 # them differs between the runs almost whatever the arithmetic.
 FILLS = (0xA5, 0x5A)
+# Second fills tried, in order, when run B changed nothing: a read whose result is the same for 0xA5 and 0x5A. Both
+# are non-zero (a bool reads true), both large out of range as an index (a range-checked slot is skipped either way),
+# and as fp32 both sit above every log-prob (a running min keeps the real value). 0x00: zero, false, index 0
+# (held-out round 8: hv_e, presence flags the host wrote only for live requests; hv_f, slot_mapping padding never
+# written, range-checked). 0xFA: a large negative value (hv_h, a running min over log-probs never reset). A clean
+# case pays these two runs; a case whose run B changed something, none.
+EXTRA_FILLS = (0x00, 0xFA)
 # Runs the search for the bytes a kernel read before anyone wrote them may take, per buffer (_read_bytes). Only a case
 # with such a read pays it; past it, what is left is kept whole (a bound).
 READ_REFINE_RUNS = 512
@@ -70,8 +81,8 @@ class _Run:
 
 
 def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None,
-            fill_spans: dict[str, list[tuple[int, int]]] | None = None) -> _Run:
-    ctx = worker.context(case, fill=fill, fill_for=fill_for, fill_spans=fill_spans, span_fill=FILLS[1])
+            fill_spans: dict[str, list[tuple[int, int]]] | None = None, span_fill: int = FILLS[1]) -> _Run:
+    ctx = worker.context(case, fill=fill, fill_for=fill_for, fill_spans=fill_spans, span_fill=span_fill)
     info = adapter(case, ctx)
     worker.sync()
     return _Run(ctx, info)
@@ -192,12 +203,39 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
         unwritten[n] &= ~m
         changed[n] |= m            # depends on bytes nobody wrote: the per-buffer runs below name whose
     report["unwritten"] = {n: r for n, m in unwritten.items() if (r := _runs(m))}
-    if any(bool(m.any()) for m in changed.values()) or any(bool(m.any()) for m in ext_changed.values()):
-        _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external)
+    if not _any(changed, ext_changed):
+        b, fill_b, changed, ext_changed = _other_fills(worker, adapter, case, a, b, names, external, report)
+    if _any(changed, ext_changed):
+        _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external, fill_b)
     _release(worker, b)
     from gpu_memsafety.engine.actions import launched, marker_check
     guard = _complement_markers(worker, adapter, case, marker_check(worker, a.ctx), report)
     return launched(a.ctx, a.info, evidence={**guard, UNINIT: report})
+
+
+def _any(*masks: dict[str, torch.Tensor]) -> bool:
+    return any(bool(m.any()) for group in masks for m in group.values())
+
+
+def _other_fills(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, names: list[str], external: list[str],
+                 report: dict[str, Any]) -> tuple[_Run, int, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Run B changed nothing: one run per EXTRA_FILLS value until one changes something. Returns the run to
+    compare with A from here on, its fill, and what changed (B and nothing, when none did). Bytes that hold A's fill
+    after A and this run's after it were written by nobody, as for B."""
+    fill_a = FILLS[0]
+    for fill in EXTRA_FILLS:
+        e = _launch(worker, adapter, case, fill=fill)
+        report["runs"] += 1
+        report.setdefault("extra_fills", []).append(fill)
+        never = {n: _whole_elements(a, n, (a.body(n) == fill_a) & (e.body(n) == fill)) for n in names}
+        changed = {n: (a.body(n) != e.body(n)) & ~never[n] for n in names}
+        ext_changed = {k: _changed_elements(a.output(k), e.output(k)) for k in external}
+        if _any(changed, ext_changed):
+            _release(worker, b)
+            report["fills"] = [fill_a, fill]
+            return e, fill, changed, ext_changed
+        _release(worker, e)
+    return b, FILLS[1], {n: torch.zeros_like(a.body(n), dtype=torch.bool) for n in names}, {}
 
 
 def _complement_markers(worker: Any, adapter: Any, case: Any, checked: dict[str, Any],
@@ -250,9 +288,11 @@ def _copied_fill(worker: Any, adapter: Any, case: Any, a: _Run, unwritten: dict[
 
 
 def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: dict[str, Any],
-               changed: dict[str, torch.Tensor], ext_changed: dict[str, torch.Tensor], external: list[str]) -> None:
-    """Set aside run-to-run noise (a second run of fill A), then find the buffers whose fill is read."""
-    fill_a, fill_b = FILLS
+               changed: dict[str, torch.Tensor], ext_changed: dict[str, torch.Tensor], external: list[str],
+               fill_b: int = FILLS[1]) -> None:
+    """Set aside run-to-run noise (a second run of fill A), then find the buffers whose fill (`fill_b`, B's) is
+    read."""
+    fill_a = FILLS[0]
     c = _launch(worker, adapter, case, fill=fill_a)
     report["runs"] += 1
     noise = {n: _whole_elements(a, n, a.body(n) != c.body(n), any_byte=True) for n in changed}
@@ -270,13 +310,13 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: d
     for name in changed:
         d = _launch(worker, adapter, case, fill=fill_a, fill_for={name: fill_b})
         report["runs"] += 1
-        effects = _effects(a, d, name, diff, external)
+        effects = _effects(a, d, name, diff, external, fill_b)
         if effects:
             own = diff.buffer(d, name, a.body(name) != d.body(name))
             report["read"][name] = {"ranges": _runs(own), "effects": effects}
         _release(worker, d)
         if effects:
-            report["read"][name].update(_read_bytes(worker, adapter, case, a, diff, external, name, own, report))
+            report["read"][name].update(_read_bytes(worker, adapter, case, a, diff, external, name, own, report, fill_b))
     if not report["read"]:
         report["unexplained"] = {
             **{n: {"bytes": int(m.sum()), "ranges": _runs(m)} for n, m in stable.items() if bool(m.any())},
@@ -284,7 +324,7 @@ def _attribute(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, report: d
 
 
 def _read_bytes(worker: Any, adapter: Any, case: Any, a: _Run, diff: "_Diff", external: list[str], name: str,
-                own: torch.Tensor, report: dict[str, Any]) -> dict[str, Any]:
+                own: torch.Tensor, report: dict[str, Any], fill_b: int = FILLS[1]) -> dict[str, Any]:
     """Which of `name`'s bytes the kernel read before anyone wrote them, searched (detectors.bisection) by runs with
     fill B in some spans of `name` only: a result that changes (_effects) says a byte read is among them.
 
@@ -301,9 +341,9 @@ def _read_bytes(worker: Any, adapter: Any, case: Any, a: _Run, diff: "_Diff", ex
     def changes(part: list[tuple[int, int]]) -> bool:
         # whole elements only: an element with bytes of both fills is neither fill, and would read as a result
         whole = [(lo // size * size, min(nbytes, -(-hi // size) * size)) for lo, hi in part]
-        d = _launch(worker, adapter, case, fill=FILLS[0], fill_spans={name: whole})
+        d = _launch(worker, adapter, case, fill=FILLS[0], fill_spans={name: whole}, span_fill=fill_b)
         report["runs"] += 1
-        hit = bool(_effects(a, d, name, diff, external))
+        hit = bool(_effects(a, d, name, diff, external, fill_b))
         _release(worker, d)
         return hit
 
@@ -336,9 +376,9 @@ class _Diff:
         return changed & _beyond(_out_values(self.a, key), _out_values(other, key), scale)
 
 
-def _effects(a: _Run, d: _Run, name: str, diff: _Diff, external: list[str]) -> dict[str, Any]:
-    """What changed when only `name`'s fill changed, besides `name`'s own never-written bytes."""
-    fill_a, fill_b = FILLS
+def _effects(a: _Run, d: _Run, name: str, diff: _Diff, external: list[str], fill_b: int = FILLS[1]) -> dict[str, Any]:
+    """What changed when only `name`'s fill changed (to `fill_b`), besides `name`'s own never-written bytes."""
+    fill_a = FILLS[0]
     effects: dict[str, Any] = {}
     for other in diff.noise:
         if other.startswith("output:"):

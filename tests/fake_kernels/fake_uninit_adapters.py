@@ -44,6 +44,21 @@ def run_case(case: Any, ctx: Any) -> Any:
         out[950:] = 0.0
         x[slots] = 5.0                            # the later launch writes the slots
         return RunInfo(kernel="fake_attention", outputs={"out": out})
+    if case.variant == "flags_unwritten":
+        # Presence flags the host wrote for the first half only (held-out hv_e): a bool reads 0xA5 and 0x5A both as
+        # true, so runs A and B agree; the 0x00 fill reads false and changes the second half of out.
+        flags = ctx.tensor("flags", (n,), torch.bool)
+        flags[: n // 2] = True
+        x.fill_(1.0)
+        out.copy_(torch.where(flags, x * 2, x))
+        return RunInfo(kernel="fake_flags", outputs={"out": out})
+    if case.variant == "min_unreset":
+        # A running min over negative log-probs whose slots were never reset (held-out hv_h): as fp32 0xA5A5A5A5
+        # (-2.9e-16) and 0x5A5A5A5A (+1.5e16) both lie above every value; 0xFA's -6.5e35 wins the min.
+        running = ctx.tensor("running", (n,), torch.float32)
+        x.fill_(-3.0)
+        out.copy_(torch.minimum(running, x))
+        return RunInfo(kernel="fake_min", outputs={"out": out})
     if case.variant == "input_partly_read":
         # the host writes half of x; the kernel reads 100 elements of the other half, not all of it
         x[: n // 2] = 1.0
