@@ -393,3 +393,36 @@ def test_fill_spans_start_those_bytes_in_the_span_fill_and_keep_the_markers() ->
     assert arena.verify() == {"x": []}
     with pytest.raises(L.LayoutError, match="fill span 0..300 is not inside its 224 tensor bytes"):
         Arena(torch.device("cpu"), fill_spans={"y": [(0, 300)]}).tensor("y", (224,), torch.uint8)
+
+
+def test_scrambled_markers_see_what_leaves_a_uniform_marker_as_it_was() -> None:
+    """Held-out round 8: KV blocks copied by their padded stride carry row padding onto row padding (hv_c); an atomic
+    min onto the int32 past the end leaves 0xA5A5A5A5 (negative) the min (hv_g). The uniform marker's check sees
+    neither; the scrambled markers (per buffer and position, 0x00..0x7F) see both, byte for byte."""
+    import torch as _t
+
+    from gpu_memsafety.placement.guard import Arena as _Arena, scramble_bytes
+
+    def act(arena: "_Arena") -> None:
+        kv = arena.rows("kv", rows=4, row_bytes=16, row_stride=32, used_rows=4, dtype=_t.uint8)
+        grid = arena.buffers["kv"].body().view(4, 32)
+        grid[3, 16:] = grid[1, 16:].clone()                     # row 1's padding copied onto row 3's
+        arena.tensor("counts", (4,), _t.int32)
+        c = arena.buffers["counts"]
+        past = c.storage[c.layout.front + 16 : c.layout.front + 20].view(_t.int32)
+        past.copy_(_t.minimum(past, _t.tensor([32], dtype=_t.int32)))   # atomic_min(counts[4], 32)
+        assert kv.shape == (4, 16)
+
+    plain = _Arena(_t.device("cpu"), guard=64)
+    act(plain)
+    assert plain.verify() == {"kv": [], "counts": []}
+    scrambled = _Arena(_t.device("cpu"), guard=64, scramble=1)
+    assert scrambled.scrambled_changes() == {}
+    act(scrambled)
+    seen = {name: [(r.start, r.end) for r in runs] for name, runs in scrambled.scrambled_changes().items()}
+    # a few bytes may hold the same scrambled value by chance (1 in 128): never more than a few of the 16 and 4
+    kv = seen["kv"]
+    assert kv and all(112 <= lo < hi <= 128 for lo, hi in kv) and sum(hi - lo for lo, hi in kv) >= 12, kv
+    assert seen["counts"] and all(16 <= lo < hi <= 20 for lo, hi in seen["counts"]), seen
+    b = scramble_bytes("kv", -64, 192, _t.device("cpu"))
+    assert int(b.max()) < 0x80 and 0xA5 not in b.tolist()

@@ -209,7 +209,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
         _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external, fill_b)
     _release(worker, b)
     from gpu_memsafety.engine.actions import launched, marker_check
-    guard = _complement_markers(worker, adapter, case, marker_check(worker, a.ctx), report)
+    guard = _scrambled_markers(worker, adapter, case, marker_check(worker, a.ctx), report)
     return launched(a.ctx, a.info, evidence={**guard, UNINIT: report})
 
 
@@ -238,29 +238,42 @@ def _other_fills(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, names: 
     return b, FILLS[1], {n: torch.zeros_like(a.body(n), dtype=torch.bool) for n in names}, {}
 
 
-def _complement_markers(worker: Any, adapter: Any, case: Any, checked: dict[str, Any],
-                        report: dict[str, Any]) -> dict[str, Any]:
-    """The guard evidence of run A, completed where it found something. A byte written with the marker's own value
-    is invisible to the marker check (held-out hr_a: bf16 values 0xA5A5 stored past the end, 4 of 16 B seen).
-    Where A's markers changed, one more run with those buffers' markers in the complementary value (0x5A: every
-    bit flipped, so no byte equals both) sees the bytes written there with 0xA5; its changed bytes are added to A's.
-    Only those buffers: every other buffer keeps 0xA5, so bytes copied from another buffer's guard or padding
-    (held-out ht_a: a mask-less copy past the end carries the source's guard bytes with it) differ from them too.
-    Costs a run only for a case whose markers changed."""
+def _scrambled_markers(worker: Any, adapter: Any, case: Any, checked: dict[str, Any],
+                       report: dict[str, Any]) -> dict[str, Any]:
+    """The guard evidence of run A, completed by one more run whose every marker byte holds a scrambled value
+    (placement.guard.scramble_bytes: per buffer and position, 0x00..0x7F); its changed bytes are added to A's.
+    A uniform marker misses what leaves it as it was:
+    - a byte written with the marker's own value (held-out hr_a: bf16 values 0xA5A5 stored past the end, 4 of 16 B
+      seen): scrambled bytes are never 0xA5;
+    - bytes copied from one marker position to another (held-out hv_c: KV blocks copied by their padded stride,
+      padding onto padding) or from another buffer's markers (ht_a): scrambled bytes differ by position and buffer;
+    - an atomic min onto the marker (held-out hv_g: 0xA5 words are negative, and stay the min): scrambled words are
+      positive.
+    One run per case, whatever run A saw. Where it sees bytes run A did not, they may be copies of marker bytes, and
+    a copied byte equals the scrambled value it replaced 1 time in 128 (held-out hv_c: 254 of 256 B): a second run,
+    scrambled with another salt, fills those holes. Nothing when this mode does not check markers."""
     from gpu_memsafety.detectors.guard import merge
-    from gpu_memsafety.engine.actions import marker_check
     from gpu_memsafety.model import GUARD
     found = checked.get(GUARD)
-    if not found or not any(found.values()):
+    if found is None:
         return checked
-    ctx = worker.context(case, marker_for={name: FILLS[1] for name, changed in found.items() if changed})
-    info = adapter(case, ctx)
-    worker.sync()
-    other = marker_check(worker, ctx).get(GUARD)
-    _release(worker, _Run(ctx, info))
-    report["runs"] += 1
-    report["complement_marker"] = FILLS[1]
-    return {GUARD: merge(found, other)}
+    seen = {}
+    for variant in (1, 2):
+        ctx = worker.context(case, scramble=variant)
+        info = adapter(case, ctx)
+        worker.sync()
+        seen[variant] = {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.scrambled_changes().items()}
+        _release(worker, _Run(ctx, info))
+        report["runs"] += 1
+        if _nbytes(merge(found, seen[variant])) == _nbytes(found):
+            break              # nothing run A did not see: no byte copied from the markers, no hole to fill
+    report["scrambled_markers"] = {name: sum(r["end"] - r["start"] for r in runs)
+                                   for name, runs in (merge(*seen.values()) or {}).items() if runs}
+    return {GUARD: merge(found, *seen.values())}
+
+
+def _nbytes(guard: dict[str, list[dict[str, Any]]] | None) -> int:
+    return sum(r["end"] - r["start"] for runs in (guard or {}).values() for r in runs)
 
 
 def _copied_fill(worker: Any, adapter: Any, case: Any, a: _Run, unwritten: dict[str, torch.Tensor],

@@ -7,9 +7,9 @@ of the case's launches (its evidence: the changed runs of marker bytes per buffe
 findings (gpu_memsafety.sanitizer.attribute.guard_findings: one per buffer and region class, exact bytes).
 
 What that cannot see: marker bytes a later launch of the same case writes back (held-out ht_e: a rollback copies a
-snapshot's guard over the bytes an earlier launch wrote past the end; memcheck sees both on a GPU), and bytes written
-with the values they held (the complementary-marker run of detectors/fillcheck.py sees those where a buffer's
-markers changed at all).
+snapshot's guard over the bytes an earlier launch wrote past the end; memcheck sees both on a GPU), and writes that
+leave a uniform marker as it was: its own value, marker bytes copied over marker bytes, an atomic min (the
+scrambled-marker run of detectors/fillcheck.py, in the complete and uninit modes, sees those).
 """
 from __future__ import annotations
 

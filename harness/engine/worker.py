@@ -195,7 +195,8 @@ class Worker:
                 production: bool = False, marker_for: dict[str, int] | None = None, fill: int | None = None,
                 fill_for: dict[str, int] | None = None, poison_spans: dict[str, list[tuple[int, int]]] | None = None,
                 poison_marker: int = 0xFF, placements: dict[str, str] | None = None,
-                fill_spans: dict[str, list[tuple[int, int]]] | None = None, span_fill: int = 0x5A) -> Any:
+                fill_spans: dict[str, list[tuple[int, int]]] | None = None, span_fill: int = 0x5A,
+                scramble: int = 0) -> Any:
         """A RunContext on a fresh guarded arena for the case in progress (see begin); the arena is kept for
         the life of the process, and its buffer map goes to disk before any launch."""
         from gpu_memsafety.scenario.context import RunContext
@@ -203,7 +204,7 @@ class Worker:
         arena = Arena(self.device, marker=marker, guard=self.job.guard,
                       page_allocators=self.page_allocators, marker_for=dict(marker_for or {}), fill=fill,
                       fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker,
-                      fill_spans=dict(fill_spans or {}), span_fill=span_fill)
+                      fill_spans=dict(fill_spans or {}), span_fill=span_fill, scramble=scramble)
         self.keep.append(arena)
         ctx = RunContext(self.device, arena, seed=self.job.seed, watch_placement=watch_placement or self.L.GUARDED,
                          production=production, cover=self._cover or COVER_ALL, placements=placements)

@@ -7,6 +7,7 @@ brings back only the runs of changed bytes, never the buffer.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -198,6 +199,9 @@ class Arena:
     # uninit mode's search for the bytes read: these spans (tensor-relative) of these buffers start as span_fill
     fill_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     span_fill: int = 0x5A
+    # uninit mode's scrambled-marker runs: every marker byte holds scramble_bytes (per buffer, position and this
+    # variant, 1 or 2) instead; 0: off
+    scramble: int = 0
     on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
     checker: str = "auto"      # "auto": Triton on a GPU, torch ops elsewhere; "triton" or "torch" to force one
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
@@ -266,8 +270,25 @@ class Arena:
                 storage[lay.front + lo : lay.front + hi] = ramp_bytes(lo, hi, storage.device)
             else:
                 storage[lay.front + lo : lay.front + hi].fill_(self.poison_marker)
+        if self.scramble:
+            for lo, hi, _ in lay.marker_spans():
+                storage[lay.front + lo : lay.front + hi] = scramble_bytes(name, lo, hi, storage.device, self.scramble)
         self.buffers[name] = buf
         return buf
+
+    def scrambled_changes(self) -> dict[str, list[ByteRange]]:
+        """For an arena with `scramble`: per buffer, the marker bytes that no longer hold their scrambled value, as
+        runs cut at region boundaries (offsets relative to the tensor), as `verify` gives them for a uniform marker."""
+        out: dict[str, list[ByteRange]] = {}
+        for name, buf in self.buffers.items():
+            lay = buf.layout
+            runs: list[tuple[int, int]] = []
+            for lo, hi, _ in lay.marker_spans():
+                now = buf.storage[lay.front + lo : lay.front + hi]
+                expect = scramble_bytes(name, lo, hi, now.device, self.scramble)
+                runs.extend(_runs_from_sorted(torch.nonzero(now != expect).flatten(), lo))
+            out[name] = L.ranges_from_offsets(lay, L.merge_runs(runs))
+        return out
 
     def _changed(self) -> None:
         """Tell the owner (the worker writes the buffer map to disk before any launch)."""
@@ -347,6 +368,22 @@ def ramp_bytes(lo: int, hi: int, device: Any) -> torch.Tensor:
     """Bytes lo..hi-1 (offsets from the tensor's first byte) of poison's ramp, (37 k + 11) mod 256: neighbouring
     elements differ, and any part of a span holds the same bytes as in the whole."""
     return ((torch.arange(lo, hi, dtype=torch.int64, device=device) * 37 + 11) % 256).to(torch.uint8)
+
+
+def scramble_bytes(name: str, lo: int, hi: int, device: Any, variant: int = 1) -> torch.Tensor:
+    """Bytes lo..hi-1 (offsets from the tensor's first byte) of buffer `name`'s scrambled markers: a hash of the
+    offset, salted with the name, in 0x00..0x7F. Position-dependent with no period a stride can match, so a byte
+    copied from one marker position to another (row padding copied over row padding: held-out hv_c), or from another
+    buffer's markers, differs from what it replaced; never 0xA5, so a byte written with the marker's own value is
+    seen (held-out hr_a); every int32 and fp32 word positive, where 0xA5's are negative, so an atomic min leaves
+    neither unchanged (held-out hv_g). A copied byte still equals what it replaced 1 time in 128: another `variant`
+    (another salt) tells those apart. The products wrap in int64; their low 32 bits, all that is kept, do not."""
+    salt = zlib.crc32(f"{name}:{variant}".encode())
+    k = torch.arange(lo, hi, dtype=torch.int64, device=device) & 0xFFFFFFFF
+    h = (k * 0x9E3779B1 + salt) & 0xFFFFFFFF
+    h = ((h ^ (h >> 15)) * 0x2C1B3C6D) & 0xFFFFFFFF
+    h = ((h ^ (h >> 12)) * 0x297A2D39) & 0xFFFFFFFF
+    return ((h ^ (h >> 15)) & 0x7F).to(torch.uint8)
 
 
 def _itemsize(name: str, dtype: Any) -> int:
