@@ -271,8 +271,9 @@ def test_a_read_the_two_fills_agree_on_is_found_by_an_extra_fill(fake_results: d
     outcome, found = _judged(scenario, case, res)
     assert outcome is Outcome.EXPECTED_FINDING, found
     report = res["evidence"]["uninit"]
-    assert report["fills"] == [0xA5, fill] and report["extra_fills"][-1] == fill
+    assert report["fills"] == [0xA5, 0x5A] and report["read_fill"] == fill and report["extra_fills"][-1] == fill
     assert [(f.buffer, f.kind) for f in found] == [(buffer, UNINIT_READ)]
+    assert f"seen with fill {fill:#04x}" in found[0].note
     if variant == "flags_unwritten":
         [f] = found
         assert (f.bytes, [(r.start, r.end) for r in f.ranges]) == (N_FAKE - N_FAKE // 2, [(N_FAKE // 2, N_FAKE)])

@@ -232,7 +232,7 @@ def _other_fills(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, names: 
         ext_changed = {k: _changed_elements(a.output(k), e.output(k)) for k in external}
         if _any(changed, ext_changed):
             _release(worker, b)
-            report["fills"] = [fill_a, fill]
+            report["read_fill"] = fill     # "fills" stay A's and B's: the unwritten output bytes held those
             return e, fill, changed, ext_changed
         _release(worker, e)
     return b, FILLS[1], {n: torch.zeros_like(a.body(n), dtype=torch.bool) for n in names}, {}

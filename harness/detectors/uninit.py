@@ -69,6 +69,9 @@ def never_written_findings(uninit: Mapping[str, Any], buffers: Sequence[Mapping[
     for name, read in uninit.get("read", {}).items():
         note = (f"the kernel read bytes of {name} that nobody wrote: changing only their fill changed "
                 f"{_effects(read.get('effects', {}))}{noise}")
+        if uninit.get("read_fill") is not None:
+            note += (f" (seen with fill {uninit['read_fill']:#04x}: with {fills} every result was the same, as for "
+                     f"a bool, an index range check or a min over negative values)")
         if read.get("written_later"):
             note += "; some were read before a later write (they hold results at the end)"
         if read.get("bounded"):
