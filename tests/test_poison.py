@@ -316,3 +316,57 @@ def test_the_arena_writes_the_ramp_into_the_poisoned_spans_and_nothing_else() ->
     assert buf.storage[front + 8:front + 12].tolist() == ramp_bytes(8, 12, torch.device("cpu")).tolist() == [51, 88, 125, 162]
     assert set(buf.storage[:front].tolist()) == {0xA5} and set(buf.storage[front + 12:].tolist()) == {0xA5}
     assert x.numel() == 2
+
+
+def test_integer_outputs_are_compared_exactly() -> None:
+    """Held-out hw_a: a KV ring cursor of 3,145,023 moved by 4 when the count past the end is poisoned: within a float
+    tolerance (1.3e-6 relative), so it was never seen. Integer outputs now keep their dtype and are compared exactly."""
+    from types import SimpleNamespace
+    ctx = SimpleNamespace(arena=SimpleNamespace(buffers={}))
+    base = poison._host_outputs(ctx, {"cursor": torch.tensor([3_145_023], dtype=torch.int32)})
+    moved = poison._host_outputs(ctx, {"cursor": torch.tensor([3_145_027], dtype=torch.int32)})
+    assert base["cursor"].dtype == torch.int32
+    assert poison._changed_outputs(base, moved) == {"cursor": {"elements": 1, "of": 1, "nan_b": 0, "nan_a": 0}}
+    big = poison._host_outputs(ctx, {"n": torch.tensor([(1 << 24) + 1], dtype=torch.int64)})
+    assert poison._changed_outputs(big, poison._host_outputs(ctx, {"n": torch.tensor([1 << 24])}))   # fp32 merged them
+
+
+def test_the_poisoned_buffer_s_own_values_are_compared_less_its_marker_bytes() -> None:
+    """Held-out hw_d: an in-place log-softmax over padded-vocab rows reads one element of each row's padding into
+    its own values, and declares no output: the only buffer that changes is the one being poisoned."""
+    from types import SimpleNamespace
+    rows = L.Rows(rows=4, row_bytes=16, row_stride=32, used_rows=4)
+
+    def ctx_with(value_at: int | None, pad_byte: int | None) -> Any:
+        arena = Arena(torch.device("cpu"), guard=64)
+        arena.rows("logits", rows=4, row_bytes=16, row_stride=32, used_rows=4, dtype=torch.float32)
+        body = arena.buffers["logits"].body()
+        body[:16].view(torch.float32).fill_(1.0)
+        if value_at is not None:
+            body[value_at:value_at + 4].view(torch.float32).fill_(2.0)
+        if pad_byte is not None:
+            body[16 + pad_byte] = 0x00                # a poisoned marker byte inside the row padding
+        return SimpleNamespace(arena=arena)
+    base = ctx_with(None, None)
+    assert poison._changed_own(base, ctx_with(None, 3), "logits") == {}        # only marker bytes differ: nothing
+    assert poison._changed_own(base, ctx_with(4, 3), "logits") == {"buffer logits": {"elements": 1, "of": 16}}
+    assert rows.nbytes == 128
+
+
+def test_the_rest_of_a_buffer_that_holds_a_declared_output_is_compared() -> None:
+    """Held-out hw_b: add+RMSNorm over the CUDA-graph padded batch (8 rows) with a residual sized to the real one (6);
+    the adapter declares `out[:6]`. Rows 6-7 of out, garbage from the residual's back guard, were never compared."""
+    from types import SimpleNamespace
+
+    def ctx_with(rows_6_7: float) -> Any:
+        arena = Arena(torch.device("cpu"), guard=64)
+        out = arena.tensor("out", (8, 4), torch.float32)
+        out.fill_(1.0)
+        out[6:] = rows_6_7
+        return SimpleNamespace(arena=arena), {"out": out[:6]}
+    (base, outputs), (moved, _) = ctx_with(1.0), ctx_with(7.0)
+    spans = poison._declared_spans(base, outputs)
+    assert spans == {"out": [(0, 96)]}
+    assert poison._changed_own(base, moved, "out", spans["out"]) == {
+        "buffer out (outside its declared outputs)": {"elements": 8, "of": 8}}
+    assert poison._changed_own(base, ctx_with(1.0)[0], "out", spans["out"]) == {}

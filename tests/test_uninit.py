@@ -114,11 +114,11 @@ def test_a_grid_one_block_short_leaves_the_last_block_unwritten(planted_triton: 
 
 
 @pytest.mark.parametrize("variant", ["accumulate_zeroed", "grid_full"])
-def test_fixed_twins_are_clean_in_five_runs(planted_triton: dict[str, Any], variant: str) -> None:
+def test_fixed_twins_are_clean_in_six_runs(planted_triton: dict[str, Any], variant: str) -> None:
     outcome, found = _judged(*planted_triton[variant])
     assert outcome is Outcome.CLEAN and not found
     report = planted_triton[variant][2]["evidence"]["uninit"]
-    assert report["runs"] == 5 and report["extra_fills"] == [0x00, 0xFA]    # A, B, the two extra fills, scrambled markers
+    assert report["runs"] == 6 and report["extra_fills"] == [0x00, 0xFA, 0xFF]   # A, B, three extra fills, scrambled
     assert report["scrambled_markers"] == {}
 
 
@@ -243,7 +243,7 @@ def test_output_bytes_never_written_stay_unwritten_after_the_extra_run(fake_resu
     outcome, found = _judged(*fake_results["tail_unwritten"])
     assert outcome is Outcome.EXPECTED_FINDING, found
     report = fake_results["tail_unwritten"][2]["evidence"]["uninit"]
-    assert report["unwritten"] == {"out": [[2000, 4000]]} and "copied" not in report and report["runs"] == 6
+    assert report["unwritten"] == {"out": [[2000, 4000]]} and "copied" not in report and report["runs"] == 7
 
 
 def test_bytes_written_with_the_markers_own_value_are_seen_by_a_run_with_the_complementary_marker(
@@ -257,16 +257,18 @@ def test_bytes_written_with_the_markers_own_value_are_seen_by_a_run_with_the_com
     assert [(r.start, r.end) for r in f.ranges] == [(4000, 4016)]
     assert decide(scenario.expect(case), [f], [DetectorRun(GUARD, True, "markers")]).outcome is Outcome.EXPECTED_FINDING
     report = fake_results["marker_valued_overrun"][2]["evidence"]["uninit"]
-    assert report["runs"] == 6 and report["scrambled_markers"] == {"out": 16}   # A, B, extra fills, 2 scrambled
+    assert report["runs"] == 7 and report["scrambled_markers"] == {"out": 16}   # A, B, 3 extra fills, 2 scrambled
     clean = fake_results["clean"][2]["evidence"]["uninit"]
-    assert clean["runs"] == 5 and clean["scrambled_markers"] == {}              # one run per case, whatever A saw
+    assert clean["runs"] == 6 and clean["scrambled_markers"] == {}              # one run per case, whatever A saw
 
 
-@pytest.mark.parametrize("variant, fill, buffer", [("flags_unwritten", 0x00, "flags"), ("min_unreset", 0xFA, "running")])
+@pytest.mark.parametrize("variant, fill, buffer", [("flags_unwritten", 0x00, "flags"), ("min_unreset", 0xFA, "running"),
+                                                    ("times_zero", 0xFF, "out")])
 def test_a_read_the_two_fills_agree_on_is_found_by_an_extra_fill(fake_results: dict[str, Any], variant: str,
                                                                  fill: int, buffer: str) -> None:
     """Held-out round 8: presence flags the host wrote only for live requests (hv_e: 0xA5 and 0x5A both read true),
-    a running min never reset (hv_h: both above every log-prob). Runs A and B agree; the extra fills do not."""
+    a running min never reset (hv_h: both above every log-prob); round 9: a never-written output multiplied by 0
+    (hw_f: only NaN survives). Runs A and B agree; an extra fill does not."""
     scenario, case, res = fake_results[variant]
     outcome, found = _judged(scenario, case, res)
     assert outcome is Outcome.EXPECTED_FINDING, found

@@ -24,11 +24,11 @@ guards and row padding keep the 0xA5 marker in every run. Then:
 4. for a buffer read that way, which of its bytes were read: runs with fill B in parts of it only (_read_bytes;
    at most READ_REFINE_RUNS), since the bytes that held the fill at the end are neither all nor only the ones read.
 
-Where run B changed nothing, one run per EXTRA_FILLS value (0x00, 0xFA) until one changes something, which then
+Where run B changed nothing, one run per EXTRA_FILLS value (0x00, 0xFA, 0xFF) until one changes something, which then
 takes B's place in steps 3 and 4 (a read whose result is the same for 0xA5 and 0x5A: a bool, a range-checked index,
 a running min over negative values).
 
-A clean case costs four runs; one more when an output holds the fill; a case with a read of never-written
+A clean case costs five runs (six with the scrambled markers); one more when an output holds the fill; a case with a read of never-written
 memory 3 + (number of buffers) + the search. Everything is
 compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
 keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/detectors/uninit.py
@@ -60,9 +60,11 @@ FILLS = (0xA5, 0x5A)
 # are non-zero (a bool reads true), both large out of range as an index (a range-checked slot is skipped either way),
 # and as fp32 both sit above every log-prob (a running min keeps the real value). 0x00: zero, false, index 0
 # (held-out round 8: hv_e, presence flags the host wrote only for live requests; hv_f, slot_mapping padding never
-# written, range-checked). 0xFA: a large negative value (hv_h, a running min over log-probs never reset). A clean
-# case pays these two runs; a case whose run B changed something, none.
-EXTRA_FILLS = (0x00, 0xFA)
+# written, range-checked). 0xFA: a large negative value (hv_h, a running min over log-probs never reset). 0xFF: NaN
+# as fp32, bf16 and E8M0 (held-out hw_f: an epilogue `out = out * add + acc` with add = 0.0 on a never-written
+# output; every finite fill times 0 is 0, a stale NaN is not). A clean case pays these three runs; a case whose run
+# B changed something, none.
+EXTRA_FILLS = (0x00, 0xFA, 0xFF)
 # Runs the search for the bytes a kernel read before anyone wrote them may take, per buffer (_read_bytes). Only a case
 # with such a read pays it; past it, what is left is kept whole (a bound).
 READ_REFINE_RUNS = 512

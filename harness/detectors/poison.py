@@ -244,6 +244,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     # Besides the declared outputs, every buffer that holds none of them is compared too: an adapter that
     # declares no output (or not all of them) must not make poison mode compare nothing.
     compared = _undeclared_buffers(ctx, info.outputs)
+    held = _declared_spans(ctx, info.outputs)    # and the bytes of the others that no declared output covers
 
     def poisoned(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
         kept = len(worker.keep)
@@ -252,6 +253,10 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
         worker.sync()
         diff = _changed_outputs(baseline, _host_outputs(pctx, pinfo.outputs))
         diff.update(_changed_buffers(ctx, pctx, [n for n in compared if n != name]))
+        for other, spans in held.items():
+            diff.update(_changed_own(ctx, pctx, other, spans))
+        if name in compared:
+            diff.update(_changed_own(ctx, pctx, name))
         worker.release(kept, current=ctx)     # no sanitizer watches these runs: their addresses may be reused
         return diff
 
@@ -277,14 +282,17 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
 
 
 def _host_outputs(ctx: Any, outputs: dict[str, Any]) -> dict[str, Any]:
-    """The declared outputs' values on the host, for comparison between runs. An output that is a view of an arena
-    buffer with marker bytes inside it (a `ctx.rows` buffer handed back whole: its row padding and unused rows)
-    has those elements set to 0: they are no result (poisoning them changes them, and that is no overread)."""
+    """The declared outputs' values on the host, for comparison between runs: floating-point ones as fp32, others as
+    they are (compared exactly: a cursor of 3,145,023 moved by 4 is within a float tolerance, held-out hw_a; and
+    past 2^24 fp32 cannot tell neighbouring integers apart). An output that is a view of an arena buffer with marker
+    bytes inside it (a `ctx.rows` buffer handed back whole: its row padding and unused rows) has those elements set
+    to 0: they are no result (poisoning them changes them, and that is no overread)."""
     out = {}
     for key, tensor in outputs.items():
-        values = tensor.detach().float()
+        values = tensor.detach()
+        values = values.float() if values.dtype.is_floating_point else values.clone()
         markers = _marker_elements(ctx, tensor)
-        out[key] = (values.masked_fill(markers, 0.0) if markers is not None else values).cpu()
+        out[key] = (values.masked_fill(markers, 0) if markers is not None else values).cpu()
     return out
 
 
@@ -333,6 +341,50 @@ def _changed_buffers(base: Any, other: Any, names: list[str]) -> dict[str, Any]:
         if diff:
             changed[f"buffer {name}"] = {"elements": diff, "of": x.numel()}
     return changed
+
+
+def _declared_spans(ctx: Any, outputs: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
+    """Per arena buffer that holds declared outputs, the byte spans (tensor-relative) those outputs cover: from each
+    one's first to its last element."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for t in outputs.values():
+        if t.numel() == 0:
+            continue
+        extent = (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+        for name, buf in ctx.arena.buffers.items():
+            lo = buf.tensor_addr
+            if t.device == buf.storage.device and lo <= t.data_ptr() < lo + buf.layout.nbytes:
+                start = t.data_ptr() - lo
+                spans.setdefault(name, []).append((start, min(start + extent, buf.layout.nbytes)))
+    return spans
+
+
+def _changed_own(base: Any, other: Any, name: str, declared: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
+    """A buffer's bytes that no comparison of the declared outputs covers: its tensor bytes less its marker bytes
+    (row padding, unused rows: poisoned ones among them differ by construction) and less the `declared` spans.
+    For the poisoned buffer when it holds no declared output (held-out hw_d: an in-place log-softmax whose max loads
+    one element of each row's padding, no output declared: the only buffer that changes is the one poisoned); for
+    a buffer that holds declared outputs, the rest of it (held-out hw_b: an RMSNorm over the padded batch returns
+    `out[:T]`, and the rows past T that the overread turned to garbage were never compared)."""
+    import torch
+    a_buf, b_buf = base.arena.buffers.get(name), other.arena.buffers.get(name)
+    if a_buf is None or b_buf is None or a_buf.layout != b_buf.layout:
+        return {}
+    lay = a_buf.layout
+    keep = torch.ones(lay.nbytes, dtype=torch.bool, device=a_buf.storage.device)
+    for lo, hi in [(lo, hi) for lo, hi, _ in lay.marker_spans()] + list(declared):
+        if hi > 0 and lo < lay.nbytes:
+            keep[max(lo, 0):min(hi, lay.nbytes)] = False
+    if not bool(keep.any()):
+        return {}
+    x, y = a_buf.float_values(), b_buf.float_values()
+    if x is not None:
+        whole = keep.view(x.numel(), -1).all(dim=1)          # elements none of whose bytes is a marker byte
+        diff, of = _count_changed(x[whole], y[whole]), int(whole.sum())
+    else:
+        diff, of = int(((a_buf.body() != b_buf.body()) & keep).sum()), int(keep.sum())
+    key = f"buffer {name}" + (" (outside its declared outputs)" if declared else "")
+    return {key: {"elements": diff, "of": of}} if diff else {}
 
 
 def _count_changed(x: Any, y: Any) -> int:

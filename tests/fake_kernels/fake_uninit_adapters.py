@@ -59,6 +59,12 @@ def run_case(case: Any, ctx: Any) -> Any:
         x.fill_(-3.0)
         out.copy_(torch.minimum(running, x))
         return RunInfo(kernel="fake_min", outputs={"out": out})
+    if case.variant == "times_zero":
+        # An epilogue `out = out * add + acc` with add = 0.0 on a never-written output (held-out hw_f): every finite
+        # fill times 0 is 0; only a NaN fill (0xFF) reaches the result.
+        x.fill_(1.0)
+        out.copy_(out * 0.0 + x)
+        return RunInfo(kernel="fake_epilogue", outputs={"out": out})
     if case.variant == "input_partly_read":
         # the host writes half of x; the kernel reads 100 elements of the other half, not all of it
         x[: n // 2] = 1.0

@@ -12,7 +12,7 @@ NAME = "fake_uninit"
 N = 1000
 VARIANTS = ("clean", "input_half_written", "external_output", "nondeterministic", "sparse_noise",
             "sparse_noise_accumulate", "lut_partly_written", "tail_unwritten", "marker_valued_overrun",
-            "read_then_written", "input_partly_read", "guard_copy_overrun", "flags_unwritten", "min_unreset")
+            "read_then_written", "input_partly_read", "guard_copy_overrun", "flags_unwritten", "min_unreset", "times_zero")
 # read_then_written: the element slots of x read before a later "launch" writes them (held-out hs_f)
 SLOTS = ((100, 108), (300, 308), (620, 628), (900, 908))
 
@@ -39,6 +39,8 @@ def _expect(case: Case) -> Expectation:
                                             ranges=((n // 2, n),)),))
     if case.variant == "min_unreset":
         return Expectation((ExpectedFinding(UNINIT_READ, "running", (UNINIT,), region="inside"),))
+    if case.variant == "times_zero":
+        return Expectation((ExpectedFinding(UNINIT_READ, "out", (UNINIT,), region="inside"),))
     if case.variant in ("read_then_written", "input_partly_read"):
         return Expectation((ExpectedFinding(UNINIT_READ, "x", (UNINIT,), region="inside"),))
     if case.variant in ("external_output", "sparse_noise_accumulate"):
