@@ -578,6 +578,30 @@ def test_job_round_trips_its_cases() -> None:
         J.Job.from_json({**job.to_json(), "check_markers": True})
 
 
+def test_a_job_case_carries_the_buffers_poison_recounts_and_refuses_a_bad_list() -> None:
+    entry = J.JobCase(CASE, None, recount=("w_scale", "x"))
+    assert entry.to_json()["recount"] == ["w_scale", "x"] and J.JobCase.from_json(entry.to_json()) == entry
+    assert "recount" not in J.JobCase(CASE).to_json()                   # none: the case as registry.case_job writes it
+    with pytest.raises(J.RecordError, match="recount"):
+        J.JobCase.from_json({**CASE.to_json(), "source": None, "recount": "w_scale"})
+
+
+def test_the_memcheck_stage_names_for_recount_only_overreads_no_expectation_accepts() -> None:
+    """engine.staged.to_recount: an unexpected memcheck overread past either end names its buffer (poison surveys its
+    guards next stage); an expected one (any bytes) does not, nor a write, nor an overread of an unused row."""
+    from gpu_memsafety.engine.staged import to_recount
+    from gpu_memsafety.model import BEFORE_START, ByteRange, Expectation, ExpectedFinding, Finding
+    expected = ExpectedFinding(OVERREAD, "w_scale", region=PAST_END)
+    sc = replace(scenario(), expect=lambda case: Expectation((expected,)))
+
+    def mc(buffer: str, kind: str = OVERREAD, region: str = PAST_END) -> Finding:
+        return Finding(MEMCHECK, kind, buffer, region, 4, ranges=(ByteRange(region, 0, 4),), kernel="k")
+    result = CaseResult(CASE.id, "fake", "v", {}, "k", "sm_90", "complete", Outcome.FINDING, "",
+                        findings=[mc("w_scale"), mc("x"), mc("x", region=BEFORE_START), mc("y", OVERWRITE),
+                                  replace(mc("z"), detector=POISON)])
+    assert to_recount(sc, CASE, result) == ("x",)
+
+
 # ---------------------------------------------------------------------------------------------- evidence
 
 def test_evidence_describe_uses_the_scenarios_words() -> None:
