@@ -114,7 +114,7 @@ def _output_spans(run: _Run) -> tuple[dict[str, torch.Tensor], list[str]]:
     masks: dict[str, torch.Tensor] = {}
     external: list[str] = []
     for key, t in run.info.outputs.items():
-        hit = _owner(run, t)
+        hit = run.ctx.arena.owner(t)
         if hit is None:
             external.append(key)
             continue
@@ -122,18 +122,6 @@ def _output_spans(run: _Run) -> tuple[dict[str, torch.Tensor], list[str]]:
         mask = masks.setdefault(name, torch.zeros(run.body(name).numel(), dtype=torch.bool, device=t.device))
         mask[start:end] = True
     return masks, external
-
-
-def _owner(run: _Run, t: torch.Tensor) -> tuple[str, int, int] | None:
-    if t.numel() == 0:
-        return None
-    extent = (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
-    for name, buf in run.ctx.arena.buffers.items():
-        lo = buf.tensor_addr
-        if t.device == buf.storage.device and lo <= t.data_ptr() < lo + buf.layout.nbytes:
-            start = t.data_ptr() - lo
-            return name, start, min(start + extent, buf.layout.nbytes)
-    return None
 
 
 def _whole_elements(run: _Run, name: str, mask: torch.Tensor, *, any_byte: bool = False) -> torch.Tensor:
@@ -192,9 +180,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     b = _launch(worker, adapter, case, fill=fill_b)
     names = list(a.ctx.arena.buffers)
     out_masks, external = _output_spans(a)
-    never = {n: _whole_elements(a, n, (a.body(n) == fill_a) & (b.body(n) == fill_b)) for n in names}
-    changed = {n: (a.body(n) != b.body(n)) & ~never[n] for n in names}
-    ext_changed = {k: _changed_elements(a.output(k), b.output(k)) for k in external}
+    never, changed, ext_changed = _compare(a, b, fill_b, names, external)
     report: dict[str, Any] = {
         "fills": list(FILLS), "runs": 2, "outputs": sorted(a.info.outputs), "external_outputs": sorted(external),
         "unwritten": {}, "read": {}, "nondeterministic": {}, "unexplained": {},
@@ -206,7 +192,10 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
         changed[n] |= m            # depends on bytes nobody wrote: the per-buffer runs below name whose
     report["unwritten"] = {n: r for n, m in unwritten.items() if (r := _runs(m))}
     if not _any(changed, ext_changed):
-        b, fill_b, changed, ext_changed = _other_fills(worker, adapter, case, a, b, names, external, report)
+        other = _other_fills(worker, adapter, case, a, names, external, report)
+        if other is not None:
+            _release(worker, b)
+            b, fill_b, changed, ext_changed = other
     if _any(changed, ext_changed):
         _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external, fill_b)
     _release(worker, b)
@@ -215,29 +204,34 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     return launched(a.ctx, a.info, evidence={**guard, UNINIT: report})
 
 
+def _compare(a: _Run, other: _Run, fill: int, names: list[str], external: list[str]) -> tuple[
+        dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Run A against a run with fill `fill`: per buffer, the bytes written by nobody (A's fill after A, this one's
+    after it, in whole elements) and the other bytes that differ; per output outside the arena, the elements that
+    differ."""
+    never = {n: _whole_elements(a, n, (a.body(n) == FILLS[0]) & (other.body(n) == fill)) for n in names}
+    changed = {n: (a.body(n) != other.body(n)) & ~never[n] for n in names}
+    return never, changed, {k: _changed_elements(a.output(k), other.output(k)) for k in external}
+
+
 def _any(*masks: dict[str, torch.Tensor]) -> bool:
     return any(bool(m.any()) for group in masks for m in group.values())
 
 
-def _other_fills(worker: Any, adapter: Any, case: Any, a: _Run, b: _Run, names: list[str], external: list[str],
-                 report: dict[str, Any]) -> tuple[_Run, int, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Run B changed nothing: one run per EXTRA_FILLS value until one changes something. Returns the run to
-    compare with A from here on, its fill, and what changed (B and nothing, when none did). Bytes that hold A's fill
-    after A and this run's after it were written by nobody, as for B."""
-    fill_a = FILLS[0]
+def _other_fills(worker: Any, adapter: Any, case: Any, a: _Run, names: list[str], external: list[str],
+                 report: dict[str, Any]) -> tuple[_Run, int, dict[str, torch.Tensor], dict[str, torch.Tensor]] | None:
+    """Run B changed nothing: one run per EXTRA_FILLS value until one changes something. Returns that run, its
+    fill and what changed, to take B's place; None when none did."""
     for fill in EXTRA_FILLS:
         e = _launch(worker, adapter, case, fill=fill)
         report["runs"] += 1
         report.setdefault("extra_fills", []).append(fill)
-        never = {n: _whole_elements(a, n, (a.body(n) == fill_a) & (e.body(n) == fill)) for n in names}
-        changed = {n: (a.body(n) != e.body(n)) & ~never[n] for n in names}
-        ext_changed = {k: _changed_elements(a.output(k), e.output(k)) for k in external}
+        _, changed, ext_changed = _compare(a, e, fill, names, external)
         if _any(changed, ext_changed):
-            _release(worker, b)
             report["read_fill"] = fill     # "fills" stay A's and B's: the unwritten output bytes held those
             return e, fill, changed, ext_changed
         _release(worker, e)
-    return b, FILLS[1], {n: torch.zeros_like(a.body(n), dtype=torch.bool) for n in names}, {}
+    return None
 
 
 def _scrambled_markers(worker: Any, adapter: Any, case: Any, checked: dict[str, Any],

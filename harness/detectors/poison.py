@@ -45,7 +45,8 @@ PATTERNS = (0xFF, 0x7B, 0xFA, 0x00)
 # writes the ramp (placement.guard.ramp_bytes). In guards too: where memcheck watched a buffer's ends, its guards are
 # left to memcheck (`left_to_memcheck`), so this costs a run only where poison is the one detector looking.
 RAMP = L.POISON_RAMP
-INSIDE_PATTERNS = (*PATTERNS, RAMP)
+# What every region is tried with, in order, until one changes an output.
+TRIED = (*PATTERNS, RAMP)
 # The baseline's marker, then the patterns: 0xA5 as E8M0 is 2^38 and as fp32 a tiny number; 0xFF is NaN as E8M0,
 # as fp32 and as bf16; 0x7B a large finite positive number; 0xFA a large finite negative one, bit 0 clear; 0x00
 # zero, false, index 0.
@@ -70,7 +71,7 @@ class PoisonDetector:
             return DetectorRun(POISON, False, "not run")
         left = report.get("left_to_memcheck")
         words = f"; the guards of {', '.join(left)} left to memcheck, which watched their ends" if left else ""
-        return DetectorRun(POISON, True, f"{len(INSIDE_PATTERNS)} patterns compared, "
+        return DetectorRun(POISON, True, f"{len(TRIED)} patterns compared, "
                                          f"{report.get('runs', 0)} runs{words}")
 
     def findings(self, ev: Evidence) -> list[Finding]:
@@ -123,9 +124,8 @@ def refine_budget(baseline_s: float, expected: Sequence[Any] = (), buffer: str |
 
 def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
            itemsizes: Mapping[str, int] | None = None, budget: int | Mapping[str, int] = REFINE_BUDGET,
-           patterns: Sequence[int] = INSIDE_PATTERNS,
-           skip: Mapping[str, Sequence[str]] | None = None,
-           inside_patterns: Sequence[int] = INSIDE_PATTERNS) -> tuple[list[dict[str, Any]], int]:
+           patterns: Sequence[int] = TRIED,
+           skip: Mapping[str, Sequence[str]] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Every (buffer, region) whose poison changes an output, with the bytes that matter bounded (in the pattern
     that changed it); and how many kernel runs that took (the baseline not counted). `skip`: regions of a buffer
     not to survey (the guards of a buffer whose ends memcheck watched)."""
@@ -137,7 +137,7 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
             if region in (skip or {}).get(name, ()):
                 continue
             diff: dict[str, Any] = {}
-            for pattern in (patterns if region in OUTSIDE else inside_patterns):
+            for pattern in patterns:
                 diff = dict(run(name, spans, pattern))
                 runs += 1
                 if diff:
@@ -274,7 +274,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     changed: dict[str, Any] = {}
     for entry in regions:
         changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
-    result["evidence"][POISON] = {"patterns": [BASELINE, *INSIDE_PATTERNS], "changed": changed, "regions": regions,
+    result["evidence"][POISON] = {"patterns": [BASELINE, *TRIED], "changed": changed, "regions": regions,
                                   "outputs": sorted(baseline), "compared_buffers": compared, "runs": 1 + runs,
                                   "buffers": order, "refine_budget": budgets,
                                   **({"left_to_memcheck": sorted(left)} if left else {})}
@@ -347,15 +347,8 @@ def _declared_spans(ctx: Any, outputs: dict[str, Any]) -> dict[str, list[tuple[i
     """Per arena buffer that holds declared outputs, the byte spans (tensor-relative) those outputs cover: from each
     one's first to its last element."""
     spans: dict[str, list[tuple[int, int]]] = {}
-    for t in outputs.values():
-        if t.numel() == 0:
-            continue
-        extent = (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
-        for name, buf in ctx.arena.buffers.items():
-            lo = buf.tensor_addr
-            if t.device == buf.storage.device and lo <= t.data_ptr() < lo + buf.layout.nbytes:
-                start = t.data_ptr() - lo
-                spans.setdefault(name, []).append((start, min(start + extent, buf.layout.nbytes)))
+    for name, start, end in filter(None, map(ctx.arena.owner, outputs.values())):
+        spans.setdefault(name, []).append((start, end))
     return spans
 
 

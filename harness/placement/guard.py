@@ -143,8 +143,9 @@ def _count_changed(view: torch.Tensor, marker: int) -> torch.Tensor:
     return torch.count_nonzero(view != marker)
 
 
-def _changed_runs(flat: torch.Tensor, marker: int, base: int) -> list[tuple[int, int]]:
-    """Runs of bytes != marker in a 1-D uint8 tensor; offsets shifted by base. Computed on the device."""
+def _changed_runs(flat: torch.Tensor, marker: int | torch.Tensor, base: int) -> list[tuple[int, int]]:
+    """Runs of bytes != marker (a byte value, or the bytes expected at each position) in a 1-D uint8 tensor; offsets
+    shifted by base. Computed on the device."""
     idx = torch.nonzero(flat != marker).flatten()
     return _runs_from_sorted(idx, base)
 
@@ -276,6 +277,19 @@ class Arena:
         self.buffers[name] = buf
         return buf
 
+    def owner(self, t: torch.Tensor) -> tuple[str, int, int] | None:
+        """The buffer that holds tensor `t` (a view of its bytes) and the bytes it spans, tensor-relative, from its
+        first to its last element: (name, start, end); None for an empty tensor or one in no buffer of this arena."""
+        if t.numel() == 0:
+            return None
+        extent = (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
+        for name, buf in self.buffers.items():
+            lo = buf.tensor_addr
+            if t.device == buf.storage.device and lo <= t.data_ptr() < lo + buf.layout.nbytes:
+                start = t.data_ptr() - lo
+                return name, start, min(start + extent, buf.layout.nbytes)
+        return None
+
     def scrambled_changes(self) -> dict[str, list[ByteRange]]:
         """For an arena with `scramble`: per buffer, the marker bytes that no longer hold their scrambled value, as
         runs cut at region boundaries (offsets relative to the tensor), as `verify` gives them for a uniform marker."""
@@ -285,8 +299,7 @@ class Arena:
             runs: list[tuple[int, int]] = []
             for lo, hi, _ in lay.marker_spans():
                 now = buf.storage[lay.front + lo : lay.front + hi]
-                expect = scramble_bytes(name, lo, hi, now.device, self.scramble)
-                runs.extend(_runs_from_sorted(torch.nonzero(now != expect).flatten(), lo))
+                runs.extend(_changed_runs(now, scramble_bytes(name, lo, hi, now.device, self.scramble), lo))
             out[name] = L.ranges_from_offsets(lay, L.merge_runs(runs))
         return out
 
