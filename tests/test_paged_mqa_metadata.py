@@ -94,3 +94,30 @@ def test_missing_vendor_is_unsupported_with_how_to_get(tmp_path):
     from gpu_memsafety.errors import Unsupported
     with pytest.raises(Unsupported, match="make upstream"):
         B.include_dir("0.27.1", vendor=tmp_path)
+
+
+@pytest.mark.parametrize("batch, window", [(32, 1152), (128, 1536)])
+def test_the_h200s_shared_window_offsets_meet_the_pinned_bytes(batch, window):
+    """H200 run 43 reported the read of prefix_sum[batch] at these window offsets (1 KiB reserved + 4 * batch):
+    placed on sm_90 they are the expectation's bytes exactly, named in the kernel's words; the judge says expected."""
+    from dataclasses import replace
+
+    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.judge.rules import Batch, Judge
+    from gpu_memsafety.model import Outcome
+    from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord
+
+    from test_judge import GPU, memcheck_run, worker
+
+    case = _case("buggy", batch, "zeros")
+    rec = SanitizerRecord(MEMORY_ACCESS, "Invalid __shared__ read of size 4 bytes", kind="Precise", direction="read",
+                          space="shared", size=4, address=window, kernel="sm90_paged_mqa_logits_metadata",
+                          file="/x/sm90_paged_mqa_logits.cuh", line=113, thread=(0, 0, 0), block=(0, 0, 0))
+    res = replace(worker(kernel="sm90_paged_mqa_logits_metadata"), case_id=case.id)
+    judged = Judge(MODES["memcheck"], GPU).judge_batch([(S.SCENARIO, case)], Batch(results={0: res},
+                                                                                     sanitizer=memcheck_run(rec)))
+    [result] = judged.done
+    [f] = result.findings
+    assert [(r.start, r.end) for r in f.ranges] == list(S.oob(case)) == [(4 * batch, 4 * batch + 4)]
+    assert f.ranges[0].logical.startswith(f"prefix_sum[{batch}]: past the {batch}-entry")
+    assert result.outcome is Outcome.EXPECTED_FINDING and not result.failed, result.message

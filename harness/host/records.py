@@ -127,7 +127,8 @@ def _place(out: Attributed, test: str, accesses: list[attribute.Access], alive: 
     if not accesses:
         return
     refs = [_ref(a, test) for a in alive if a.size > 0]
-    found = attribute.aggregate(accesses, refs, arch=arch, stray_case=test)
+    found = attribute.aggregate(accesses, refs, arch=arch, stray_case=test,
+                                shared_reserved=attribute.reserved_shared(arch))
     by_label = {}
     for a in alive:
         by_label.setdefault(a.label, a)

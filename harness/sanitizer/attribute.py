@@ -12,8 +12,10 @@ Rules (one place each):
   starts inside and ends past the end is a past_end access of the bytes beyond the end;
 - shared memory: an access memcheck reports in the `__shared__` space names an offset in the block's shared
   window, not a global address: it is never placed against a buffer (a global buffer may hold the same number);
-  it is the `__shared__` buffer's, region `shared`, at its window offset (the address modulo SHARED_WINDOW, so a
-  generic or cluster address reads as its offset), and belongs to the case that ran alone, else it is a stray;
+  it is the `__shared__` buffer's, region `shared`, at its offset in the block's own shared memory: the window offset
+  (the address modulo SHARED_WINDOW, so a generic or cluster address reads as its offset) less the bytes the
+  driver reserves at the window's start (`reserved_shared`; the window offset stays in the range's text), and
+  belongs to the case that ran alone, else it is a stray;
 - strays: an access that maps to no buffer is kept as an `unattributed` finding, never dropped; when the
   batch ran one case (`stray_case`), it belongs to that case, named relative to one of the case's buffers
   when that is plausible: the address is a wrapped 32-bit offset away from it (2^31 or 2^32 bytes times an
@@ -45,6 +47,20 @@ WRAPS = tuple(sorted({size << bits for size in (1, 2, 4, 8) for bits in (31, 32)
 # A block's shared window: offsets below 16 MiB (Hopper's shared memory is at most 228 KiB per block; a cluster
 # peer's address carries its rank above bit 24).
 SHARED_WINDOW = 1 << 24
+# Shared memory the driver reserves at the start of every block's window (cudaDevAttrReservedSharedMemoryPerBlock):
+# 1 KiB from compute capability 8.0 on, none before (CUDA C++ Programming Guide, compute capabilities). Measured on
+# the H200: the attribute reads 1024 (tools/device/probes/shared_atomic.cu), an atomic at byte 240 of a kernel's
+# dynamic shared memory is reported at window offset 0x4f0, and planted_shared's read at byte 1000 at 0x7e8.
+RESERVED_SHARED_SM80 = 1024
+
+
+def reserved_shared(arch: str) -> int | None:
+    """Bytes reserved before a block's own shared memory on `arch` ("sm_90"); None when the arch is not known
+    (the finding then names the window offset)."""
+    m = re.fullmatch(r"sm_(\d+)[a-z]?", arch or "")
+    if m is None:
+        return None
+    return RESERVED_SHARED_SM80 if int(m[1]) // 10 >= 8 else 0
 
 Describe = Callable[[str, int, int], str]
 
@@ -94,6 +110,7 @@ class Access:
     text: str = ""   # the sanitizer's own words for the record
     path: str = ""   # the source file the record names, as it named it (annotations place the finding there)
     space: str = ""  # the sanitizer's memory space ("global", "shared", ...; "" when it names none)
+    inlined: str = ""  # the device function the access was made in when not the kernel (SanitizerRecord.inlined)
 
 
 def kind_of(access: Access) -> str:
@@ -149,8 +166,11 @@ def _pieces(acc: Access, buf: BufferRef) -> list[tuple[int, int, str]]:
 
 def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch: str = "",
               describe: Callable[[str, str, int, int], str] | None = None,
-              stray_case: str | None = None) -> dict[str, list[Finding]]:
+              stray_case: str | None = None, shared_reserved: int | None = None) -> dict[str, list[Finding]]:
     """Findings per case id ("" for accesses that map to no buffer and no known case).
+
+    shared_reserved: the bytes reserved at the start of a block's shared window on the case's GPU
+    (`reserved_shared`): shared-memory offsets are counted from the block's own shared memory; None: from the window.
 
     stray_case: the one case that ran in the process (the batch was a single case): an access that maps
     to no buffer is that case's, named relative to its nearest buffer when plausible."""
@@ -158,7 +178,7 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
     for acc in accesses:
         kind = kind_of(acc)
         if acc.space == "shared":
-            lo = acc.address % SHARED_WINDOW
+            lo = acc.address % SHARED_WINDOW - (shared_reserved or 0)
             groups[(stray_case or "", acc.kernel, kind, SHARED, SHARED_MEMORY, "")].append(
                 (acc, None, lo, lo + max(acc.size, 1), SHARED_MEMORY))
             continue
@@ -171,7 +191,7 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
             groups[(buf.case_id, acc.kernel, kind, buf.name, cls, "")].append((acc, buf, lo, hi, region))
     out: dict[str, list[Finding]] = defaultdict(list)
     for (case_id, kernel, kind, name, region, how), items in groups.items():
-        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe, case_id))
+        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe, case_id, shared_reserved))
     return dict(out)
 
 
@@ -199,13 +219,14 @@ def _place_stray(groups: dict[tuple[str, str, str, str, str, str], list[PlacedAc
 
 
 def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: list[PlacedAccess], arch: str,
-             describe: Callable[[str, str, int, int], str] | None, case_id: str = "") -> Finding:
+             describe: Callable[[str, str, int, int], str] | None, case_id: str = "",
+             shared_reserved: int | None = None) -> Finding:
     first, buf = items[0][0], items[0][1]
     spans = L.merge_runs((lo, hi) for _, _, lo, hi, _ in items)
     ranges: tuple[ByteRange, ...]
     if name == SHARED:
         ranges = tuple(ByteRange(SHARED_MEMORY, lo, hi, (describe(case_id, SHARED, lo, hi) if describe else "")
-                                 or f"shared-window offset {lo:#x}") for lo, hi in spans)
+                                 or _shared_text(lo, shared_reserved)) for lo, hi in spans)
     elif buf is None:
         ranges = tuple(ByteRange(UNATTRIBUTED, lo, hi, logical=f"address {lo:#x}") for lo, hi in spans)
     else:
@@ -223,6 +244,12 @@ def _finding(kernel: str, kind: str, name: str, region: str, how: str, items: li
     )
 
 
+def _shared_text(lo: int, reserved: int | None) -> str:
+    if not reserved:
+        return f"shared-window offset {lo:#x}" if reserved is None else f"shared offset {lo:,}"
+    return f"shared offset {lo:,} (window offset {lo + reserved:#x}, past the {reserved:,} B the driver reserves)"
+
+
 def _details(items: list[PlacedAccess], buf: BufferRef | None, how: str, kind: str) -> tuple[tuple[str, str], ...]:
     first = items[0][0]
     out: list[tuple[str, str]] = []
@@ -233,6 +260,8 @@ def _details(items: list[PlacedAccess], buf: BufferRef | None, how: str, kind: s
         out.append(("sanitizer", first.text))
     if first.path:
         out.append(("path", first.path))
+    if first.inlined:
+        out.append(("inlined", first.inlined))
     if buf is not None:
         zones = []
         for _, _, lo, hi, _ in items:

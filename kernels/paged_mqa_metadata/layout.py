@@ -137,13 +137,13 @@ def schedule(context_lens: tuple[int, ...], num_sms: int, *, next_n: int = 1, fi
 
 
 def oob_shared_ranges(context_lens: tuple[int, ...], num_sms: int, *, fixed: bool, next_n: int = 1) -> tuple[tuple[int, int], ...]:
-    """Byte ranges of the dynamic shared memory read past its end (offsets in the block's shared window)."""
+    """Byte ranges of the dynamic shared memory read past its end (offsets in the block's own shared memory)."""
     sched = schedule(context_lens, num_sms, next_n=next_n, fixed=fixed)
     return tuple((i * INT_BYTES, (i + 1) * INT_BYTES) for i in sched.out_of_bounds(len(context_lens)))
 
 
 def describe_shared(batch_size: int, start: int, end: int) -> str:
-    """Shared-window offsets in the kernel's words."""
+    """Offsets in the block's shared memory in the kernel's words."""
     n = aligned_batch_size(batch_size)
     first, last = start // INT_BYTES, (end - 1) // INT_BYTES
     where = f"prefix_sum[{first}]" if first == last else f"prefix_sum[{first}..{last}]"

@@ -55,7 +55,7 @@ class SanitizerRecord:
     address: int | None = None
     thread: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
-    kernel: str = ""                             # function of the access
+    kernel: str = ""                             # the kernel that made the access (the outermost device frame)
     file: str = ""
     line: int | None = None
     pc: str = ""                                 # offset in the function, e.g. "0x100"
@@ -73,6 +73,10 @@ class SanitizerRecord:
     accesses: tuple[HazardAccess, ...] = ()
     hazard: str = ""                             # hazard mode: "RAW", "WAR" or "WAW"
     unplaceable: str = ""                        # memory_access only: why its bytes cannot be placed ("" when they can)
+    # The device function the access was made in when it is not the kernel (inlined: atomicAdd, a helper), with
+    # its place ("atomicAdd at device_atomic_functions.hpp:107"); file and line above are then the innermost
+    # frame outside the CUDA toolkit's headers (the kernel author's line), see `device_frames`.
+    inlined: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,51 @@ class ParseResult:
 
     def of(self, category: str) -> tuple[SanitizerRecord, ...]:
         return tuple(r for r in self.records if r.category == category)
+
+
+# ------------------------------------------------------------------------------------------ device frames
+
+@dataclass(frozen=True)
+class Frame:
+    """One device frame: the access's own (<where>, "at ...") or a caller's (<deviceStack>, "Device Frame: ...")."""
+
+    func: str
+    file: str = ""
+    line: int | None = None
+    pc: str = ""
+
+
+# The CUDA toolkit's own headers (atomics, intrinsics, cooperative groups, CCCL), under a toolkit or a pip
+# wheel's include folder: a line there says nothing about the kernel that called it.
+_TOOLKIT_HEADER = re.compile(r"(^|/)(cuda[^/]*|nvidia|cccl|cuda_runtime|cuda_nvcc)/(.+/)?include/")
+# The text output names files without their folder: the toolkit's headers by their names (device_atomic_functions.hpp,
+# sm_60_atomic_functions.hpp, cuda_fp16.hpp, math_functions.hpp, cooperative_groups.h, ...).
+_TOOLKIT_NAME = re.compile(r"^(device_\w+|sm_\d+_\w+|cuda_\w+|math_\w+|crt_\w+|cooperative_groups\w*)\.(h|hpp)$")
+
+
+def toolkit_header(path: str) -> bool:
+    path = path.replace("\\", "/")
+    return bool(_TOOLKIT_HEADER.search(path) or ("/" not in path and _TOOLKIT_NAME.match(path)))
+
+
+def device_frames(where: Frame, callers: tuple[Frame, ...]) -> dict[str, object]:
+    """Kernel, file, line, pc and `inlined` of an access made at `where`, called through `callers` (innermost
+    first, the kernel last: memcheck's device stack, H200 probe tools/device/probes/shared_atomic.cu: an atomicAdd
+    inlined into a helper inlined into the kernel reads `<where><func>atomicAdd` in device_atomic_functions.hpp:107,
+    then frames `bump` at shared_atomic.cu:5 and `probe_align_count` at :11). The kernel is the last frame; the
+    line is the innermost frame outside the toolkit's headers; `inlined` names the function of the access when it
+    is not the kernel. Without callers, the access's own frame is the kernel's."""
+    if not callers:
+        return {"kernel": where.func, "file": where.file, "line": where.line, "pc": where.pc}
+    frames = (where, *callers)
+    user = next((f for f in frames if f.file and not toolkit_header(f.file)), where)
+    at = f" at {_short(where.file)}:{where.line}" if where.file and where.line is not None else ""
+    return {"kernel": callers[-1].func, "file": user.file, "line": user.line, "pc": where.pc,
+            "inlined": f"{where.func}{at}" if where.func != callers[-1].func else ""}
+
+
+def _short(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 # ------------------------------------------------------------------------------------------ value helpers

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from gpu_memsafety.sanitizer.parse.record import (API_ERROR, HAZARD, INTERNAL_ERROR, MEMORY_ACCESS, OTHER,
-                                                  PROCESS_EXIT, SYNC_ERROR, HazardAccess, ParseResult,
-                                                  SanitizerRecord, normalize_direction, normalize_space, parse_int,
+                                                  PROCESS_EXIT, SYNC_ERROR, Frame, HazardAccess, ParseResult,
+                                                  SanitizerRecord, device_frames, normalize_direction, normalize_space, parse_int,
                                                   placeability)
 
 DEFAULT_PREFIX = "========="  # compute-sanitizer's --prefix default
@@ -49,6 +49,9 @@ _ALLOC_RE = re.compile(
     rf"of size (?P<size>{_NUM}) bytes?"
 )
 _BACKTRACE_RE = re.compile(r"^(Saved host backtrace|Host Frame:|Device Frame:)")
+# A caller of the access's function (`--show-backtrace device`): "Device Frame: bump(int *, int)+0x120 in f.cu:5";
+# the older "Device Frame:/f.cu:12:kernel (kernel : 0x46c0)" names no pc and is skipped.
+_DEVICE_FRAME_RE = re.compile(rf"^Device Frame:\s*{_CODE_AT}$")
 # racecheck and synccheck. A level prefix ("Error: ", "Warning: ", old "WARN:(Warp Level Programming) ") is
 # optional; it must be taken before _INTERNAL_RE, which would read "Error: Race reported ..." as a failure.
 _LEVEL = r"(?:(?P<level>Error|ERROR|Warning|WARNING|WARN|Info|INFO):(?:\((?P<why>[^)]*)\))?\s*)?"
@@ -141,8 +144,12 @@ class _TextRecord:
         self.header = header
         self.fields = _header_fields(header)
         self.unparsed: list[str] = []
+        self.callers: list[Frame] = []
 
     def add_detail(self, line: str) -> None:
+        if m := _DEVICE_FRAME_RE.match(line):
+            self.callers.append(Frame(func=m["func"], file=m["file"] or "", line=parse_int(m["line"]), pc=m["pc"]))
+            return
         if _BACKTRACE_RE.match(line):
             return
         if self.fields["category"] == HAZARD and self._add_access(line):
@@ -175,6 +182,10 @@ class _TextRecord:
             text = " ".join([self.header, *self.unparsed])
         details = tuple(("line", u) for u in self.unparsed) if fields["category"] == OTHER else ()
         if fields["category"] == MEMORY_ACCESS:
+            if self.callers and fields.get("kernel"):
+                where = Frame(func=str(fields["kernel"]), file=str(fields.get("file") or ""),
+                              line=fields.get("line"), pc=str(fields.get("pc") or ""))  # type: ignore[arg-type]
+                fields.update(device_frames(where, tuple(self.callers)))
             address = fields.get("address")
             fields["unplaceable"] = placeability(None if address is None else str(address), str(fields.get("size")))
         return SanitizerRecord(text=text, details=details, **fields)  # type: ignore[arg-type]

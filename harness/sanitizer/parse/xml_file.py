@@ -24,8 +24,9 @@ import xml.etree.ElementTree as ET
 from typing import Iterator
 from xml.parsers import expat
 
-from gpu_memsafety.sanitizer.parse.record import (API_ERROR, MEMORY_ACCESS, OTHER, ParseResult, SanitizerRecord,
-                                                  normalize_direction, normalize_space, parse_int, placeability)
+from gpu_memsafety.sanitizer.parse.record import (API_ERROR, MEMORY_ACCESS, OTHER, Frame, ParseResult, SanitizerRecord,
+                                                  device_frames, normalize_direction, normalize_space, parse_int,
+                                                  placeability)
 
 ROOT_TAG = "ComputeSanitizerOutput"
 RECORD_TAG = "record"
@@ -71,10 +72,23 @@ def _child_text(element: ET.Element | None, tag: str) -> str:
     return (element.findtext(tag) or "").strip()
 
 
+def _frame(element: ET.Element | None) -> Frame:
+    return Frame(func=_child_text(element, "func"), file=_child_text(element, "path"),
+                 line=parse_int(_child_text(element, "line")), pc=_child_text(element, "pc"))
+
+
+def _code(element: ET.Element) -> dict[str, object]:
+    """Kernel, file, line, pc and inlined function of a record: <where> and <deviceStack>'s frames
+    (`--show-backtrace device`; record.device_frames)."""
+    stack = element.find("deviceStack")
+    callers = tuple(_frame(f) for f in stack.findall("frame")) if stack is not None else ()
+    return device_frames(_frame(element.find("where")), tuple(c for c in callers if c.func))
+
+
 def record_from_xml(element: ET.Element) -> SanitizerRecord:
     """One <record> element -> SanitizerRecord. Unknown kinds keep their text and <what> leaves."""
     kind = _child_text(element, "kind")
-    what, where, who = element.find("what"), element.find("where"), element.find("who")
+    what, who = element.find("what"), element.find("who")
     category = _xml_category(kind, what)
     unplaceable = placeability(_child_text(what, "address"), _child_text(what, "size")) if category == MEMORY_ACCESS else ""
     return SanitizerRecord(
@@ -88,10 +102,7 @@ def record_from_xml(element: ET.Element) -> SanitizerRecord:
         address=parse_int(_child_text(what, "address")),
         thread=_triple(who.find("threadIdx")) if who is not None else None,
         block=_triple(who.find("blockIdx")) if who is not None else None,
-        kernel=_child_text(where, "func"),
-        file=_child_text(where, "path"),
-        line=parse_int(_child_text(where, "line")),
-        pc=_child_text(where, "pc"),
+        **_code(element),  # type: ignore[arg-type]
         error=_child_text(what, "error"),
         api=_child_text(what, "api"),
         result=parse_int(_child_text(what, "result")),
