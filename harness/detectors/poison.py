@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.detectors.base import Evidence
 from gpu_memsafety.detectors.bisection import (  # noqa: F401  (first_changing, gaps...: poison's bisection, tested here)
-    GAP_CHUNKS, REFINE_BUDGET, Span, bound, first_changing, gaps, last_changing)
+    GAP_CHUNKS, REFINE_BUDGET, Span, bound, columns, first_changing, gaps, last_changing)
 from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
@@ -159,7 +159,7 @@ def survey(layouts: Mapping[str, L.GuardLayout], order: Sequence[str], run: Run,
                 return bool(run(name, part, pattern))
             size = max(1, (itemsizes or {}).get(name, 1))
             pieces = bound(changes, spans, size, budget if isinstance(budget, int) else budget.get(name, REFINE_BUDGET),
-                           find_gaps=region in OUTSIDE)
+                           find_gaps=region in OUTSIDE, rows=region not in OUTSIDE)
             runs += calls[0]
             ranges = [[lo, hi, layout.region_of(lo)] for lo, hi in pieces]
             found.append({"buffer": name, "region": region, "outputs": diff, "ranges": ranges, "pattern": pattern,
