@@ -52,12 +52,13 @@ MEMCHECK = "memcheck"      # compute-sanitizer memcheck record
 GUARD_PAGE = "guard_page"  # hardware fault on an unmapped page right after the tensor
 POISON = "poison"          # output changed when the guard poison pattern changed (overread that matters)
 UNINIT = "uninit"          # two runs, never-written bytes in two fill patterns: reads of them, outputs left unwritten
+TRACE = "trace"            # every address of an interpreted Triton kernel (a run without a GPU) against the arena
 RACECHECK = "racecheck"    # compute-sanitizer racecheck: shared-memory hazards
 SYNCCHECK = "synccheck"    # compute-sanitizer synccheck: invalid barrier use
-DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, RACECHECK, SYNCCHECK)
+DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, RACECHECK, SYNCCHECK)
 # What a scenario uses unless it says otherwise: racecheck and synccheck only where it declares them (a kernel that
 # uses shared memory or barriers: they track every shared-memory access, 10 to 1,000 times slower).
-DEFAULT_DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT)
+DEFAULT_DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE)
 
 # Finding kinds. An atomic is a write (an overwrite, with access "atomic" in its details). A misaligned
 # access is its own kind, never an overread: its bytes may all lie inside the tensor.
@@ -106,10 +107,17 @@ SIGHT: Mapping[str, tuple[tuple[str, ...], tuple[str | None, ...], bool]] = {
     GUARD_PAGE: ((OVERREAD, OVERWRITE), (None, BEFORE_START, PAST_END), True),
     POISON: ((OVERREAD,), _OUTSIDE_LOGICAL, True),
     UNINIT: ((UNINIT_READ, UNWRITTEN), _ANYWHERE, False),
+    TRACE: ((OVERREAD, OVERWRITE), _OUTSIDE_LOGICAL, True),
     RACECHECK: ((RACE,), _ANYWHERE, False),
     SYNCCHECK: ((BARRIER,), _ANYWHERE, False),
 }
 NOT_OURS = frozenset({UNATTRIBUTED, SHARED, "barrier"})   # buffers that are no buffer of the case
+# Detectors whose expected findings the trace sees too, where SIGHT lets it (ExpectedFinding): accesses outside a
+# tensor's logical bytes in a buffer of ours, each seen by its address (memcheck, the guard page) or its bytes.
+STANDS_IN_FOR_TRACE = frozenset({GUARD, MEMCHECK, GUARD_PAGE, POISON})
+# Detectors that see only bytes inside a buffer's allocation (the markers there, the trace's arena): a region the
+# placement keeps outside the allocation (no back guard under a flush placement) is not theirs to check.
+IN_ALLOCATION = frozenset({GUARD, TRACE})
 
 
 def seeing(kind: str, buffer: str, region: str | None) -> tuple[str, ...]:
@@ -249,6 +257,10 @@ class ExpectedFinding:
         if unknown:
             raise ValueError(f"expected finding names unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
         detectors = self.detectors or seeing(self.kind, self.buffer, self.region)
+        if TRACE not in detectors and set(detectors) & STANDS_IN_FOR_TRACE and TRACE in seeing(self.kind, self.buffer, self.region):
+            # the interpreter's trace sees every access a detector named here sees in a buffer of ours: an
+            # expectation written for a GPU's memcheck (or the markers, poison) is also the trace's, on a CPU
+            detectors = (*detectors, TRACE)
         blind = {d for d, _ in self.blind}
         object.__setattr__(self, "detectors", tuple(d for d in detectors if d not in blind))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.model import TRACE, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, POISON, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, Variant
 from gpu_memsafety.kernels.block_table_gather import cases as C
 from gpu_memsafety.kernels.block_table_gather import layout as L
@@ -91,7 +91,7 @@ SCENARIO = Scenario(
     kernel=lambda case: f"{L.KERNEL_NAMES[case.params['vllm']]} [vLLM {case.params['vllm']}]",
     needs_gpu=lambda case: True,
     describe=_describe,
-    detectors=(GUARD, MEMCHECK, GUARD_PAGE, POISON),
+    detectors=(GUARD, MEMCHECK, GUARD_PAGE, POISON, TRACE),
     timeout_s=180.0,
     cost_s=lambda case: 0.4 if L.outside(C.gather_of(case)) else 0.2,
     upstream=L.UPSTREAM,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_memsafety.cli import upstream as U
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.model import TRACE, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, Variant
 from gpu_memsafety.kernels.mxfp4 import layout as L
 from gpu_memsafety.kernels.mxfp4.adapter import copy_problem
@@ -222,5 +222,5 @@ SCENARIO = Scenario(
     isolated=lambda case: SCENARIO.variant(case).batched,   # its scratchpad writes hit no buffer of ours
     # No uninit: the one buffer the adapter allocates through the context (w_scale) is written whole by the host
     # before the launch (kernels/mxfp4/moe.py _move_scale), so there are no never-written bytes for it to follow.
-    detectors=(GUARD, MEMCHECK, GUARD_PAGE, POISON),
+    detectors=(GUARD, MEMCHECK, GUARD_PAGE, POISON, TRACE),
 )

@@ -21,7 +21,7 @@ changes fails the case.
 from __future__ import annotations
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
+from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
 from gpu_memsafety.engine.modes import MODES
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, grid
 from gpu_memsafety.kernels.pre_dispatch import layout as PL
@@ -197,7 +197,7 @@ SCENARIO = Scenario(
     kernel=_kernel,
     needs_gpu=lambda case: case.params["impl"] != "triton",
     describe=_describe,
-    detectors=(GUARD, MEMCHECK, "guard_page", "poison", UNINIT),
+    detectors=(GUARD, MEMCHECK, "guard_page", "poison", UNINIT, TRACE),
     timeout_s=300.0,
     upstream=PL.SGLANG_FIX,
     cost_s=0.85,           # seconds per case in a warm worker, all stages of mode complete: mean 0.85 on the H200 (run 24)

@@ -13,7 +13,7 @@ in modes guard and both the buggy variants are `not applicable`, saying so, and 
 from __future__ import annotations
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, OVERREAD, POISON, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 from gpu_memsafety.kernels.planted.inside import ITEM, VARIANTS, kernel_name, walk
 
@@ -87,7 +87,7 @@ SCENARIO = Scenario(
     kernel=lambda case: kernel_name(case.params["impl"], case.variant),
     needs_gpu=lambda case: case.params["impl"] == "cuda",
     describe=_describe,
-    detectors=(GUARD, MEMCHECK, POISON),
+    detectors=(GUARD, MEMCHECK, POISON, TRACE),
     timeout_s=120.0,
     cost_s=0.3,
 )

@@ -14,7 +14,7 @@ lands in x's alignment tail, which a guard page cannot see; memcheck and poison 
 """
 from __future__ import annotations
 
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
+from gpu_memsafety.model import TRACE, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 from gpu_memsafety.kernels.planted.unwatched import ITEM, VARIANTS, groups
 
@@ -63,7 +63,7 @@ SCENARIO = Scenario(
     kernel=lambda case: "planted_unwatched" + ("_cuda" if case.params["impl"] == "cuda" else ""),
     needs_gpu=lambda case: case.params["impl"] == "cuda",
     describe=_describe,
-    detectors=(GUARD, MEMCHECK, GUARD_PAGE, POISON),
+    detectors=(GUARD, MEMCHECK, GUARD_PAGE, POISON, TRACE),
     timeout_s=120.0,
     cost_s=0.3,
 )

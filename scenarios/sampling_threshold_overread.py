@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, Expectation, ExpectedFinding
+from gpu_memsafety.model import TRACE, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, Variant
 from gpu_memsafety.kernels.topk_sampling import layout as L
 from gpu_memsafety.kernels.topk_sampling.adapter import call
@@ -84,7 +84,7 @@ SCENARIO = Scenario(
     kernel=lambda case: f"{L.KERNEL} [flashinfer {case.params['flashinfer']}]",
     needs_gpu=lambda case: True,
     describe=lambda case, buffer, start, end: L.describe(case.params["rows"], start, end) if buffer == "top_k" else "",
-    detectors=(GUARD, MEMCHECK, GUARD_PAGE),
+    detectors=(GUARD, MEMCHECK, GUARD_PAGE, TRACE),
     timeout_s=90.0,                 # ~1 s a case warm, ~30 s with the first build of a version (nvcc)
     cost_s=lambda case: 0.5,        # plus one build per version (~30 s, cached across runs)
     upstream=L.UPSTREAM,

@@ -10,8 +10,8 @@ from gpu_memsafety import model
 def test_every_public_name_resolves_and_names_have_one_spelling() -> None:
     for name in api.__all__:
         assert getattr(api, name) is not None, name
-    assert set(api.DETECTORS) == {api.GUARD, api.MEMCHECK, api.GUARD_PAGE, api.POISON, api.UNINIT, api.RACECHECK,
-                                  api.SYNCCHECK}
+    assert set(api.DETECTORS) == {api.GUARD, api.MEMCHECK, api.GUARD_PAGE, api.POISON, api.UNINIT, api.TRACE,
+                                  api.RACECHECK, api.SYNCCHECK}
     assert set(api.REGIONS) == {api.BEFORE_START, api.PAST_END, api.ROW_PADDING, api.UNUSED_ROW, api.INSIDE,
                                 api.SHARED_MEMORY}
     assert api.Outcome is model.Outcome and api.CaseResult is model.CaseResult

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, OVERREAD, POISON
+from gpu_memsafety.model import TRACE, GUARD_PAGE, MEMCHECK, OVERREAD, POISON
 from gpu_memsafety.kernels.block_table_gather import cases as C
 from gpu_memsafety.kernels.block_table_gather import layout as L
 from gpu_memsafety.kernels.block_table_gather import vllm_kernel as V
@@ -62,7 +62,7 @@ def test_expectation_table():
     issue = next(c for c in cases if c.variant == "unpadded" and c.params["shape"] == "issue")
     (f,) = S.SCENARIO.expect(issue).findings
     assert (f.kind, f.buffer, f.region, f.bytes, f.ranges) == (OVERREAD, "block_table", "past_end", 4, ((16, 20),))
-    assert set(f.detectors) == {MEMCHECK, GUARD_PAGE, POISON} and f.upstream == "vllm-project/vllm#55636"
+    assert set(f.detectors) == {MEMCHECK, GUARD_PAGE, POISON, TRACE} and f.upstream == "vllm-project/vllm#55636"
     capture = next(c for c in cases if c.variant == "unpadded" and c.params["shape"] == "capture")
     (g,) = S.SCENARIO.expect(capture).findings
     assert g.bytes is None and g.ranges is None and g.region == "past_end"

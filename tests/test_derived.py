@@ -26,7 +26,7 @@ from gpu_memsafety.engine.modes import MODES
 from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.judge.verdict import decide
 from gpu_memsafety.kernels.mxfp4 import layout as ML
-from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, PAST_END, POISON,
+from gpu_memsafety.model import (TRACE, BEFORE_START, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, PAST_END, POISON,
                                  UNATTRIBUTED, UNUSED_ROW, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome,
                                  ByteRange)
 from gpu_memsafety.placement import layout as L
@@ -40,17 +40,17 @@ FAKE = Path(__file__).resolve().parent / "fake_kernels" / "fake_scenarios"
 # ------------------------------------------------------------------------------------ derived detectors
 
 def test_an_expectation_without_detectors_gets_every_detector_that_sees_its_kind_and_region() -> None:
-    assert ExpectedFinding(OVERREAD, "x", region=PAST_END).detectors == (MEMCHECK, GUARD_PAGE, POISON)
-    assert ExpectedFinding(OVERWRITE, "x", region=PAST_END).detectors == (GUARD, MEMCHECK, GUARD_PAGE)
-    assert ExpectedFinding(OVERREAD, "x", region=UNUSED_ROW).detectors == (POISON,)
+    assert ExpectedFinding(OVERREAD, "x", region=PAST_END).detectors == (MEMCHECK, GUARD_PAGE, POISON, TRACE)
+    assert ExpectedFinding(OVERWRITE, "x", region=PAST_END).detectors == (GUARD, MEMCHECK, GUARD_PAGE, TRACE)
+    assert ExpectedFinding(OVERREAD, "x", region=UNUSED_ROW).detectors == (POISON, TRACE)
     assert ExpectedFinding(OVERWRITE, UNATTRIBUTED).detectors == (MEMCHECK,)     # memory that is no buffer of ours
     named = ExpectedFinding(OVERREAD, "x", (MEMCHECK,), region=PAST_END)
-    assert named.detectors == (MEMCHECK,)                                        # named: as named
+    assert named.detectors == (MEMCHECK, TRACE)     # named: as named, and the trace, memcheck's stand-in on a CPU
 
 
 def test_a_blind_detector_makes_the_case_not_applicable_with_its_reason() -> None:
     e = ExpectedFinding(OVERREAD, "x", region=PAST_END, blind=((POISON, "the output does not depend on them"),))
-    assert e.detectors == (MEMCHECK, GUARD_PAGE)
+    assert e.detectors == (MEMCHECK, GUARD_PAGE, TRACE)
     verdict = decide(Expectation((e,)), [], [DetectorRun(GUARD, True), DetectorRun(POISON, True)])
     assert verdict.outcome is Outcome.UNSUPPORTED            # the judge reports it as not applicable
     assert "poison cannot see it here: the output does not depend on them" in verdict.message

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpu_memsafety.scenario import registry
-from gpu_memsafety.model import GUARD, MEMCHECK, POISON, DetectorRun, Outcome
+from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, POISON, DetectorRun, Outcome
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.judge.verdict import decide
 from gpu_memsafety.scenarios.planted_inside import SCENARIO, read, read_outside
@@ -41,7 +41,7 @@ def test_expected_bytes_follow_from_the_kernels_addressing() -> None:
     unused = cases[IDS["unused_rows_read"]]
     assert read_outside(unused) == {"unused_row": [(r * 80, r * 80 + 72) for r in (5, 6, 7)]}
     [e] = SCENARIO.expect(unused).findings
-    assert (e.kind, e.buffer, e.region, e.bytes, e.detectors) == ("overread", "scale", "unused_row", 216, (POISON,))
+    assert (e.kind, e.buffer, e.region, e.bytes, e.detectors) == ("overread", "scale", "unused_row", 216, (POISON, TRACE))
     assert "memcheck cannot see reads inside an allocation" in SCENARIO.expect(unused).reason
     assert SCENARIO.expect(cases[IDS["strided_read"]]).clean and SCENARIO.expect(cases[IDS["used_rows_read"]]).clean
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpu_memsafety.scenario import registry
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, Outcome
+from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, Outcome
 from gpu_memsafety.engine.cover import COVER_SCENARIO, COVER_WATCHED
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.kernels.planted.unwatched import GROUP, ITEM, groups
@@ -54,12 +54,12 @@ def test_expectations_name_kind_buffer_region_bytes_and_detectors(n: int) -> Non
     [read] = SCENARIO.expect(CASES[cid("input_overread", n=n)]).findings
     assert (read.kind, read.buffer, read.region, read.bytes, read.ranges) == (OVERREAD, "x", "past_end", 4,
                                                                               ((n * ITEM, n * ITEM + 4),))
-    assert set(read.detectors) == {MEMCHECK, POISON, "guard_page"}
+    assert set(read.detectors) == {MEMCHECK, POISON, "guard_page", TRACE}
     [write] = SCENARIO.expect(CASES[cid("input_overwrite", n=n)]).findings
     end = groups(n) * ITEM
     assert (write.kind, write.buffer, write.region, write.bytes, write.ranges) == (OVERWRITE, "scratch", "past_end", 4,
                                                                                    ((end, end + 4),))
-    assert set(write.detectors) == {GUARD, MEMCHECK, "guard_page"}
+    assert set(write.detectors) == {GUARD, MEMCHECK, "guard_page", TRACE}
     assert SCENARIO.expect(CASES[cid("clean", n=n)]).clean
     assert groups(n) == 16 and GROUP == 256
 
@@ -136,7 +136,9 @@ def test_both_mode_narrowed_judges_the_scratch_write_by_its_own_back_guard(tmp_p
                   sanitizer=fake_memcheck(tmp_path, "expected"), python=interpreter, timeout_scale=0.5)
     result = results[cid("input_overwrite")]
     assert result.outcome is Outcome.EXPECTED_FINDING, result.message
-    assert triples(result) == [(GUARD, OVERWRITE, "scratch", "past_end", 4, [(64, 68)])]
+    # the trace (Triton interpreted here) sees the same 4 bytes in scratch's back guard
+    assert triples(result) == [(GUARD, OVERWRITE, "scratch", "past_end", 4, [(64, 68)]),
+                               (TRACE, OVERWRITE, "scratch", "past_end", 4, [(64, 68)])]
 
 
 def test_a_scenario_whose_detectors_need_no_covered_buffer_keeps_every_guard_in_both_mode(tmp_path: Path,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, OVERREAD
+from gpu_memsafety.model import TRACE, GUARD_PAGE, MEMCHECK, OVERREAD
 from gpu_memsafety.kernels.topk_sampling import build as B
 from gpu_memsafety.kernels.topk_sampling import layout as L
 from gpu_memsafety.kernels.topk_sampling.adapter import call
@@ -37,7 +37,7 @@ def test_expectation_table():
         "sampling_threshold_overread[buggy-fi0.7.1-rows3-samples4]"]
     (small,) = found["sampling_threshold_overread[buggy-fi0.7.1-rows3-samples4]"].findings
     assert (small.kind, small.buffer, small.region, small.bytes, small.ranges) == (OVERREAD, "top_k", "past_end", 4, ((12, 16),))
-    assert set(small.detectors) == {MEMCHECK, GUARD_PAGE} and small.upstream == "flashinfer-ai/flashinfer#5339"
+    assert set(small.detectors) == {MEMCHECK, GUARD_PAGE, TRACE} and small.upstream == "flashinfer-ai/flashinfer#5339"
     big_case = S.Case(S.NAME, "buggy", {"flashinfer": "0.7.1", "rows": 3, "samples": 3000,
                                         "upstream": "flashinfer-python 0.7.1"}, "fi0.7.1-rows3-samples3000")
     (big,) = S.SCENARIO.expect(big_case).findings    # still modelled: only kept out of the run

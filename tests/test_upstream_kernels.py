@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_memsafety.cli import upstream as U
-from gpu_memsafety.model import GUARD, MEMCHECK, POISON
+from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, POISON
 from gpu_memsafety.kernels.mxfp4 import layout as ML
 from gpu_memsafety.kernels.pre_dispatch import layout as PL
 from gpu_memsafety.kernels.pre_dispatch import sglang as S
@@ -111,7 +111,7 @@ def test_sglang_0518_is_expected_to_write_exactly_what_our_packed_model_writes()
     real, model = _psw("sglang-0.5.18", "packed"), _psw("cuda", "packed")
     assert PSW.SCENARIO.expect(real).findings[0].ranges == PSW.SCENARIO.expect(model).findings[0].ranges
     f = PSW.SCENARIO.expect(real).findings[0]
-    assert (f.detectors, f.bytes, f.upstream) == ((GUARD,), 32, "sgl-project/sglang#36237")
+    assert (f.detectors, f.bytes, f.upstream) == ((GUARD, TRACE), 32, "sgl-project/sglang#36237")
     assert PSW.SCENARIO.expect(_psw("sglang-0.5.18", "packed", hidden=2560)).clean
     assert PSW.SCENARIO.expect(_psw("sglang-0.5.19", "strided")).clean
     assert not any(c.variant != "strided" for c in PSW.SCENARIO.build()

@@ -5,12 +5,12 @@ module, a line here, a row in the mode table (gpu_memsafety.engine.modes).
 """
 from __future__ import annotations
 
-from gpu_memsafety.detectors import guard, guard_page, hazards, memcheck, poison, uninit
+from gpu_memsafety.detectors import guard, guard_page, hazards, memcheck, poison, trace, uninit
 from gpu_memsafety.detectors.base import Detector
 from gpu_memsafety.model import DETECTORS as NAMES
 
 UNITS: dict[str, Detector] = {d.name: d for d in (
-    guard.DETECTOR, memcheck.DETECTOR, guard_page.DETECTOR, poison.DETECTOR, uninit.DETECTOR,
+    guard.DETECTOR, memcheck.DETECTOR, guard_page.DETECTOR, poison.DETECTOR, uninit.DETECTOR, trace.DETECTOR,
     hazards.RACECHECK_DETECTOR, hazards.SYNCCHECK_DETECTOR)}
 
 if tuple(UNITS) != NAMES:     # the model's vocabulary and the registry name the same detectors, in one order

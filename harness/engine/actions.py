@@ -12,12 +12,13 @@ their results up into one.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import time
 from typing import Any, Callable
 
-from gpu_memsafety.model import GUARD
+from gpu_memsafety.model import GUARD, TRACE
 
 ONCE = "once"
 STRESS = "stress"
@@ -62,13 +63,26 @@ def once(worker: Any, adapter: Any, case: Any, *, watch_placement: str | None = 
     where = watch_placement or worker.placement
     ctx = worker.context(case, watch_placement=where, placements=placements)
     t0 = time.perf_counter()
-    info = adapter(case, ctx)
+    with _traced(worker, ctx) as tracer:
+        info = adapter(case, ctx)
     worker.sync()
     kernel_s = time.perf_counter() - t0
     pages = {b["name"]: b["layout"]["placement"] for b in ctx.arena.buffer_map() if b["backend"] == "vmm"}
-    return launched(ctx, info, evidence=marker_check(worker, ctx), kernel_seconds=kernel_s,
+    evidence = marker_check(worker, ctx)
+    if tracer is not None:
+        evidence[TRACE] = tracer.evidence()
+    return launched(ctx, info, evidence=evidence, kernel_seconds=kernel_s,
                     passes=[{"placement": where if placements is None else "rerun", "pages": pages,
                              "kernel_seconds": round(kernel_s, 6)}])
+
+
+def _traced(worker: Any, ctx: Any) -> Any:
+    """The interpreter's trace of the launch when the mode runs that detector (detectors/trace.py: it yields None
+    where Triton is not interpreted, a GPU run); otherwise nothing is wrapped."""
+    if TRACE not in worker.mode.detectors:
+        return contextlib.nullcontext(None)
+    from gpu_memsafety.detectors.trace import tracing
+    return tracing(ctx.arena)
 
 
 def stress(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from gpu_memsafety.engine.modes import NEEDS_WATCH
-from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, PAST_END, DetectorRun, Expectation, ExpectedFinding,
+from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, IN_ALLOCATION, PAST_END, DetectorRun, Expectation, ExpectedFinding,
                                  Finding, Outcome)
 from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, unguarded_regions
 
@@ -212,7 +212,7 @@ def _placed(expected: ExpectedFinding, placement: str, pages: Mapping[str, int])
     known to lie in the tail before a guard page (the tail holds markers)."""
     if placement == GUARD_PAGE_BACK and _before_page(expected, pages):
         return True
-    return not (expected.region in unguarded_regions(placement) and set(expected.detectors) <= {GUARD})
+    return not (expected.region in unguarded_regions(placement) and set(expected.detectors) <= IN_ALLOCATION)
 
 
 def _before_page(expected: ExpectedFinding, pages: Mapping[str, int]) -> bool:
@@ -227,7 +227,7 @@ def _before_page(expected: ExpectedFinding, pages: Mapping[str, int]) -> bool:
 def _in_tail(expected: ExpectedFinding, finding: Finding, placement: str) -> bool:
     """Under a flush placement the guard markers see the part of a past_end write that lands in the
     alignment tail: a guard finding whose bytes all lie in the expected ones is that part, not a new bug."""
-    if placement == GUARDED or finding.detector != GUARD or GUARD not in expected.detectors:
+    if placement == GUARDED or finding.detector not in IN_ALLOCATION or finding.detector not in expected.detectors:
         return False
     if (expected.kind, expected.buffer, expected.region) != (finding.kind, finding.buffer, PAST_END) or finding.region != PAST_END:
         return False

@@ -311,9 +311,12 @@ def _xyz(v: tuple[int, int, int] | None) -> str:
 
 def guard_findings(guard: Mapping[str, Sequence[Mapping[str, Any]]], *, kernel: str, arch: str,
                    case_id: str = "", describe: Callable[[str, str, int, int], str] | None = None,
-                   buffers: Sequence[Mapping[str, Any]] = ()) -> list[Finding]:
+                   buffers: Sequence[Mapping[str, Any]] = (), detector: str = "guard", kind: str = OVERWRITE,
+                   access: str = "write") -> list[Finding]:
     """Guard-marker ranges (from the worker) grouped per buffer and region class into overwrite findings.
-    With the buffer map, each finding's details name the marker zones (front_guard, alignment_tail...)."""
+    With the buffer map, each finding's details name the marker zones (front_guard, alignment_tail...).
+    `detector`, `kind`, `access`: the same for the byte ranges another detector recorded (the interpreter's trace:
+    exact bytes of whole accesses, never widened to whole elements as changed marker bytes are)."""
     from gpu_memsafety.model import GUARD
     layouts = {b["name"]: L.GuardLayout.from_json(b["layout"]) for b in buffers if "layout" in b}
     itemsizes = {b["name"]: itemsize_of(b) for b in buffers if "name" in b}
@@ -327,14 +330,14 @@ def guard_findings(guard: Mapping[str, Sequence[Mapping[str, Any]]], *, kernel: 
             by_class[L.region_class(r["region"])].append(ByteRange(r["region"], r["start"], r["end"],
                                                                    words(r["start"], r["end"], r.get("logical", ""))))
         for region, ranges in by_class.items():
-            details: tuple[tuple[str, str], ...] = (("access", "write"),)
+            details: tuple[tuple[str, str], ...] = (("access", access),)
             notes: list[str] = []
             if name in layouts:
                 lay = layouts[name]
                 zones = dict.fromkeys(L.region_class(lay.zone_of(x.start)) for x in ranges)
                 details += (("zone", ", ".join(zones)),)
                 size = itemsizes.get(name, 1)
-                if size > 1 and region in (L.PAST_END, L.BEFORE_START):
+                if detector == GUARD and size > 1 and region in (L.PAST_END, L.BEFORE_START):
                     whole = _whole_elements(ranges, size, lay, words)
                     changed, widened = sum(x.nbytes for x in ranges), sum(x.nbytes for x in whole)
                     if widened != changed:
@@ -345,7 +348,7 @@ def guard_findings(guard: Mapping[str, Sequence[Mapping[str, Any]]], *, kernel: 
                 notes.append(_beyond_guard(lay, ranges))
             note = "; ".join(n for n in notes if n)
             exact = not note
-            findings.append(Finding(detector=GUARD, kind=OVERWRITE, buffer=name, region=region,
+            findings.append(Finding(detector=detector, kind=kind, buffer=name, region=region,
                                     bytes=sum(x.nbytes for x in ranges), count=len(ranges), kernel=kernel,
                                     arch=arch, ranges=tuple(ranges), details=details, exact=exact, note=note))
     return findings
