@@ -132,8 +132,9 @@ def _reasons_text(groups: Sequence["NotRunGroup"]) -> str:
     return f"{len(reasons)} reasons, listed below"
 
 
-# pytest's words for the outcomes (the plugin maps them so): a known bug is pytest's strict xfail.
-PYTEST_WORDS = ("passed", "failed", "skipped", "xfailed")
+# pytest's words for the outcomes (the plugin maps them so): a known bug is pytest's strict xfail. A host suite's
+# tests keep their own results (any of pytest's words) and a failing verdict is an error at their teardown.
+PYTEST_WORDS = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
 
 
 def pytest_word(case: Mapping[str, Any]) -> str:
@@ -144,9 +145,19 @@ def pytest_word(case: Mapping[str, Any]) -> str:
     return "xfailed" if case["outcome"] == "expected finding" else "passed"
 
 
+def pytest_words(case: Mapping[str, Any]) -> list[str]:
+    """What pytest counts for one case: a scenario case's mapped outcome (pytest_word); for a test of a host suite
+    (its own result in details["test"]), that result, and an error at its teardown when the verdict fails it (a
+    test that passed with a finding is "1 passed, 1 error" in pytest's summary, never "1 skipped")."""
+    own = (case.get("details") or {}).get("test")
+    if isinstance(own, Mapping) and own.get("outcome") in PYTEST_WORDS:
+        return [str(own["outcome"])] + (["error"] if case["failed"] else [])
+    return [pytest_word(case)]
+
+
 def pytest_counts(cases: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """What pytest's own summary line says for these cases: {'passed': 1, 'skipped': 5, 'xfailed': 2}."""
-    counts = Counter(pytest_word(c) for c in cases)
+    counts = Counter(word for c in cases for word in pytest_words(c))
     return {word: counts[word] for word in PYTEST_WORDS if counts[word]}
 
 
