@@ -120,7 +120,9 @@ class Tracer:
 
 
 def _outside(off: Any, lay: L.GuardLayout) -> Any:
-    """The offsets (relative to the tensor's first byte) that are not logical bytes of the tensor."""
+    """The offsets (relative to the tensor's first byte) that are not logical bytes of the tensor: the region
+    rule of GuardLayout.region_of (outside the tensor, an unused row, a row's padding), over a whole array at once
+    (it runs for every interpreted access)."""
     import numpy as np
     out = (off < 0) | (off >= lay.nbytes)
     if lay.rows is not None:

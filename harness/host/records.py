@@ -127,8 +127,7 @@ def _place(out: Attributed, test: str, accesses: list[attribute.Access], alive: 
     if not accesses:
         return
     refs = [_ref(a, test) for a in alive if a.size > 0]
-    found = attribute.aggregate(accesses, refs, arch=arch, stray_case=test,
-                                shared_reserved=attribute.reserved_shared(arch))
+    found = attribute.aggregate(accesses, refs, arch=arch, stray_case=test)
     by_label = {}
     for a in alive:
         by_label.setdefault(a.label, a)

@@ -166,19 +166,20 @@ def _pieces(acc: Access, buf: BufferRef) -> list[tuple[int, int, str]]:
 
 def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch: str = "",
               describe: Callable[[str, str, int, int], str] | None = None,
-              stray_case: str | None = None, shared_reserved: int | None = None) -> dict[str, list[Finding]]:
+              stray_case: str | None = None) -> dict[str, list[Finding]]:
     """Findings per case id ("" for accesses that map to no buffer and no known case).
 
-    shared_reserved: the bytes reserved at the start of a block's shared window on the case's GPU
-    (`reserved_shared`): shared-memory offsets are counted from the block's own shared memory; None: from the window.
+    arch: the GPU's ("sm_90"); shared-memory offsets are counted from the block's own shared memory past what the
+    driver reserves there (`reserved_shared`), from the window's start when the arch is not known.
 
     stray_case: the one case that ran in the process (the batch was a single case): an access that maps
     to no buffer is that case's, named relative to its nearest buffer when plausible."""
     groups: dict[tuple[str, str, str, str, str, str], list[PlacedAccess]] = defaultdict(list)
+    reserved = reserved_shared(arch)
     for acc in accesses:
         kind = kind_of(acc)
         if acc.space == "shared":
-            lo = acc.address % SHARED_WINDOW - (shared_reserved or 0)
+            lo = acc.address % SHARED_WINDOW - (reserved or 0)
             groups[(stray_case or "", acc.kernel, kind, SHARED, SHARED_MEMORY, "")].append(
                 (acc, None, lo, lo + max(acc.size, 1), SHARED_MEMORY))
             continue
@@ -191,7 +192,7 @@ def aggregate(accesses: Iterable[Access], buffers: Sequence[BufferRef], *, arch:
             groups[(buf.case_id, acc.kernel, kind, buf.name, cls, "")].append((acc, buf, lo, hi, region))
     out: dict[str, list[Finding]] = defaultdict(list)
     for (case_id, kernel, kind, name, region, how), items in groups.items():
-        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe, case_id, shared_reserved))
+        out[case_id].append(_finding(kernel, kind, name, region, how, items, arch, describe, case_id, reserved))
     return dict(out)
 
 

@@ -179,11 +179,11 @@ def place_sanitizer_records(items: Sequence[Item], results: Mapping[int, WorkerR
     kernels = _kernels(items, results)
     if shared:
         # A shared-memory address names no case (and no buffer of ours): the kernel that made it does, and the
-        # record is that case's, at its shared-window offset (sanitizer.attribute).
+        # record is that case's, at its offset in the block's shared memory on the case's GPU (sanitizer.attribute).
         for case_id, recs in _by_kernel(shared, kernels, placed).items():
             arch = next((r.arch for i, r in results.items() if items[i][1].id == case_id), "")
             for owner, found in _place_accesses(items, {}, [_access(r) for r in recs], alone=case_id,
-                                                shared_reserved=attribute.reserved_shared(arch)).items():
+                                                arch=arch).items():
                 placed.findings.setdefault(owner, []).extend(found)
         placed_kernels |= {r.kernel for r in shared}
     tool_records = [r for r in run.records if r.category in (HAZARD, SYNC_ERROR)]
@@ -271,7 +271,7 @@ def _by_kernel(records: Sequence[SanitizerRecord], kernels: Mapping[str, str], p
 
 
 def _place_accesses(items: Sequence[Item], results: Mapping[int, WorkerResult], accesses: list[attribute.Access],
-                    alone: str | None = None, shared_reserved: int | None = None) -> dict[str, list[Finding]]:
+                    alone: str | None = None, arch: str = "") -> dict[str, list[Finding]]:
     """Findings per case id; "" holds accesses that map to no buffer of a batch of several cases (strays). `alone`:
     the case they all belong to (a batch of one, or the owner of shared-memory records by their kernel)."""
     buffers = [attribute.BufferRef.from_record(items[i][1].id, rec) for i, res in results.items() for rec in res.buffers]
@@ -284,7 +284,7 @@ def _place_accesses(items: Sequence[Item], results: Mapping[int, WorkerResult], 
     # A process that ran one case: what maps to no buffer is that case's, named from its nearest buffer.
     if alone is None and len(items) == 1:
         alone = items[0][1].id
-    return attribute.aggregate(accesses, buffers, describe=describe, stray_case=alone, shared_reserved=shared_reserved)
+    return attribute.aggregate(accesses, buffers, arch=arch, describe=describe, stray_case=alone)
 
 
 def _blamed(items: Sequence[Item], results: Mapping[int, WorkerResult]) -> list[str]:

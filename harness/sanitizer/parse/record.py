@@ -38,7 +38,7 @@ class HazardAccess:
     def source(self) -> str:
         """'race.cu:31', or the kernel and pc when the code has no line information."""
         if self.file:
-            name = self.file.replace("\\", "/").rsplit("/", 1)[-1]
+            name = _short(self.file)
             return f"{name}:{self.line}" if self.line is not None else name
         return f"{self.kernel}+{self.pc}" if self.pc else self.kernel
 
