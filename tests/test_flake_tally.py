@@ -60,3 +60,16 @@ def test_the_tally_counts_outcomes_and_identities_not_moved_counts(tmp_path: Pat
     text = tally.render(whole, some)
     assert "Default workers (8): 2 runs, 0 failed cases" in text and "Twice the workers (16): 1 runs, 1 failed" in text
     assert "## Runs of the two scenarios" in text and "49152 -> 48640 B" in text
+
+
+def test_a_finding_whose_identity_changed_is_named_with_before_and_after(tmp_path: Path) -> None:
+    """A kernel renamed (the inlined atomicAdd that memcheck named until the outermost frame was taken) counts as a
+    difference and the tally says which case, what run 27 had and what the run has."""
+    was = {**WILD, "kernel": "atomicAdd", "buffer": "dst", "region": "past_end", "bytes": 4}
+    report(tmp_path / "run27-x" / "cold", [case("a", "expected finding", (was,)), case("b")])
+    report(tmp_path / "run46-y" / "1-default", [case("a", "expected finding", ({**was, "kernel": "planted"},)), case("b")])
+    rows = tally.rows(tmp_path, tmp_path / "run27-x" / "cold" / "report.json.gz")
+    assert rows[1].findings_differ == 1 and rows[0].changed == ()
+    assert rows[1].changed == ("a: run 27 memcheck:overwrite:atomicAdd:dst:past_end:4; "
+                               "now memcheck:overwrite:planted:dst:past_end:4",)
+    assert "- a: run 27 memcheck:overwrite:atomicAdd" in tally.render(rows) and "(run46-y/1-default)" in tally.render(rows)

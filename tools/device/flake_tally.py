@@ -36,6 +36,7 @@ class Row:
     lost: int
     lost_found: int
     moved: tuple[str, ...] = ()   # "case identity: bytes in run 27 -> bytes here" where a count moved
+    changed: tuple[str, ...] = ()  # "case: run 27 had these identities; now these" where they differ
 
 
 def load(path: Path) -> dict:
@@ -87,6 +88,12 @@ def moved(base: dict | None, case: dict | None) -> list[str]:
             for k in sorted(set(was) & set(now)) if len(was[k]) == len(now[k]) and was[k] != now[k]]
 
 
+def changed(case_id: str, base: dict | None, case: dict | None) -> str:
+    """A case whose findings differ by identity: "case: run 27 had A; now B" (only the identities that differ)."""
+    was, now = keys(base), keys(case)
+    return f"{case_id}: run 27 {', '.join(sorted(was - now)) or 'nothing more'}; now {', '.join(sorted(now - was)) or 'nothing more'}"
+
+
 def rows(root: Path = ROOT, baseline: Path = BASELINE, want: str = "whole") -> list[Row]:
     """One Row per report of scope `want`; a run of some scenarios is compared on the cases both ran."""
     base = {c["id"]: c for c in load(baseline)["cases"]}
@@ -108,7 +115,9 @@ def rows(root: Path = ROOT, baseline: Path = BASELINE, want: str = "whole") -> l
             outcome_differs=sum(1 for i in ids if (base.get(i) or {}).get("outcome") != (cases.get(i) or {}).get("outcome")),
             findings_differ=sum(1 for i in ids if keys(base.get(i)) != keys(cases.get(i))),
             lost=len(lost), lost_found=sum(1 for c in lost if not c["failed"] and c.get("findings")),
-            moved=tuple(f"{i} {m}" for i in sorted(ids) for m in moved(base.get(i), cases.get(i)))))
+            moved=tuple(f"{i} {m}" for i in sorted(ids) for m in moved(base.get(i), cases.get(i))),
+            changed=tuple(changed(i, base.get(i), cases.get(i)) for i in sorted(ids)
+                          if keys(base.get(i)) != keys(cases.get(i)))))
     return out
 
 
@@ -156,6 +165,10 @@ def render(table: list[Row], some: list[Row] = ()) -> str:
                       f"{sum(r.lost for r in some)} lost records, {sum(r.lost_found for r in some)} of them found on a "
                       "rerun."]
     moved = sorted({m for r in table for m in r.moved})
+    changes = sorted({c for r in table for c in r.changed})
+    if changes:
+        lines += ["", "Findings that differ from run 27's by identity (the column above), and the runs where they did:", ""]
+        lines += [f"- {c} ({', '.join(f'{r.evidence}/{r.run}' for r in table if c in r.changed)})" for c in changes]
     if moved:
         lines += ["", "Byte counts that moved from run 27's, under the same identity (so not a difference above):", ""]
         lines += [f"- {m} ({', '.join(f'{r.evidence}/{r.run}' for r in table if m in r.moved)})" for m in moved]
