@@ -49,10 +49,13 @@ def test_a_masked_access_counts_only_where_the_mask_lets_it_through_and_only_in_
     tr = T.Tracer(arena(("src", 1 << 20, lay)))
     base = 1 << 20
     addrs = np.array([base + 3996, base + 4000, base + 4004, base - 4, (1 << 30)], dtype=np.uint64)
-    tr.record(T.READ, addrs, np.array([True, True, False, True, True]), 4)   # 4004 masked off; 1 << 30: not ours
-    tr.record(T.WRITE, np.array([base + 4000], dtype=np.uint64), None, 2)
+    stray = tr.record(T.READ, addrs, np.array([True, True, False, True, True]), 4)   # 4004 masked off
+    assert stray.tolist() == [False, False, False, False, True]      # 1 << 30: in no allocation, near no argument
+    assert tr.record(T.WRITE, np.array([base + 4000], dtype=np.uint64), None, 2) is None
     ev = tr.evidence()
     assert ev["accesses"] == 5
+    assert ev["strays"] == {T.READ: [{"start": 1 << 30, "end": (1 << 30) + 4,
+                                      "logical": "address 0x40000000, near no tensor argument"}]}
     assert ev["outside"]["src"][T.READ] == [{"region": "before_start", "start": -4, "end": 0, "logical": ""},
                                             {"region": "past_end", "start": 4000, "end": 4004, "logical": ""}]
     assert ev["outside"]["src"][T.WRITE] == [{"region": "past_end", "start": 4000, "end": 4002, "logical": ""}]
@@ -108,15 +111,22 @@ def test_an_expectation_for_memcheck_the_markers_or_poison_is_also_the_traces() 
                                         blind=((TRACE, "the read is made by a torch op"),)).detectors
 
 
-def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(tmp_path: Path) -> None:
-    """tests/data/trace: lane n-1 of the buggy kernel loads ids[n] and ignores it (held-out hx_f's class). In the
-    default mode on a CPU, poison cannot see it (nothing changes); the trace names its 4 bytes. The fixed twin
-    is clean, the trace having run on it."""
+@pytest.fixture(scope="module")
+def data_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
+    """tests/data/trace in the default mode on a CPU, one pytest run: (the process, its report's cases by id)."""
+    tmp = tmp_path_factory.mktemp("trace")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--scenario-path",
-                           str(DATA), "--report-dir", str(tmp_path / "r")], cwd=str(tmp_path), env=env,
+                           str(DATA), "--report-dir", str(tmp / "r")], cwd=str(tmp), env=env,
                           capture_output=True, text=True, timeout=600)
-    cases = {c["id"]: c for c in json.loads((tmp_path / "r" / "report.json").read_text())["cases"]}
+    return proc, {c["id"]: c for c in json.loads((tmp / "r" / "report.json").read_text())["cases"]}
+
+
+def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(data_run) -> None:
+    """Lane n-1 of the buggy kernel loads ids[n] and ignores it (held-out hx_f's class). In the default mode on a
+    CPU, poison cannot see it (nothing changes); the trace names its 4 bytes. The fixed twin is clean, the trace
+    having run on it."""
+    proc, cases = data_run
     buggy, fixed = cases["seg_end[buggy-n36]"], cases["seg_end[fixed-n36]"]
     assert [(f["detector"], f["kind"], f["buffer"], f["region"], f["bytes"], f["exact"], f["ranges"][0]["start"])
             for f in buggy["findings"]] == [(TRACE, OVERREAD, "ids", "past_end", 4, True, 144)], proc.stdout[-3000:]
@@ -125,3 +135,69 @@ def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(tmp_path: 
         ran = {d["detector"]: d["ran"] for d in case["detectors"]}
         assert ran[TRACE] and ran[POISON] and not ran[MEMCHECK]
     assert proc.returncode == 1          # the buggy case's finding fails the run
+
+
+def test_a_write_past_the_launchers_own_workspace_is_found_and_a_far_one_does_not_kill_the_traced_run(data_run) -> None:
+    """The adapter's workspace is torch.empty, no context buffer: one split too many writes 4 B past it. The trace
+    names the argument and the bytes. A write 2^40 B away is masked off in the traced run (its finding is there);
+    poison's runs are not traced, and that write still ends their process: crashed, never clean."""
+    proc, cases = data_run
+    over, wild, fixed = (cases[f"split_total[{v}-n64]"] for v in ("ws_overrun", "wild", "ws_fixed"))
+    assert [(f["detector"], f["kind"], f["buffer"], f["bytes"], f["ranges"][0]["start"]) for f in over["findings"]] == [
+        (TRACE, OVERWRITE, "unattributed", 4, 16)], proc.stdout[-3000:]
+    assert "kernel argument `ws`, past its end" in over["findings"][0]["ranges"][0]["logical"]
+    assert over["outcome"] == "finding" and fixed["outcome"] == "clean" and fixed["findings"] == []
+    assert [(f["detector"], f["buffer"], f["bytes"]) for f in wild["findings"]] == [(TRACE, "unattributed", 16)]
+    assert "near no tensor argument" in wild["findings"][0]["ranges"][0]["logical"]
+    assert wild["failed"] and wild["outcome"] != "clean"
+
+def fake_tensor(lo: int, nbytes: int, device: str = "cpu") -> SimpleNamespace:
+    """What Tracer.begin reads of a torch tensor: its storage's address and size, its device."""
+    storage = SimpleNamespace(data_ptr=lambda: lo, nbytes=lambda: nbytes)
+    return SimpleNamespace(untyped_storage=lambda: storage, device=SimpleNamespace(type=device))
+
+
+def test_a_stray_access_is_blamed_on_the_nearest_tensor_argument_and_masked_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside every allocation the launch can reach: past the end of the adapter's own workspace (not a context
+    buffer: unattributed, its text naming the argument), past an arena buffer's allocation (that buffer's past_end
+    at its offset), far from everything (its address). Inside an argument or any live torch storage: not judged."""
+    monkeypatch.setattr(T, "_live_storages", lambda: (np.array([1 << 34], dtype=np.uint64),
+                                                      np.array([(1 << 34) + 64], dtype=np.uint64)))
+    lay = L.plan(4000, guard=1024)
+    src = 1 << 20
+    ar = arena(("src", src, lay))
+    tr = T.Tracer(ar)
+    ws = 1 << 32
+    alloc_end = src - lay.front + lay.front + lay.nbytes + lay.back
+    tr.begin([("x", fake_tensor(src - lay.front, lay.front + lay.nbytes + lay.back)), ("ws", fake_tensor(ws, 16)),
+                   ("n", 7), ("BLOCK", 16)])
+    assert [(a.name, a.buffer) for a in tr._args] == [("x", "src"), ("ws", "")]
+    addrs = np.array([ws + 12, ws + 16, ws - 8, alloc_end + 8, (1 << 34) + 8, 1 << 40], dtype=np.uint64)
+    stray = tr.record(T.WRITE, addrs, None, 4)
+    assert stray.tolist() == [False, True, True, True, False, True]
+    tr.end()
+    ev = tr.evidence()
+    assert [(r["start"], r["end"], r["logical"]) for r in ev["strays"][T.WRITE]] == [
+        (-8, -4, "4 B at -8..-5 of kernel argument `ws`, before its start (a 16 B tensor not made through the context)"),
+        (16, 20, "4 B at 16..19 of kernel argument `ws`, past its end (a 16 B tensor not made through the context)"),
+        (1 << 40, (1 << 40) + 4, f"address {1 << 40:#x}, near no tensor argument")]
+    past = alloc_end + 8 - src
+    assert ev["outside"]["src"][T.WRITE] == [{"region": "past_end", "start": past, "end": past + 4, "logical": ""}]
+
+
+def test_strays_become_one_unattributed_finding_per_direction() -> None:
+    evidence = {TRACE: {"accesses": 3, "launches": 1, "outside": {}, "strays": {T.WRITE: [
+        {"start": 16, "end": 20, "logical": "0..3 B past the end of kernel argument `ws` (a 16 B tensor ...)"}]}}}
+    ev = Evidence(scenario(), CASE, replace(worker(), evidence=evidence), MODES["both"])
+    (f,) = T.DETECTOR.findings(ev)
+    assert (f.detector, f.kind, f.buffer, f.region, f.bytes, f.exact) == (TRACE, OVERWRITE, "unattributed",
+                                                                          "unattributed", 4, True)
+    assert "kernel argument `ws`" in f.ranges[0].logical
+
+
+def test_a_launch_on_device_tensors_judges_no_strays() -> None:
+    """The interpreter on a GPU's tensors works on host copies: no address it touches is an argument's."""
+    tr = T.Tracer(arena())
+    tr.begin([("x", fake_tensor(1 << 20, 64, device="cuda"))])
+    assert tr.record(T.READ, np.array([1 << 40], dtype=np.uint64), None, 4) is None
+    assert "strays" not in tr.evidence()

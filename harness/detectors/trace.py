@@ -9,10 +9,21 @@ InterpreterBuilder's create_masked_load / create_masked_store, atomics through c
 (triton 3.6, runtime/interpreter.py). While the case's adapter runs, those four are wrapped, and each access its
 mask lets through is checked against the arena's allocations.
 
-What counts: the bytes of an access that lie in one of the arena's allocations but outside its tensor's logical
-bytes (a guard, row padding, an unused row): exact bytes, each direction its own finding (a read is an overread,
-a write or an atomic an overwrite), like memcheck's. Memory that is no arena allocation (the adapter's own
-tensors, torch's) is not judged: on a host nothing tells a legitimate access there from a stray one.
+What counts, exact bytes, each direction its own finding (a read is an overread, a write or an atomic an
+overwrite), like memcheck's:
+- the bytes of an access that lie in one of the arena's allocations but outside its tensor's logical bytes (a
+  guard, row padding, an unused row);
+- a stray access: one outside every allocation a kernel can reach, that is outside the arena's allocations, the
+  storages of the launch's tensor arguments (a tensor the adapter or a library made with torch.empty: a split-K
+  scratchpad, a workspace) and every other live torch storage (a kernel may load a pointer from a tensor of
+  pointers). memcheck's out-of-allocation access. It is blamed on the launch's nearest tensor argument within
+  memcheck's distances (sanitizer/attribute.NEAR_BYTES past its end, NEAR_BEFORE_BYTES before its start): an
+  arena buffer's past_end or before_start at its offset from the tensor; another tensor's as memory that is no
+  buffer of the case (`unattributed`), its text naming the argument, its size and the offset; else unattributed
+  at its address. Its lanes are masked off before the interpreter touches that memory (a load gets its `other`,
+  zero without one; a store or an atomic writes nothing), so a wild access is a finding, not a crash or a
+  corrupted heap. Inside an allocation the kernel may reach (another tensor of the adapter, a view's neighbour in
+  one buffer) nothing tells a legitimate access from a stray one: not judged.
 
 Where it runs: in the plain launch (`once`) of the modes whose row names it, when the worker runs Triton in the
 interpreter. On a GPU there is no interpreter: the detector did not run and is not missing (memcheck and the
@@ -21,10 +32,11 @@ markers see those accesses there). CUDA C kernels and torch ops are not traced.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from gpu_memsafety.detectors.base import Evidence
-from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, DetectorRun, Finding
+from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import attribute
 
@@ -58,6 +70,13 @@ class TraceDetector:
             out += attribute.guard_findings(runs, kernel=ev.result.kernel, arch=ev.result.arch, case_id=ev.case.id,
                                             buffers=ev.result.buffers, detector=TRACE, kind=kind, access=direction,
                                             describe=lambda _case_id, name, s, e: ev.describe(name, s, e))
+            strays = [ByteRange(UNATTRIBUTED, r["start"], r["end"], r.get("logical", ""))
+                      for r in (got.get("strays") or {}).get(direction, [])]
+            if strays:
+                out.append(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
+                                   bytes=sum(r.nbytes for r in strays), count=len(strays), kernel=ev.result.kernel,
+                                   arch=ev.result.arch, ranges=tuple(strays), details=(("access", direction),),
+                                   note="memory that is no buffer of the case; the interpreter did not touch it"))
         return out
 
 
@@ -66,9 +85,20 @@ DETECTOR = TraceDetector()
 
 # ------------------------------------------------------------------------------------------ worker side (numpy)
 
+@dataclass(frozen=True)
+class Arg:
+    """A tensor argument of one interpreted launch: its parameter, its storage's bytes [lo, hi) (the memory a
+    kernel may legitimately reach from it), and the arena buffer that storage is ("" for another tensor)."""
+    name: str
+    lo: int
+    hi: int
+    buffer: str = ""
+
+
 class Tracer:
     """Records, while active, the bytes outside logical bytes that interpreted Triton accesses touch in the arena's
-    allocations (`arena`: gpu_memsafety.placement.guard.Arena; its buffers may be allocated while it runs)."""
+    allocations (`arena`: gpu_memsafety.placement.guard.Arena; its buffers may be allocated while it runs), and the
+    stray accesses outside every allocation a kernel can reach."""
 
     def __init__(self, arena: Any) -> None:
         self.arena = arena
@@ -77,6 +107,32 @@ class Tracer:
         self._table: list[tuple[str, int, int, int, L.GuardLayout]] = []
         self._seen = -1
         self._bytes: dict[tuple[str, str], list[Any]] = {}
+        self._args: list[Arg] = []
+        self._live: Any = None                          # (lo, hi) arrays of every live torch storage, per launch
+        self._strays: dict[str, dict[tuple[str, int], list[Any]]] = {}   # direction -> (arg, its size) -> offsets
+        self._wild: dict[str, list[Any]] = {}           # direction -> addresses near no argument
+        self._judging = True                            # strays are judged (every tensor argument on the host)
+
+    def begin(self, args: list[tuple[str, Any]]) -> None:
+        """A launch starts: its tensor arguments (parameter name, value as passed: a tensor, a TensorDescriptor,
+        a tuple of them)."""
+        self._live, self._judging = None, True
+        found: list[Arg] = []
+        for name, value in args:
+            for tensor in _tensors(value):
+                if getattr(tensor, "device", None) is not None and tensor.device.type != "cpu":
+                    self._judging = False       # the interpreter works on host copies: no address is the arena's
+                try:
+                    storage = tensor.untyped_storage()
+                    lo, size = int(storage.data_ptr()), int(storage.nbytes())
+                except (AttributeError, RuntimeError, TypeError):
+                    continue
+                owner = next((b for b, base, alloc, _t, _l in self._buffers() if base <= lo < base + alloc), "")
+                found.append(Arg(name, lo, lo + size, owner))
+        self._args = found
+
+    def end(self) -> None:
+        self._args, self._live, self._judging = [], None, True
 
     def _buffers(self) -> list[tuple[str, int, int, int, L.GuardLayout]]:
         if len(self.arena.buffers) != self._seen:       # buffers are only ever added during a case
@@ -85,25 +141,86 @@ class Tracer:
             self._seen = len(self.arena.buffers)
         return self._table
 
-    def record(self, direction: str, addrs: Any, mask: Any, size: int) -> None:
+    def record(self, direction: str, addrs: Any, mask: Any, size: int) -> Any:
+        """Check one access's addresses (`mask`: the lanes that access; None: all). Returns None, or where some
+        lanes are stray, a boolean array of the addresses' shape marking them (the caller masks them off)."""
         import numpy as np
-        a = np.asarray(addrs).astype(np.uint64, copy=False)
-        if mask is not None:
-            a = a[np.broadcast_to(np.asarray(mask).astype(bool), a.shape)]
-        a = a.ravel()
+        full = np.asarray(addrs).astype(np.uint64, copy=False)
+        lanes = None if mask is None else np.broadcast_to(np.asarray(mask).astype(bool), full.shape)
+        a = (full if lanes is None else full[lanes]).ravel()
         self.accesses += int(a.size)
         if not a.size:
-            return
+            return None
+        ours = np.zeros(a.shape, dtype=bool)
         for name, base, alloc, tensor, lay in self._buffers():
-            sel = a[(a >= base) & (a < base + alloc)]
-            if not sel.size:
+            inside = (a >= base) & (a < base + alloc)
+            if not inside.any():
                 continue
+            ours |= inside
             # every byte of every element touched, relative to the tensor's first byte
-            off = (sel.astype(np.int64) - tensor)[:, None] + np.arange(max(size, 1), dtype=np.int64)[None, :]
+            off = (a[inside].astype(np.int64) - tensor)[:, None] + np.arange(max(size, 1), dtype=np.int64)[None, :]
             off = np.unique(off.ravel())
             outside = _outside(off, lay)
             if outside.size:
                 self._bytes.setdefault((name, direction), []).append(outside)
+        if ours.all() or not self._judging:
+            return None
+        stray = ~ours
+        stray[stray] = ~self._reachable(a[stray])
+        if not stray.any():
+            return None
+        self._stray(direction, a[stray], max(size, 1))
+        if lanes is None:
+            return stray.reshape(full.shape)
+        out = np.zeros(full.shape, dtype=bool)
+        out[lanes] = stray
+        return out
+
+    def _reachable(self, a: Any) -> Any:
+        """Which addresses lie in memory a kernel may reach outside the arena: a tensor argument's storage, else
+        any live torch storage (looked up once per launch, and only when an address is in no argument)."""
+        import numpy as np
+        hit = np.zeros(a.shape, dtype=bool)
+        for arg in self._args:
+            hit |= (a >= arg.lo) & (a < arg.hi)
+        if hit.all():
+            return hit
+        if self._live is None:
+            self._live = _live_storages()
+        lo, hi = self._live
+        rest = a[~hit]
+        if lo.size:
+            i = np.searchsorted(lo, rest, side="right") - 1
+            inside = (i >= 0) & (rest < hi[np.maximum(i, 0)])
+            hit[~hit] = inside
+        return hit
+
+    def _stray(self, direction: str, a: Any, size: int) -> None:
+        """Blame stray addresses on the launch's nearest tensor argument within memcheck's distances."""
+        import numpy as np
+        x = a.astype(np.int64)
+        best = np.full(x.shape, np.iinfo(np.int64).max, dtype=np.int64)
+        who = np.full(x.shape, -1, dtype=np.int64)
+        for i, arg in enumerate(self._args):
+            past, before = x - arg.hi, arg.lo - (x + size)
+            dist = np.where(past >= 0, past, before)
+            near = ((past >= 0) & (past < attribute.NEAR_BYTES)) | ((before >= 0) & (before < attribute.NEAR_BEFORE_BYTES))
+            better = near & (dist < best)
+            best[better], who[better] = dist[better], i
+        width = np.arange(size, dtype=np.int64)[None, :]
+        for i, arg in enumerate(self._args):
+            sel = x[who == i]
+            if not sel.size:
+                continue
+            if arg.buffer:
+                off = np.unique(((sel - self.arena.buffers[arg.buffer].tensor_addr)[:, None] + width).ravel())
+                self._bytes.setdefault((arg.buffer, direction), []).append(off)
+            else:
+                off = np.unique(((sel - arg.lo)[:, None] + width).ravel())
+                self._strays.setdefault(direction, {}).setdefault((arg.name, arg.hi - arg.lo), []).append(off)
+        rest = x[who == -1]
+        if rest.size:
+            self._wild.setdefault(direction, []).append(np.unique((rest[:, None] + width).ravel()))
 
     def evidence(self) -> dict[str, Any]:
         import numpy as np
@@ -116,7 +233,63 @@ class Tracer:
                 runs += [{"region": region, "start": a, "end": b, "logical": ""}
                          for a, b, region in L.split_by_region(lay, lo, hi)]
             out.setdefault(name, {READ: [], WRITE: []})[direction] = runs
-        return {"accesses": self.accesses, "launches": self.launches, "outside": out}
+        strays: dict[str, list[dict[str, Any]]] = {}
+        for direction, by_arg in self._strays.items():
+            for (arg, size), parts in sorted(by_arg.items()):
+                for lo, hi in _runs(np.unique(np.concatenate(parts))):
+                    side = "past its end" if lo >= size else "before its start"
+                    strays.setdefault(direction, []).append({
+                        "start": lo, "end": hi,
+                        "logical": f"{hi - lo:,} B at {lo:,}..{hi - 1:,} of kernel argument `{arg}`, {side} (a "
+                                   f"{size:,} B tensor not made through the context)"})
+        for direction, parts in self._wild.items():
+            for lo, hi in _runs(np.unique(np.concatenate(parts))):
+                strays.setdefault(direction, []).append({"start": lo, "end": hi,
+                                                         "logical": f"address {lo:#x}, near no tensor argument"})
+        doc: dict[str, Any] = {"accesses": self.accesses, "launches": self.launches, "outside": out}
+        if strays:
+            doc["strays"] = strays
+        return doc
+
+
+def _tensors(value: Any) -> Iterator[Any]:
+    """The torch tensors a kernel argument carries: itself, a TensorDescriptor's base, a TensorWrapper's base, the
+    tensors of a tuple."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+        return
+    base = getattr(value, "base", None)
+    if base is not None and hasattr(base, "untyped_storage") and not hasattr(value, "untyped_storage"):
+        yield base                                      # TensorDescriptor, triton's TensorWrapper
+    elif hasattr(value, "untyped_storage"):
+        yield value
+
+
+def _live_storages() -> tuple[Any, Any]:
+    """Sorted (lo, hi) arrays of the storages of every torch tensor alive in this process (the garbage collector
+    tracks each); overlapping storages merged."""
+    import gc
+
+    import numpy as np
+    import torch
+    spans = set()
+    for obj in gc.get_objects():
+        if issubclass(type(obj), torch.Tensor):        # type(): no __class__ lookup on foreign objects
+            try:
+                st = obj.untyped_storage()
+                if st.device.type == "cpu" and st.nbytes():
+                    spans.add((int(st.data_ptr()), int(st.data_ptr()) + int(st.nbytes())))
+            except (RuntimeError, NotImplementedError):
+                continue
+    merged: list[list[int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    arr = np.array(merged, dtype=np.uint64).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
 
 
 def _outside(off: Any, lay: L.GuardLayout) -> Any:
@@ -168,27 +341,35 @@ def tracing(arena: Any) -> Iterator[Tracer | None]:
     orig = {name: getattr(builder, name) for name in
             ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")}
 
+    def allowed(mask: Any, stray: Any) -> Any:
+        """The access's mask less its stray lanes (which the interpreter must not touch)."""
+        return mask if stray is None else I.TensorHandle(np.asarray(mask.data).astype(bool) & ~stray, mask.dtype)
+
     def load(self: Any, ptrs: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        tracer.record(READ, ptrs.data, mask.data, size_of(ptrs))
-        return orig["create_masked_load"](self, ptrs, mask, *args, **kw)
+        stray = tracer.record(READ, ptrs.data, mask.data, size_of(ptrs))
+        return orig["create_masked_load"](self, ptrs, allowed(mask, stray), *args, **kw)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        tracer.record(WRITE, ptrs.data, mask.data, size_of(ptrs))
-        return orig["create_masked_store"](self, ptrs, value, mask, *args, **kw)
+        stray = tracer.record(WRITE, ptrs.data, mask.data, size_of(ptrs))
+        return orig["create_masked_store"](self, ptrs, value, allowed(mask, stray), *args, **kw)
 
     def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        tracer.record(WRITE, ptr.data, mask.data, size_of(ptr))
-        return orig["create_atomic_rmw"](self, op, ptr, val, mask, *args, **kw)
+        stray = tracer.record(WRITE, ptr.data, mask.data, size_of(ptr))
+        return orig["create_atomic_rmw"](self, op, ptr, val, allowed(mask, stray), *args, **kw)
 
     def cas(self: Any, ptr: Any, *args: Any, **kw: Any) -> Any:
-        tracer.record(WRITE, ptr.data, None, size_of(ptr))
+        tracer.record(WRITE, ptr.data, None, size_of(ptr))      # no mask to take a stray lane off: recorded only
         return orig["create_atomic_cas"](self, ptr, *args, **kw)
 
     orig_run = I.GridExecutor.__call__
 
     def run(self: Any, *args: Any, **kw: Any) -> Any:
         tracer.launches += 1
-        return orig_run(self, *args, **kw)
+        tracer.begin(list(zip(self.arg_names, args)) + list(kw.items()))
+        try:
+            return orig_run(self, *args, **kw)
+        finally:
+            tracer.end()
 
     patched = {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
                "create_atomic_cas": cas}
