@@ -365,7 +365,9 @@ def tracing(arena: Any) -> Iterator[Tracer | None]:
 
     def run(self: Any, *args: Any, **kw: Any) -> Any:
         tracer.launches += 1
-        tracer.begin(list(zip(self.arg_names, args)) + list(kw.items()))
+        names = list(getattr(self, "arg_names", None) or ())
+        names += [f"#{i}" for i in range(len(names), len(args))]      # parameters by position where unnamed
+        tracer.begin(list(zip(names, args)) + list(kw.items()))
         try:
             return orig_run(self, *args, **kw)
         finally:
