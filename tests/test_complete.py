@@ -198,6 +198,27 @@ def test_a_stage_that_crashed_or_timed_out_decides_whatever_the_others_saw() -> 
     assert stops(crashed) and not stops(first)
 
 
+def test_a_stage_the_fence_stopped_over_stray_accesses_decides_only_where_no_stage_traced_them() -> None:
+    """Under the interpreter a run without the trace (poison's, uninit's) ends with StrayAccess rather than touch
+    memory the process does not own. Where another stage ran the trace, its findings say what the accesses were: the
+    stopped stage decides nothing. Where none did, it decides (unresolved): never a pass over them."""
+    wild = Finding(TRACE, OVERWRITE, "unattributed", "unattributed", 16)
+    traced = stage("both", Outcome.FINDING, Expectation(), [wild], [DetectorRun(GUARD, True), DetectorRun(TRACE, True)])
+    def stopped() -> StageResult:
+        result = CaseResult(CASE.id, "fake", "v", {}, "k", "", "values", Outcome.UNRESOLVED, "", [],
+                            [DetectorRun(POISON, False, "not judged: the interpreter's fence stopped the run")],
+                            message="StrayAccess: k wrote 16 B (first: address 0x7f00, near no tensor argument): ...")
+        return StageResult("values", result, None)
+    result = decide([traced, stopped()], Expectation(), gpu=False)
+    assert result.outcome is Outcome.FINDING and result.findings == [wild], result.message
+    assert [(s["mode"], s["outcome"]) for s in result.details["stages"]] == [("both", "finding"), ("values", "unresolved")]
+    untraced = stage("both", Outcome.CLEAN, Expectation(), [], [DetectorRun(GUARD, True), DetectorRun(TRACE, False, "x")])
+    alone = decide([untraced, stopped()], Expectation(), gpu=False)
+    assert alone.outcome is Outcome.UNRESOLVED and "StrayAccess" in alone.message
+    crashed = stage("values", Outcome.CRASHED, Expectation(), [], [DetectorRun(POISON, False, "x")], judged=False)
+    assert decide([traced, crashed], Expectation(), gpu=False).outcome is Outcome.CRASHED     # only StrayAccess
+
+
 def test_a_first_stage_that_skipped_the_case_decides_and_a_later_skip_adds_nothing() -> None:
     expect = Expectation((READ,))
     skipped = stage("both", Outcome.NOT_APPLICABLE, expect, [], [], judged=False)

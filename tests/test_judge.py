@@ -771,3 +771,20 @@ def test_poison_that_varies_because_of_an_expected_wild_access_is_not_applicable
     plain = Expectation((ExpectedFinding(OVERREAD, "src", region=PAST_END),))
     result = judge_one(worker(poison=unstable), mode="poison", sanitized=False, sc=scenario(plain, detectors=(GUARD, POISON)))
     assert result.outcome is Outcome.UNRESOLVED, result.message
+
+
+def test_a_run_the_fence_stopped_over_stray_accesses_is_unresolved_unless_a_wild_access_is_expected() -> None:
+    """Under Triton's interpreter a run without the trace ends with StrayAccess instead of touching memory the process
+    does not own (detectors/trace.fence): unresolved, the message what the accesses were, no traceback, the detectors
+    that did not run saying why. A case expected to reach memory of no buffer of ours (triton#8327's scratchpad) is not
+    judged by such a mode, as for a fault; memcheck or the trace places the access."""
+    stray = worker(J.ERROR, message="StrayAccess: k wrote 4 B (first: 4 B at 16..19 of kernel argument `ws`, past its "
+                                    "end (a 16 B tensor)): ...", traceback="Traceback ...")
+    result = judge_one(stray, mode="poison", sanitized=False, machine=CPU, sc=scenario(detectors=(GUARD, POISON)))
+    assert result.outcome is Outcome.UNRESOLVED and result.message.startswith("StrayAccess: k wrote 4 B")
+    assert "Traceback" not in result.message
+    [run] = [d for d in result.detectors if d.detector == POISON]
+    assert not run.ran and "fence stopped the run" in run.detail
+    wild = Expectation((ExpectedFinding(OVERWRITE, UNATTRIBUTED, upstream="triton-lang/triton#8327"),))
+    result = judge_one(stray, mode="poison", sanitized=False, machine=CPU, sc=scenario(wild, detectors=(GUARD, POISON)))
+    assert result.outcome is Outcome.NOT_APPLICABLE and "not judged here" in result.message, result.message

@@ -137,10 +137,11 @@ def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(data_run) 
     assert proc.returncode == 1          # the buggy case's finding fails the run
 
 
-def test_a_write_past_the_launchers_own_workspace_is_found_and_a_far_one_does_not_kill_the_traced_run(data_run) -> None:
+def test_a_write_past_the_launchers_own_workspace_is_found_and_a_far_one_touches_nothing(data_run) -> None:
     """The adapter's workspace is torch.empty, no context buffer: one split too many writes 4 B past it. The trace
-    names the argument and the bytes. A write 2^40 B away is masked off in the traced run (its finding is there);
-    poison's runs are not traced, and that write still ends their process: crashed, never clean."""
+    names the argument and the bytes. A write 2^40 B away is found the same way. In neither does any run touch that
+    memory: the traced run masks the lanes off, and poison's and uninit's runs (untraced) are stopped by the fence
+    with StrayAccess, a stage that decides nothing here because the trace's stage reports the accesses."""
     proc, cases = data_run
     over, wild, fixed = (cases[f"split_total[{v}-n64]"] for v in ("ws_overrun", "wild", "ws_fixed"))
     assert [(f["detector"], f["kind"], f["buffer"], f["bytes"], f["ranges"][0]["start"]) for f in over["findings"]] == [
@@ -149,7 +150,13 @@ def test_a_write_past_the_launchers_own_workspace_is_found_and_a_far_one_does_no
     assert over["outcome"] == "finding" and fixed["outcome"] == "clean" and fixed["findings"] == []
     assert [(f["detector"], f["buffer"], f["bytes"]) for f in wild["findings"]] == [(TRACE, "unattributed", 16)]
     assert "near no tensor argument" in wild["findings"][0]["ranges"][0]["logical"]
-    assert wild["failed"] and wild["outcome"] != "clean"
+    assert wild["outcome"] == "finding"
+    for case in (over, wild):
+        values = next(s for s in case["details"]["stages"] if s["mode"] == "values")
+        assert values["outcome"] == "unresolved" and values["message"].startswith("StrayAccess: _split_sums wrote")
+        poison = next(d for d in case["detectors"] if d["detector"] == POISON)
+        assert not poison["ran"] and "fence stopped the run" in poison["detail"]
+
 
 def fake_tensor(lo: int, nbytes: int, device: str = "cpu") -> SimpleNamespace:
     """What Tracer.begin reads of a torch tensor: its storage's address and size, its device."""
@@ -201,3 +208,24 @@ def test_a_launch_on_device_tensors_judges_no_strays() -> None:
     tr.begin([("x", fake_tensor(1 << 20, 64, device="cuda"))])
     assert tr.record(T.READ, np.array([1 << 40], dtype=np.uint64), None, 4) is None
     assert "strays" not in tr.evidence()
+
+
+def test_the_fence_outside_a_traced_run_says_what_it_stopped_and_forgets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch outside the trace (poison's, uninit's runs) is fenced the same way; its strays become the StrayAccess
+    message, then are forgotten for the next launch. An access inside any live torch storage is no stray there."""
+    monkeypatch.setattr(T, "_live_storages", lambda: (np.array([1 << 34], dtype=np.uint64),
+                                                      np.array([(1 << 34) + 64], dtype=np.uint64)))
+    f = T._Fence()
+    f.begin([("ws", fake_tensor(1 << 32, 16))])
+    assert f.record(T.READ, np.array([(1 << 34) + 8, (1 << 32) + 4], dtype=np.uint64), None, 4) is None
+    assert f.record(T.WRITE, np.array([(1 << 32) + 16], dtype=np.uint64), None, 4).tolist() == [True]
+    f.end()
+    assert f.has_strays()
+    text = f.take("k")
+    assert text.startswith("k wrote 4 B (first: 4 B at 16..19 of kernel argument `ws`, past its end (a 16 B tensor))")
+    assert "the interpreter's trace does" in text and not f.has_strays()
+
+
+def test_without_the_interpreter_there_is_no_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert T.fence() is False

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 from gpu_memsafety.detectors.base import Evidence
@@ -99,6 +100,8 @@ class Tracer:
     """Records, while active, the bytes outside logical bytes that interpreted Triton accesses touch in the arena's
     allocations (`arena`: gpu_memsafety.placement.guard.Arena; its buffers may be allocated while it runs), and the
     stray accesses outside every allocation a kernel can reach."""
+
+    OTHER = " not made through the context"     # what a stray's tensor argument is when no arena buffer is it
 
     def __init__(self, arena: Any) -> None:
         self.arena = arena
@@ -241,7 +244,7 @@ class Tracer:
                     strays.setdefault(direction, []).append({
                         "start": lo, "end": hi,
                         "logical": f"{hi - lo:,} B at {lo:,}..{hi - 1:,} of kernel argument `{arg}`, {side} (a "
-                                   f"{size:,} B tensor not made through the context)"})
+                                   f"{size:,} B tensor{self.OTHER})"})
         for direction, parts in self._wild.items():
             for lo, hi in _runs(np.unique(np.concatenate(parts))):
                 strays.setdefault(direction, []).append({"start": lo, "end": hi,
@@ -250,6 +253,31 @@ class Tracer:
         if strays:
             doc["strays"] = strays
         return doc
+
+
+class _Fence(Tracer):
+    """The tracer of launches outside a traced run: no arena to place bytes in, only strays; take() says what they
+    were (and forgets them, for the next launch)."""
+
+    OTHER = ""                                  # no arena here: any tensor, a context buffer or not
+
+    def __init__(self) -> None:
+        super().__init__(SimpleNamespace(buffers={}))
+
+    def has_strays(self) -> bool:
+        return bool(self._strays or self._wild)
+
+    def take(self, kernel: str) -> str:
+        found = self.evidence().get("strays", {})
+        self._strays, self._wild = {}, {}
+        what = "; ".join(f"{'read' if d == READ else 'wrote'} {sum(r['end'] - r['start'] for r in rs):,} B (first: "
+                         f"{rs[0]['logical']})" for d, rs in sorted(found.items()))
+        return (f"{kernel} {what}: accesses outside every allocation the launch can reach, which the interpreter did "
+                f"not make. This run's detectors do not judge them; the interpreter's trace does (mode complete, the "
+                f"default, or both)")
+
+
+_FENCE = _Fence()
 
 
 def _tensors(value: Any) -> Iterator[Any]:
@@ -322,65 +350,91 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-@contextlib.contextmanager
-def tracing(arena: Any) -> Iterator[Tracer | None]:
-    """Wrap the interpreter's memory operations while the block runs; yields the Tracer (None when Triton is not
-    interpreted here: nothing is wrapped)."""
+class StrayAccess(RuntimeError):
+    """A launch outside the trace made stray accesses; the fence kept the interpreter from making them."""
+
+
+# The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.
+_ACTIVE: list[Tracer] = []
+_INSTALLED: list[bool] = []
+
+
+def fence() -> bool:
+    """Wrap the interpreter's memory operations for the rest of this process (once; False when Triton is not
+    interpreted here). Every interpreted launch is then checked: in a traced run (tracing()) its tracer records
+    what it finds; in any other run (poison's, uninit's) a stray access is masked off all the same and the launch
+    raises StrayAccess when it is over, so that no run of a case ever touches memory the process does not own
+    (a heap overrun there would corrupt the cases after it in the same process) and none passes over it."""
     if not interpreting():
-        yield None
-        return
+        return False
+    if _INSTALLED:
+        return True
     import numpy as np
     from triton.runtime import interpreter as I
 
     builder = I.InterpreterBuilder
-    tracer = Tracer(arena)
+    orig = {name: getattr(builder, name) for name in
+            ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")}
+    orig_run = I.GridExecutor.__call__
+
+    def active() -> Tracer:
+        return _ACTIVE[-1] if _ACTIVE else _FENCE
 
     def size_of(ptrs: Any) -> int:
         return int(np.dtype(I._get_np_dtype(ptrs.get_element_ty())).itemsize)
-
-    orig = {name: getattr(builder, name) for name in
-            ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")}
 
     def allowed(mask: Any, stray: Any) -> Any:
         """The access's mask less its stray lanes (which the interpreter must not touch)."""
         return mask if stray is None else I.TensorHandle(np.asarray(mask.data).astype(bool) & ~stray, mask.dtype)
 
     def load(self: Any, ptrs: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = tracer.record(READ, ptrs.data, mask.data, size_of(ptrs))
+        stray = active().record(READ, ptrs.data, mask.data, size_of(ptrs))
         return orig["create_masked_load"](self, ptrs, allowed(mask, stray), *args, **kw)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = tracer.record(WRITE, ptrs.data, mask.data, size_of(ptrs))
+        stray = active().record(WRITE, ptrs.data, mask.data, size_of(ptrs))
         return orig["create_masked_store"](self, ptrs, value, allowed(mask, stray), *args, **kw)
 
     def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = tracer.record(WRITE, ptr.data, mask.data, size_of(ptr))
+        stray = active().record(WRITE, ptr.data, mask.data, size_of(ptr))
         return orig["create_atomic_rmw"](self, op, ptr, val, allowed(mask, stray), *args, **kw)
 
     def cas(self: Any, ptr: Any, *args: Any, **kw: Any) -> Any:
-        tracer.record(WRITE, ptr.data, None, size_of(ptr))      # no mask to take a stray lane off: recorded only
+        active().record(WRITE, ptr.data, None, size_of(ptr))    # no mask to take a stray lane off: recorded only
         return orig["create_atomic_cas"](self, ptr, *args, **kw)
 
-    orig_run = I.GridExecutor.__call__
-
     def run(self: Any, *args: Any, **kw: Any) -> Any:
+        tracer = active()
         tracer.launches += 1
         names = list(getattr(self, "arg_names", None) or ())
         names += [f"#{i}" for i in range(len(names), len(args))]      # parameters by position where unnamed
         tracer.begin(list(zip(names, args)) + list(kw.items()))
         try:
-            return orig_run(self, *args, **kw)
+            out = orig_run(self, *args, **kw)
         finally:
             tracer.end()
+        if tracer is _FENCE and _FENCE.has_strays():
+            raise StrayAccess(_FENCE.take(getattr(self.fn, "__name__", "a Triton kernel")))
+        return out
 
-    patched = {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
-               "create_atomic_cas": cas}
-    for name, fn in patched.items():
+    for name, fn in {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
+                     "create_atomic_cas": cas}.items():
         setattr(builder, name, fn)
     I.GridExecutor.__call__ = run
+    _INSTALLED.append(True)
+    return True
+
+
+@contextlib.contextmanager
+def tracing(arena: Any) -> Iterator[Tracer | None]:
+    """Trace the interpreted launches while the block runs (installing the fence first); yields the Tracer (None
+    when Triton is not interpreted here: nothing is wrapped)."""
+    if not fence():
+        yield None
+        return
+    tracer = Tracer(arena)
+    _ACTIVE.append(tracer)
     try:
         yield tracer
     finally:
-        for name, fn in orig.items():
-            setattr(builder, name, fn)
-        I.GridExecutor.__call__ = orig_run
+        _ACTIVE.remove(tracer)

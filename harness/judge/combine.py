@@ -56,7 +56,9 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
     findings = distinct([f for s in stages for f in s.result.findings])
     runs = _runs(detectors, stages, left or {})
     missing = {d.detector: d.detail for d in runs if d.missing and not d.ran}
-    deciding = next((s for s in stages if s.assessment is None and s.result.outcome in DECIDING), None)
+    fenced = _fenced(stages)
+    deciding = next((s for s in stages if s.assessment is None and s.result.outcome in DECIDING and s not in fenced),
+                    None)
     if deciding is not None:
         others = "".join(f"\n[{s.stage}] {s.result.outcome.label}: {s.result.message.splitlines()[0] if s.result.message else ''}"
                          for s in stages if s is not deciding)
@@ -94,6 +96,17 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
     if partial:
         result.details["partial"] = partial
     return result
+
+
+def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
+    """The stages that ended the case over stray accesses the interpreter's fence did not let a run without the trace
+    make (judge.rules.STRAY_ACCESS), where another stage ran the trace on the case: that stage's findings say what
+    the accesses were, so such a stage decides nothing (rule 1 does not apply) and adds nothing."""
+    from gpu_memsafety.judge.rules import STRAY_ACCESS
+    from gpu_memsafety.model import TRACE
+    traced = any(d.detector == TRACE and d.ran for s in stages for d in s.result.detectors)
+    return [s for s in stages if traced and s.assessment is None and s.result.outcome is Outcome.UNRESOLVED
+            and s.result.message.startswith(STRAY_ACCESS)] if traced else []
 
 
 def distinct(findings: Sequence[Finding]) -> list[Finding]:

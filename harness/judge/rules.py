@@ -52,6 +52,9 @@ Item = tuple[Scenario, Case]
 
 # ----------------------------------------------------------------------------------------------- inputs
 
+STRAY_ACCESS = "StrayAccess: "     # the message of detectors.trace.StrayAccess as the worker reports it
+
+
 @dataclass(frozen=True)
 class Machine:
     """Where the cases ran: what decides whether a case that could not run fails."""
@@ -276,6 +279,15 @@ class Judge:
                      f"after releasing the case)") if mem else ""
             return self._result(scenario, case, Outcome.UNRESOLVED, f"out of memory{where}: the case did not run to "
                                 f"the end; nothing was checked\n{res.message}\n{res.traceback}", [], runs, res)
+        if res.status == ERROR and res.message.startswith(STRAY_ACCESS):
+            # the interpreter's fence kept a run without the trace from making stray accesses (detectors/trace.py)
+            runs = [d if d.ran else DetectorRun(d.detector, False, "not judged: the interpreter's fence stopped the "
+                                                "run over stray accesses (below), which the trace judges")
+                    for d in runs]
+            wild = self._wild_fault(scenario.expectation(case, res.arch))
+            if wild:
+                return self._result(scenario, case, Outcome.NOT_APPLICABLE, f"{res.message}; {wild}", [], runs, res)
+            return self._result(scenario, case, Outcome.UNRESOLVED, res.message, [], runs, res)
         if res.status == ERROR:
             return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.message}\n{res.traceback}", [], runs, res)
         used = [d for d in self.mode.detectors if d in scenario.detectors]
@@ -285,6 +297,9 @@ class Judge:
             used = [d for d in used if d != POISON]
         findings = [f for d in used for f in UNITS[d].findings(ev)]
         if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
+            runs = [d if d.ran else DetectorRun(d.detector, False, "not judged: the interpreter's fence stopped the "
+                                                "run over stray accesses (below), which the trace judges")
+                    for d in runs]
             wild = self._wild_fault(scenario.expectation(case, res.arch))
             if wild:
                 return self._result(scenario, case, Outcome.NOT_APPLICABLE, f"{self._died()}: {res.message}; {wild}",
