@@ -357,16 +357,19 @@ class StrayAccess(RuntimeError):
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.
 _ACTIVE: list[Tracer] = []
 _INSTALLED: list[bool] = []
+_STRICT: list[bool] = [True]
 
 
-def fence() -> bool:
+def fence(strict: bool = True) -> bool:
     """Wrap the interpreter's memory operations for the rest of this process (once; False when Triton is not
     interpreted here). Every interpreted launch is then checked: in a traced run (tracing()) its tracer records
-    what it finds; in any other run (poison's, uninit's) a stray access is masked off all the same and the launch
-    raises StrayAccess when it is over, so that no run of a case ever touches memory the process does not own
-    (a heap overrun there would corrupt the cases after it in the same process) and none passes over it."""
+    what it finds; in any other run (poison's, uninit's) a stray access is masked off all the same and, `strict`,
+    the launch raises StrayAccess when it is over, so that no run of a case ever touches memory the process does
+    not own (a heap overrun there would corrupt the cases after it in the same process) and none passes over it.
+    Not `strict`: the process's mode runs a detector that judges such accesses itself (memcheck)."""
     if not interpreting():
         return False
+    _STRICT[:] = [strict]
     if _INSTALLED:
         return True
     import numpy as np
@@ -414,7 +417,9 @@ def fence() -> bool:
         finally:
             tracer.end()
         if tracer is _FENCE and _FENCE.has_strays():
-            raise StrayAccess(_FENCE.take(getattr(self.fn, "__name__", "a Triton kernel")))
+            what = _FENCE.take(getattr(self.fn, "__name__", "a Triton kernel"))
+            if _STRICT[0]:
+                raise StrayAccess(what)
         return out
 
     for name, fn in {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
