@@ -150,6 +150,10 @@ def test_a_fault_no_detector_explains_is_crashed() -> None:
     died = judge_one(worker(J.FAULT, message="worker exited with code -11", launches=0), mode="guard",
                      sanitized=False, machine=Machine(gpu=False))
     assert died.outcome is Outcome.CRASHED and died.message.startswith("the worker process died"), died.message
+    # only a StrayAccess says the fence stopped the run: a crash's detectors that did not run say their own reason
+    lost = judge_one(worker(J.FAULT, message="worker exited with code -11", launches=0), mode="poison",
+                     sanitized=False, machine=Machine(gpu=False), sc=scenario(detectors=(GUARD, POISON)))
+    assert lost.outcome is Outcome.CRASHED and not any("fence" in d.detail for d in lost.detectors), lost.detectors
 
 
 WILD_WRITE = ExpectedFinding(OVERWRITE, "unattributed", upstream="triton-lang/triton#8327")

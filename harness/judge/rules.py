@@ -297,9 +297,6 @@ class Judge:
             used = [d for d in used if d != POISON]
         findings = [f for d in used for f in UNITS[d].findings(ev)]
         if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
-            runs = [d if d.ran else DetectorRun(d.detector, False, "not judged: the interpreter's fence stopped the "
-                                                "run over stray accesses (below), which the trace judges")
-                    for d in runs]
             wild = self._wild_fault(scenario.expectation(case, res.arch))
             if wild:
                 return self._result(scenario, case, Outcome.NOT_APPLICABLE, f"{self._died()}: {res.message}; {wild}",
