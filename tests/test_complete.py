@@ -97,13 +97,16 @@ def test_one_run_judges_memcheck_poison_and_uninit_once_per_case(tmp_path: Path,
 
 
 def test_without_a_gpu_the_interpreter_runs_guard_poison_and_uninit_and_the_case_says_partial(tmp_path: Path) -> None:
-    """No GPU, no sanitizer: what can run does (the markers, poison over every region, uninit), memcheck is reported
-    as not run, and the case is judged by what ran: partial, never 'unsupported' for all of it."""
+    """No GPU, no sanitizer: what can run does (the markers and the interpreter's trace, then uninit; poison is left
+    to the trace, which checked every access of the case's Triton launches), memcheck is reported as not run, and
+    the case is judged by what ran: partial, never 'unsupported' for all of it."""
     results = run(tmp_path, [OVERREAD_X, CLEAN_X], gpu_available=False, timeout_scale=0.5)
     read = results[OVERREAD_X]
     assert read.outcome is Outcome.EXPECTED_FINDING, read.message
-    assert sorted((f.detector, f.buffer, f.region) for f in read.findings) == [(POISON, "x", "past_end"),
-                                                                              (TRACE, "x", "past_end")]
+    assert [(f.detector, f.buffer, f.region, f.bytes) for f in read.findings] == [(TRACE, "x", "past_end", 4)]
+    poison = next(d for d in read.detectors if d.detector == POISON)
+    assert not poison.ran and not poison.missing and "the interpreter's trace checked every access" in poison.detail
+    assert [st["mode"] for st in read.details["stages"]] == ["both"]      # the scenario uses no uninit: no values stage
     assert set(read.details["partial"]) == {MEMCHECK}
     assert "partial" in read.message
     clean = results[CLEAN_X]
@@ -346,3 +349,21 @@ def test_a_scenario_without_memcheck_gets_the_whole_poison_survey_after_a_memche
     assert result.outcome is Outcome.EXPECTED_FINDING, result.message
     assert [(f.detector, f.buffer, f.region) for f in result.findings] == [(POISON, "x", "past_end")]
     assert [s["mode"] for s in result.details["stages"]] == ["both", "values"]
+
+
+def test_poison_is_left_to_the_trace_unless_an_expectation_needs_poison_where_the_trace_is_blind() -> None:
+    """After a stage whose interpreter trace checked the case's launches, poison repeats the trace's bytes (its
+    regions are marker bytes, every read of which the trace saw exactly): left out. Not where an expected poison
+    finding is a read the trace cannot see (a torch op's), nor where the expectation cannot be read."""
+    from gpu_memsafety.engine.staged import trace_covers
+    plain = Expectation((ExpectedFinding(OVERREAD, "x", (POISON,), region="row_padding"),))
+    torch_op = Expectation((ExpectedFinding(OVERREAD, "x", (POISON,), region="row_padding",
+                                            blind=((TRACE, "the read is made by a torch op"),)),))
+    assert trace_covers(scenario(plain), CASE, "") and trace_covers(scenario(Expectation()), CASE, "")
+    assert not trace_covers(scenario(torch_op), CASE, "")
+
+    def broken(case: Case) -> Expectation:
+        raise ValueError("no such variant")
+    bad = Scenario(name="fake", summary="fake", adapter="x:y", params=(Param("n", int),), variants=("v",),
+                   cases=lambda: [CASE], expect=broken, kernel=lambda case: "k", needs_gpu=lambda case: False)
+    assert not trace_covers(bad, CASE, "")

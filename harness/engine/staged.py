@@ -9,8 +9,10 @@ When the memcheck stage ran under its sanitizer, the next stages are told (Job.c
 the guards of covered buffers to memcheck, which watched their ends, except where memcheck saw an overread no
 expectation accepts (`recount`): memcheck ends the kernel at its first bad access, so a warp's later loads past
 the end never run and its count can be short (held-out hu_a on the H200: 64 of the 128 B a rotary kernel read past
-its cos/sin cache); poison's bound there shows it (gpu_memsafety.detectors.memcheck.undercounts).
-gpu_memsafety.judge.combine decides the outcome.
+its cos/sin cache); poison's bound there shows it (gpu_memsafety.detectors.memcheck.undercounts). Without a GPU,
+when the first stage's interpreter trace checked the case's Triton launches (every read of a marker byte, exact,
+whatever its value), poison is left out the same way (`trace_covers`): in a CPU run it was most of the time, about
+80 interpreted runs of a case, each finding the trace's bytes again. gpu_memsafety.judge.combine decides the outcome.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from gpu_memsafety.detectors.poison import left_after_memcheck
 from gpu_memsafety.engine.modes import MODES
 from gpu_memsafety.judge.combine import StageResult, combine, stops
-from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, CaseResult
+from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, TRACE, CaseResult
 
 if TYPE_CHECKING:
     from gpu_memsafety.engine.runner import Runner
@@ -37,10 +39,13 @@ def run(parent: "Runner", items: Sequence[tuple["Scenario", "Case"]]) -> list[Ca
     maps: dict[str, list[dict[str, Any]]] = {}     # each case's buffer map from the memcheck stage
     left: dict[str, dict[str, str]] = {}           # detectors a case needed no stage for, and why
     recount: dict[str, tuple[str, ...]] = {}       # buffers whose memcheck overread count poison checks (JobCase)
+    traced: dict[str, int] = {}                    # cases whose every access the trace saw: launches (trace_covers)
     s_of = {c.id: s for s, c in items}
     c_of = {c.id: c for s, c in items}
     for name in o.mode.stages:
         stage = MODES[name]
+        lean = _without(stage, POISON)     # the stage less poison, for the cases the trace saw whole
+        to_lean: set[str] = set()
         todo = []
         for s, c in items:
             # A stage runs for a case when it brings a detector its scenario uses that no earlier stage ran, and
@@ -52,26 +57,40 @@ def run(parent: "Runner", items: Sequence[tuple["Scenario", "Case"]]) -> list[Ca
                 left.setdefault(c.id, {})[POISON] = (
                     "not run: memcheck watched both ends of every buffer of the case and none has row padding or "
                     "unused rows, so poison had nothing memcheck did not see")
+            elif POISON in new and c.id in traced and lean is not None:
+                new.remove(POISON)
+                to_lean.add(c.id)
+                left.setdefault(c.id, {})[POISON] = (
+                    f"not run: the interpreter's trace checked every access of the case's {traced[c.id]} Triton "
+                    "launch(es) to the byte, whatever the value read, so poison had nothing the trace did not see")
             if c.id not in stopped and new:
                 todo.append((s, c))
         earlier |= set(stage.detectors)
         if not todo:
             continue
-        runner = type(parent)(replace(o, mode=stage, workdir=o.workdir / name, on_result=None, covered_seen=covered_seen,
-                                      recount=recount if POISON in stage.detectors else {}))
-        for result in runner.run(todo):
-            done = StageResult(name, result, runner.judge.assessed.get(result.case_id))
-            per_case[result.case_id].append(done)
-            if stops(done):
-                stopped.add(result.case_id)
-            elif MEMCHECK in stage.detectors:
-                mine = to_recount(s_of[result.case_id], c_of[result.case_id], result)
-                if mine:
-                    recount[result.case_id] = mine
-        parent.processes += [{**p, "stage": name} for p in runner.processes]
-        if MEMCHECK in stage.detectors and runner.judge.sanitize():
-            covered_seen = True
-            maps.update(runner.judge.buffer_maps)
+        groups = [(stage, [(s, c) for s, c in todo if c.id not in to_lean], o.workdir / name),
+                  (lean, [(s, c) for s, c in todo if c.id in to_lean], o.workdir / name / "lean")]
+        for mode, cases, workdir in groups:
+            if not cases or mode is None:
+                continue
+            runner = type(parent)(replace(o, mode=mode, workdir=workdir, on_result=None, covered_seen=covered_seen,
+                                          recount=recount if POISON in mode.detectors else {}))
+            for result in runner.run(cases):
+                done = StageResult(name, result, runner.judge.assessed.get(result.case_id))
+                per_case[result.case_id].append(done)
+                if stops(done):
+                    stopped.add(result.case_id)
+                elif MEMCHECK in mode.detectors:
+                    mine = to_recount(s_of[result.case_id], c_of[result.case_id], result)
+                    if mine:
+                        recount[result.case_id] = mine
+            if TRACE in mode.detectors:
+                traced.update({cid: n for cid, n in runner.judge.traced.items()
+                               if trace_covers(s_of[cid], c_of[cid], arch_of(per_case[cid]))})
+            parent.processes += [{**p, "stage": name} for p in runner.processes]
+            if MEMCHECK in mode.detectors and runner.judge.sanitize():
+                covered_seen = True
+                maps.update(runner.judge.buffer_maps)
     machine = parent.judge.machine
     return [parent._emit(combine(o.mode.name, o.mode.detectors, scenario, case, per_case[case.id], gpu=machine.gpu,
                                  allow_unsupported=machine.allow_unsupported, left=left.get(case.id, {})))
@@ -96,3 +115,28 @@ def to_recount(scenario: "Scenario", case: "Case", result: CaseResult) -> tuple[
             continue
         out.append(f.buffer)
     return tuple(out)
+
+
+def _without(stage: Any, detector: str) -> Any:
+    """The single-process mode that runs `stage`'s detectors less `detector` (values less poison: uninit), or None
+    when `stage` does not run it or no mode is that."""
+    if detector not in stage.detectors:
+        return None
+    want = tuple(d for d in stage.detectors if d != detector)
+    return next((m for m in MODES.values() if m.detectors == want and not m.stages), None)
+
+
+def arch_of(stages: Sequence[StageResult]) -> str:
+    return next((s.result.arch for s in stages if s.result.arch), "")
+
+
+def trace_covers(scenario: "Scenario", case: "Case", arch: str) -> bool:
+    """Whether the interpreter's trace, having run on the case (its launches checked), saw all poison could: every
+    read of a marker byte by an interpreted Triton kernel, exact, whatever its value (poison's regions are marker
+    bytes only). Not where an expectation needs poison and says the trace cannot see it (a read made by a torch
+    op: ExpectedFinding.blind), nor where the expectation cannot be read."""
+    try:
+        expected = scenario.expectation(case, arch).findings
+    except Exception:      # noqa: BLE001 - the verdict reports a broken expectation; here poison simply runs
+        return False
+    return not any(POISON in e.detectors and TRACE not in e.detectors for e in expected)

@@ -41,7 +41,7 @@ from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
 from gpu_memsafety.judge.verdict import Assessment, assess, conclude
-from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, POISON, CaseResult, DetectorRun, Expectation, Finding, Outcome
+from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, POISON, TRACE, CaseResult, DetectorRun, Expectation, Finding, Outcome
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
 from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records, stray_owners
@@ -121,6 +121,8 @@ class Judge:
         self.lost_records: dict[str, list[dict[str, Any]]] = {}
         # The buffer map of each case judged from evidence: what a later stage of a staged mode may still look at
         self.buffer_maps: dict[str, list[dict[str, Any]]] = {}
+        # Interpreted Triton launches the trace checked, per case judged from evidence (staged: poison's survey)
+        self.traced: dict[str, int] = {}
         # Stray records of a batch claimed, by their kernel's name, by a case sent to run alone: its own run must
         # show an access of that kernel, or the record (whose owner is then unknown) stays on it as a finding
         self.stray_claims: dict[str, list[Finding]] = {}
@@ -310,6 +312,9 @@ class Judge:
         assessed = assess(expectation, findings, runs, pages=pages, placements=layout.placements(res.buffers))
         self.assessed[case.id] = assessed          # a staged mode adds the stages' assessments up (judge.combine)
         self.buffer_maps[case.id] = list(res.buffers)
+        traced = ev.of(TRACE)
+        if traced and traced.get("launches"):
+            self.traced[case.id] = int(traced["launches"])    # a later stage's poison may leave it to the trace
         verdict = conclude(expectation, [assessed])
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
