@@ -16,7 +16,7 @@ import pytest
 from gpu_memsafety.detectors import trace as T
 from gpu_memsafety.detectors.base import Evidence
 from gpu_memsafety.engine.modes import MODES
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, TRACE, ExpectedFinding
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, TRACE, UNINIT, ExpectedFinding
 from gpu_memsafety.placement import layout as L
 
 from test_judge import CASE, scenario, worker
@@ -124,8 +124,8 @@ def data_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
 
 def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(data_run) -> None:
     """Lane n-1 of the buggy kernel loads ids[n] and ignores it (held-out hx_f's class). In the default mode on a
-    CPU, poison cannot see it (nothing changes); the trace names its 4 bytes. The fixed twin is clean, the trace
-    having run on it."""
+    CPU, poison could not see it (nothing changes); the trace names its 4 bytes, and poison, which would only
+    repeat what the trace saw, is left out. The fixed twin is clean, the trace having run on it."""
     proc, cases = data_run
     buggy, fixed = cases["seg_end[buggy-n36]"], cases["seg_end[fixed-n36]"]
     assert [(f["detector"], f["kind"], f["buffer"], f["region"], f["bytes"], f["exact"], f["ranges"][0]["start"])
@@ -133,7 +133,9 @@ def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(data_run) 
     assert buggy["outcome"] == "finding" and fixed["outcome"] == "clean" and fixed["findings"] == []
     for case in (buggy, fixed):
         ran = {d["detector"]: d["ran"] for d in case["detectors"]}
-        assert ran[TRACE] and ran[POISON] and not ran[MEMCHECK]
+        assert ran[TRACE] and ran[UNINIT] and not ran[POISON] and not ran[MEMCHECK]
+        poison = next(d for d in case["detectors"] if d["detector"] == POISON)
+        assert not poison["missing"] and "the interpreter's trace checked every access" in poison["detail"]
     assert proc.returncode == 1          # the buggy case's finding fails the run
 
 
@@ -154,8 +156,8 @@ def test_a_write_past_the_launchers_own_workspace_is_found_and_a_far_one_touches
     for case in (over, wild):
         values = next(s for s in case["details"]["stages"] if s["mode"] == "values")
         assert values["outcome"] == "unresolved" and values["message"].startswith("StrayAccess: _split_sums wrote")
-        poison = next(d for d in case["detectors"] if d["detector"] == POISON)
-        assert not poison["ran"] and "fence stopped the run" in poison["detail"]
+        uninit = next(d for d in case["detectors"] if d["detector"] == UNINIT)
+        assert not uninit["ran"] and "fence stopped the run" in uninit["detail"]
 
 
 def fake_tensor(lo: int, nbytes: int, device: str = "cpu") -> SimpleNamespace:
