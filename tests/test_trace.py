@@ -231,3 +231,15 @@ def test_the_fence_outside_a_traced_run_says_what_it_stopped_and_forgets_it(monk
 def test_without_the_interpreter_there_is_no_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert T.fence() is False
+
+
+def test_a_traced_run_leaves_the_fences_strictness_as_the_worker_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose mode runs memcheck fences without StrayAccess (memcheck judges those accesses); the trace of
+    one run must not turn that back on for the rest of the process."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(T, "_install", lambda: None)       # no interpreter patched in the test process
+    monkeypatch.setattr(T, "_STRICT", [True])
+    assert T.fence(strict=False) and T._STRICT == [False]
+    with T.tracing(arena()) as tracer:
+        assert tracer is not None
+    assert T._STRICT == [False]

@@ -199,7 +199,8 @@ class Tracer:
         return hit
 
     def _stray(self, direction: str, a: Any, size: int) -> None:
-        """Blame stray addresses on the launch's nearest tensor argument within memcheck's distances."""
+        """Blame stray addresses on the launch's nearest tensor argument within memcheck's distances: the rule of
+        sanitizer.attribute.locate, over a whole array of addresses and the launch's arguments' storages."""
         import numpy as np
         x = a.astype(np.int64)
         best = np.full(x.shape, np.iinfo(np.int64).max, dtype=np.int64)
@@ -354,6 +355,10 @@ class StrayAccess(RuntimeError):
     """A launch outside the trace made stray accesses; the fence kept the interpreter from making them."""
 
 
+# How a case's result message starts when the fence stopped its run (the worker writes "Type: message").
+STRAY_ACCESS = f"{StrayAccess.__name__}: "
+
+
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.
 _ACTIVE: list[Tracer] = []
 _INSTALLED: list[bool] = []
@@ -370,8 +375,14 @@ def fence(strict: bool = True) -> bool:
     if not interpreting():
         return False
     _STRICT[:] = [strict]
+    _install()
+    return True
+
+
+def _install() -> None:
+    """Wrap the interpreter's four memory operations and its launch, once per process (fence())."""
     if _INSTALLED:
-        return True
+        return
     import numpy as np
     from triton.runtime import interpreter as I
 
@@ -427,16 +438,16 @@ def fence(strict: bool = True) -> bool:
         setattr(builder, name, fn)
     I.GridExecutor.__call__ = run
     _INSTALLED.append(True)
-    return True
 
 
 @contextlib.contextmanager
 def tracing(arena: Any) -> Iterator[Tracer | None]:
-    """Trace the interpreted launches while the block runs (installing the fence first); yields the Tracer (None
-    when Triton is not interpreted here: nothing is wrapped)."""
-    if not fence():
+    """Trace the interpreted launches while the block runs (installing the fence first, its strictness left as the
+    worker set it); yields the Tracer (None when Triton is not interpreted here: nothing is wrapped)."""
+    if not interpreting():
         yield None
         return
+    _install()
     tracer = Tracer(arena)
     _ACTIVE.append(tracer)
     try:

@@ -103,10 +103,7 @@ def to_recount(scenario: "Scenario", case: "Case", result: CaseResult) -> tuple[
     Poison surveys their guards in the next stage; where its bound holds a byte memcheck's ranges do not, memcheck's
     count is at least (memcheck.undercounts). An expected finding is left as it is: its expectation already judges
     its count (the last-expert scale reads, where a poison survey of a gpt-oss shape would cost seconds)."""
-    try:
-        expected = scenario.expectation(case, result.arch).findings
-    except Exception:      # noqa: BLE001 - the verdict reports a broken expectation; here it only costs a survey
-        expected = ()
+    expected = _expected(scenario, case, result.arch) or ()
     out: list[str] = []
     for f in result.findings:
         if f.detector != MEMCHECK or f.kind != OVERREAD or f.region not in (PAST_END, BEFORE_START) or f.buffer in out:
@@ -135,8 +132,14 @@ def trace_covers(scenario: "Scenario", case: "Case", arch: str) -> bool:
     read of a marker byte by an interpreted Triton kernel, exact, whatever its value (poison's regions are marker
     bytes only). Not where an expectation needs poison and says the trace cannot see it (a read made by a torch
     op: ExpectedFinding.blind), nor where the expectation cannot be read."""
+    expected = _expected(scenario, case, arch)
+    return expected is not None and not any(POISON in e.detectors and TRACE not in e.detectors for e in expected)
+
+
+def _expected(scenario: "Scenario", case: "Case", arch: str) -> tuple[Any, ...] | None:
+    """The case's expected findings, None when its expectation cannot be read (the verdict reports that; what asks
+    here then does the costlier safe thing: every unexpected overread is recounted, poison runs)."""
     try:
-        expected = scenario.expectation(case, arch).findings
-    except Exception:      # noqa: BLE001 - the verdict reports a broken expectation; here poison simply runs
-        return False
-    return not any(POISON in e.detectors and TRACE not in e.detectors for e in expected)
+        return tuple(scenario.expectation(case, arch).findings)
+    except Exception:      # noqa: BLE001 - user code never breaks the plan
+        return None

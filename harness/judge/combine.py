@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.detectors import memcheck
+from gpu_memsafety.detectors.trace import STRAY_ACCESS
 from gpu_memsafety.judge.verdict import Assessment, conclude
-from gpu_memsafety.model import CaseResult, DetectorRun, Finding, Outcome
+from gpu_memsafety.model import TRACE, CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.scenario.definition import Case, Scenario
 
 # Outcomes of a stage that decide the case whatever the other stages saw (rule 1).
@@ -100,13 +101,12 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
 
 def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
     """The stages that ended the case over stray accesses the interpreter's fence did not let a run without the trace
-    make (judge.rules.STRAY_ACCESS), where another stage ran the trace on the case: that stage's findings say what
+    make (detectors.trace.STRAY_ACCESS), where another stage ran the trace on the case: that stage's findings say what
     the accesses were, so such a stage decides nothing (rule 1 does not apply) and adds nothing."""
-    from gpu_memsafety.judge.rules import STRAY_ACCESS
-    from gpu_memsafety.model import TRACE
-    traced = any(d.detector == TRACE and d.ran for s in stages for d in s.result.detectors)
-    return [s for s in stages if traced and s.assessment is None and s.result.outcome is Outcome.UNRESOLVED
-            and s.result.message.startswith(STRAY_ACCESS)] if traced else []
+    if not any(d.detector == TRACE and d.ran for s in stages for d in s.result.detectors):
+        return []
+    return [s for s in stages if s.assessment is None and s.result.outcome is Outcome.UNRESOLVED
+            and s.result.message.startswith(STRAY_ACCESS)]
 
 
 def distinct(findings: Sequence[Finding]) -> list[Finding]:

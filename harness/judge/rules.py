@@ -37,6 +37,7 @@ from typing import Any, Sequence
 from gpu_memsafety.detectors import memcheck, pageprobe, poison
 from gpu_memsafety.detectors.base import Evidence
 from gpu_memsafety.detectors.registry import UNITS
+from gpu_memsafety.detectors.trace import STRAY_ACCESS
 from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
@@ -51,9 +52,6 @@ Item = tuple[Scenario, Case]
 
 
 # ----------------------------------------------------------------------------------------------- inputs
-
-STRAY_ACCESS = "StrayAccess: "     # the message of detectors.trace.StrayAccess as the worker reports it
-
 
 @dataclass(frozen=True)
 class Machine:
