@@ -137,9 +137,12 @@ def test_unknown_mode_is_a_usage_error_listing_the_modes(tmp_path: Path, spellin
 def test_a_path_after_the_bare_flag_is_a_path(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
     (suite / "test_other.py").write_text("def test_other():\n    pass\n")
-    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "test_other.py", "-rA", "-q")
+    from host_fake import install_fake_memcheck
+    env = {"HOST_FAKE_SANITIZER": str(install_fake_memcheck(tmp_path))}      # the bare flag runs memcheck children
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "test_other.py", "-rA", "-q", env=env)
     assert outcomes(proc.stdout) == {"test_other": "PASSED"}, proc.stdout[-2000:]
-    proc = run(suite, "-p", "host_fake", "test_suite.py::test_clean", "--gpu-memsafety", "test_other.py", "-rA", "-q")
+    proc = run(suite, "-p", "host_fake", "test_suite.py::test_clean", "--gpu-memsafety", "test_other.py", "-rA", "-q",
+               env=env)
     assert outcomes(proc.stdout) == {"test_clean": "PASSED", "test_other": "PASSED"}
 
 
@@ -173,7 +176,7 @@ def test_without_a_gpu_a_passing_suite_that_checked_nothing_exits_5(tmp_path: Pa
 
 def test_markers_mode_with_the_fake_allocator(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
-    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
                "-rA", "-q")
     got = outcomes(proc.stdout)
     assert got["test_overwrite"] == "ERROR+PASSED"          # its own call passed, its teardown holds the finding
@@ -200,7 +203,7 @@ def test_markers_mode_with_the_fake_allocator(tmp_path: Path) -> None:
 
 def test_xdist_workers_report_every_test_to_one_report(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
-    proc = run(suite, "-p", "xdist.plugin", "-p", "host_fake", "-n", "2", "--gpu-memsafety",
+    proc = run(suite, "-p", "xdist.plugin", "-p", "host_fake", "-n", "2", "--gpu-memsafety=markers",
                "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q")
     cases = report(tmp_path / "r")
     assert set(cases) == set(OWN), proc.stdout[-3000:]
@@ -224,6 +227,24 @@ def test_memcheck_children_attribute_each_record_to_its_test_and_allocation(tmp_
     assert got["test_fails_itself"] == "FAILED" and got["test_reads_past_the_end"] == "ERROR+PASSED"
     assert got["test_stats_break"] == "PASSED" and cases["test_stats_break"]["outcome"] == "not applicable"
     assert cases["test_reads_past_the_end"]["arch"] == "sm_fake"
+
+
+def test_the_bare_flag_runs_the_complete_set_and_sees_a_read(tmp_path: Path) -> None:
+    """`pytest --gpu-memsafety` with no mode: memcheck children (reads and writes), as `make sanitize` runs every
+    detector; markers alone, the old default, cannot see the read (issue 41)."""
+    from host_fake import install_fake_memcheck
+    suite = make_suite(tmp_path)
+    sanitizer = install_fake_memcheck(tmp_path)
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-rA",
+               "-q", env={"HOST_FAKE_SANITIZER": str(sanitizer)})
+    cases = report(tmp_path / "r")
+    assert set(cases) == set(OWN), proc.stdout[-3000:]
+    assert cases["test_reads_past_the_end"]["mode"] == "complete"
+    (finding,) = cases["test_reads_past_the_end"]["findings"]
+    assert (finding["detector"], finding["kind"], finding["bytes"]) == ("memcheck", "overread", 4)
+    markers = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "--gpu-memsafety-report-dir",
+                  str(tmp_path / "m"), "-q", "-k", "test_reads_past_the_end")
+    assert report(tmp_path / "m")["test_reads_past_the_end"]["findings"] == [], markers.stdout[-2000:]
 
 
 def test_children_collect_their_tests_when_the_report_dir_moves_the_rootdir(tmp_path: Path) -> None:
@@ -283,7 +304,7 @@ def test_children_import_what_the_parent_imported_when_pytest_ran_as_a_console_s
 
 def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
-    run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r1"), "-q")
+    run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "--gpu-memsafety-report-dir", str(tmp_path / "r1"), "-q")
     from gpu_memsafety.judge.baseline import write_baseline
     from gpu_memsafety.report import cases_from_report, load_report
     results = [r for r in cases_from_report(load_report(tmp_path / "r1" / "report.json"))
@@ -294,11 +315,11 @@ def test_baseline_accepts_a_known_finding(tmp_path: Path) -> None:
     for entry in data["accepted"]:
         entry["reason"] = "a known overwrite, accepted while it is fixed"
     (tmp_path / "baseline.json").write_text(json.dumps(data))
-    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", f"--gpu-memsafety-baseline={tmp_path / 'baseline.json'}",
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", f"--gpu-memsafety-baseline={tmp_path / 'baseline.json'}",
                "--gpu-memsafety-report-dir", str(tmp_path / "r2"), "-rA", "-q")
     assert report(tmp_path / "r2")["test_overwrite"]["outcome"] == "expected finding"
     assert outcomes(proc.stdout)["test_overwrite"] == "PASSED"
-    bad = run(suite, "-p", "host_fake", "--gpu-memsafety", "--gpu-memsafety-baseline=nowhere.json")
+    bad = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "--gpu-memsafety-baseline=nowhere.json")
     assert bad.returncode == 4 and "nowhere.json" in bad.stderr + bad.stdout
 
 
@@ -306,7 +327,7 @@ def test_a_bad_marker_fails_that_test_only(tmp_path: Path) -> None:
     suite = make_suite(tmp_path)
     (suite / "test_marker.py").write_text("import pytest\n\n@pytest.mark.gpu_memsafety(expect='overwritten')\n"
                                           "def test_bad():\n    pass\n\ndef test_good():\n    pass\n")
-    proc = run(suite, "-p", "host_fake", "--gpu-memsafety", "test_marker.py", "-rA", "-q")
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "test_marker.py", "-rA", "-q")
     got = outcomes(proc.stdout)
     assert got == {"test_bad": "ERROR+PASSED", "test_good": "PASSED"} and "overwritten" in proc.stdout
 
@@ -321,7 +342,7 @@ def test_an_allocation_before_the_allocator_is_named(tmp_path: Path, allocated: 
         "    raise AllocatorUnavailable(describe_early_allocations([{'device': 0, 'total_size': 2097152, "
         "'blocks': [{'size': 4096, 'state': 'active_allocated'}]}]))\n"
         "@pytest.hookimpl(optionalhook=True)\ndef pytest_gpu_memsafety_devices(config):\n    return ['fake0']\n")
-    proc = run(suite, "-p", "early", "--gpu-memsafety", "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q")
+    proc = run(suite, "-p", "early", "--gpu-memsafety=markers", "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q")
     cases = report(tmp_path / "r")
     assert all(c["outcome"] == "could not run" for c in cases.values()), proc.stdout[-2000:]
     assert "4,096 B on cuda:0" in cases["test_clean"]["message"] and "before the guard allocator" in cases["test_clean"]["message"]

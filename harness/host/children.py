@@ -208,7 +208,22 @@ def child_env(base: Mapping[str, str], *, gpu: str, mode: str) -> dict[str, str]
     env["PYTHONUNBUFFERED"] = "1"
     if gpu:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    if mode == "memcheck":
+    from gpu_memsafety.host.modes import SANITIZED
+    if mode in SANITIZED:
         # Whatever escapes the guard allocator still gets exact allocations, seen by memcheck at both ends.
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+    env.update(reuse_caches(base))
     return env
+
+
+# Triton's own switch for keeping an autotuner's choice on disk beside its compiled kernels (triton >= 3.4,
+# knobs.autotuning.cache): a config chosen once, in a plain run or in an earlier child, is reused by every later
+# process instead of benchmarking every config again (under the sanitizer each benchmark run is many times slower).
+AUTOTUNE_CACHE = "TRITON_CACHE_AUTOTUNING"
+
+
+def reuse_caches(base: Mapping[str, str]) -> dict[str, str]:
+    """What a process of a host-suite run sets so that it compiles and autotunes each kernel once: Triton's kernel
+    cache and torch's extension cache are the parent's (inherited, never redirected), and the autotuner's choices go
+    to Triton's cache too, unless the user set AUTOTUNE_CACHE (to 0, say: then it is left as set)."""
+    return {} if AUTOTUNE_CACHE in base else {AUTOTUNE_CACHE: "1"}

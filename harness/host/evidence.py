@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.host.breaks import Seen
+from gpu_memsafety.host.launches import TensorUse
 from gpu_memsafety.model import Finding
 from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
@@ -78,6 +79,7 @@ class Evidence:
     allocated: int = 0           # allocations it made
     guard_off: str = ""          # the test's gpu_memsafety marker turned guarding off: why
     crashed: str = ""            # its process died while it ran (children): how
+    tensors: list[TensorUse] = field(default_factory=list)   # its Triton launches' tensor arguments, by name
 
     def to_json(self) -> dict[str, Any]:
         return {"test": self.test, "mode": self.mode, "arch": self.arch,
@@ -87,7 +89,7 @@ class Evidence:
                 "detector_problem": self.detector_problem, "breaks": [b.to_json() for b in self.breaks],
                 "unavailable": self.unavailable, "missing": self.missing, "context_lost": self.context_lost, "earlier_loss": self.earlier_loss,
                 "guarded_blocks": self.guarded_blocks, "allocated": self.allocated, "guard_off": self.guard_off,
-                "crashed": self.crashed}
+                "crashed": self.crashed, "tensors": [t.to_json() for t in self.tensors]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -102,7 +104,8 @@ class Evidence:
                    context_lost=str(data.get("context_lost", "")),
                    earlier_loss=str(data.get("earlier_loss", "")), guarded_blocks=int(data.get("guarded_blocks", 0)),
                    allocated=int(data.get("allocated", 0)), guard_off=str(data.get("guard_off", "")),
-                   crashed=str(data.get("crashed", "")))
+                   crashed=str(data.get("crashed", "")),
+                   tensors=[TensorUse.from_json(t) for t in data.get("tensors", ())])
 
 
 def first_line(text: str) -> str:

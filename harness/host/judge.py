@@ -24,21 +24,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from gpu_memsafety.host import modes as host_modes
+from gpu_memsafety.host.launches import TensorUse, name_of
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
 from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHECK, OVERREAD, OVERWRITE, PAST_END,
                                  REGIONS, ByteRange, CaseResult, DetectorRun, Finding, Outcome, placed)
 from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
-MARKERS, MEMCHECK_MODE, PAGES = "markers", "memcheck", "pages"
-MODES = {
-    MARKERS: "0xA5 guard bytes before and after every CUDA allocation, checked at each test's teardown (overwrites)",
-    MEMCHECK_MODE: "tests in batches under compute-sanitizer memcheck, caching allocator off, --padding (reads "
-                   "and writes outside every allocation)",
-    PAGES: "an unmapped guard page after (then, for a test that faults, before) every CUDA allocation (reads and "
-           "writes past a page, at full speed)",
-}
-# Which detectors each mode runs, and which finding kinds they can see.
-MODE_DETECTORS = {MARKERS: (GUARD,), MEMCHECK_MODE: (MEMCHECK,), PAGES: (GUARD_PAGE, GUARD)}
+# The modes and which detectors each runs: host/modes.py, the one table.
+MODE_DETECTORS = host_modes.DETECTORS
 SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE)}
 STACK_SHOWN = 6
 # Findings that explain a lost CUDA context: a guard-page fault is one; memcheck ends the kernel it reports
@@ -143,16 +137,20 @@ def _expected(fields: Mapping[str, Any]) -> Expected:
 
 # ------------------------------------------------------------------------------------------- findings
 
-def allocation_details(alloc: Allocation, test: str) -> tuple[tuple[str, str], ...]:
-    """What a finding says about the allocation it hit: size, who made it, where (innermost frame first)."""
+def allocation_details(alloc: Allocation, test: str, uses: Sequence[TensorUse] = (),
+                       kernel: str = "") -> tuple[tuple[str, str], ...]:
+    """What a finding says about the allocation it hit: how the code names it (the kernel's parameter, the test's
+    variable: host/launches.py), size, who made it, where (innermost frame first)."""
+    name = name_of(alloc.ptr, uses, kernel) if alloc.ptr else ""
+    named = (("tensor", name),) if name else ()
     stack = "\n".join(f.describe() for f in alloc.stack[:STACK_SHOWN]) or "(no Python frame outside torch)"
     made = "this test" if alloc.test == test else alloc.test
     freed = f"; freed during {'this test' if alloc.freed_in == test else alloc.freed_in}" if alloc.freed_in else ""
-    return (("size", str(alloc.size)), ("allocated_in", made + freed), ("device", f"cuda:{alloc.device}"),
+    return named + (("size", str(alloc.size)), ("allocated_in", made + freed), ("device", f"cuda:{alloc.device}"),
             ("stack", stack))
 
 
-def guard_findings(hits: Sequence[GuardHit], test: str, arch: str) -> list[Finding]:
+def guard_findings(hits: Sequence[GuardHit], test: str, arch: str, uses: Sequence[TensorUse] = ()) -> list[Finding]:
     """Changed marker bytes -> one overwrite finding per allocation and side (before_start, past_end)."""
     out = []
     for hit in hits:
@@ -167,7 +165,7 @@ def guard_findings(hits: Sequence[GuardHit], test: str, arch: str) -> list[Findi
                                bytes=nbytes, count=len(ranges), arch=arch, ranges=tuple(ranges),
                                note=f"{nbytes} marker byte(s) changed {_side(region)} a {hit.allocation.size} B "
                                     f"allocation; {state}",
-                               details=(("access", "write"), *allocation_details(hit.allocation, test))))
+                               details=(("access", "write"), *allocation_details(hit.allocation, test, uses))))
     return out
 
 
@@ -198,7 +196,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
                                              f"{': ' + marker.reason if marker.reason else ''}")
     if ev.earlier_loss:
         return result(Outcome.NOT_APPLICABLE, f"not checked: {ev.earlier_loss}")
-    findings = ev.findings + guard_findings(ev.hits, ev.test, ev.arch)
+    findings = ev.findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors)
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
     if lost and not any(f.detector in EXPLAINS_LOSS for f in findings):
@@ -244,12 +242,13 @@ def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker) -> tuple
                                             f"{issue}: the bug may be fixed (or the test no longer reaches it)" + blind)
     if findings:
         return Outcome.EXPECTED_FINDING, "; ".join(_short(f) for f in findings) + issue + blind
-    checked = f"{ev.guarded_blocks} allocation(s) checked" if ev.mode != MEMCHECK_MODE else "no memcheck record"
+    checked = f"{ev.guarded_blocks} allocation(s) checked" if ev.mode not in host_modes.SANITIZED else "no memcheck record"
     return Outcome.CLEAN, f"clean under {'/'.join(MODE_DETECTORS[ev.mode])} ({checked})" + blind
 
 
 def _short(f: Finding) -> str:
-    return f"{f.detector} {f.kind} of {f.buffer}/{f.region} {f.bytes} B" + (f" by {f.kernel}" if f.kernel else "")
+    name = f" ({f.detail('tensor')})" if f.detail("tensor") else ""
+    return f"{f.detector} {f.kind} of {f.buffer}{name}/{f.region} {f.bytes} B" + (f" by {f.kernel}" if f.kernel else "")
 
 
 def _own_words(own: OwnResult) -> str:

@@ -1,14 +1,20 @@
-"""The modes of `pytest --gpu-memsafety[=MODE]` and what each places under every CUDA allocation.
+"""The modes of `pytest --gpu-memsafety[=MODE]`: what each places under every CUDA allocation, where its tests run,
+and which detectors judge them. The one table of host-suite modes (the judge and the option read it from here).
 
 Kept apart (pure constants, no imports) so that the option's converter (fixtures/options.py), loaded in every
 pytest run, can name the modes without importing anything else.
 """
 from __future__ import annotations
 
-MARKERS, MEMCHECK, PAGES = "markers", "memcheck", "pages"
-DEFAULT = MARKERS
+COMPLETE, MARKERS, MEMCHECK, PAGES = "complete", "markers", "memcheck", "pages"
+# The bare flag sees everything it can, as `make sanitize` does: reads and writes.
+DEFAULT = COMPLETE
 MODES = {
-    MARKERS: "0xA5 guard bytes before and after every CUDA allocation, checked at each test's teardown (sees writes)",
+    COMPLETE: "everything that can run (the default): tests in batches under compute-sanitizer memcheck with exact "
+              "allocations and --padding, in one sanitized pass (sees reads and writes outside every allocation, "
+              "which includes every write the markers would see)",
+    MARKERS: "0xA5 guard bytes before and after every CUDA allocation, checked at each test's teardown (sees writes "
+             "only; fastest)",
     MEMCHECK: "tests in batches under compute-sanitizer memcheck, exact allocations, --padding (sees reads and writes "
               "outside every allocation)",
     PAGES: "an unmapped page right after every CUDA allocation, then before it for a test that faults (sees reads "
@@ -16,6 +22,11 @@ MODES = {
 }
 # Modes whose tests run in the process pytest runs (the others run them in child processes).
 IN_PROCESS = frozenset({MARKERS})
-CHILD_MODES = frozenset({MEMCHECK, PAGES})
+CHILD_MODES = frozenset({COMPLETE, MEMCHECK, PAGES})
+# Modes whose children run under compute-sanitizer memcheck, each test's end fenced in its output.
+SANITIZED = frozenset({COMPLETE, MEMCHECK})
 # The allocator placement each mode installs where its tests run (placement/allocator.py).
-PLACEMENT_OF = {MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after"}
+PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after"}
+# Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py
+# checks the spelling).
+DETECTORS = {COMPLETE: ("memcheck",), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard")}

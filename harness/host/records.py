@@ -15,9 +15,10 @@ Which allocation: the one holding the address, else the nearest whose end (or st
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from gpu_memsafety.host.judge import allocation_details
+from gpu_memsafety.host.launches import TensorUse
 from gpu_memsafety.model import Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.placement.allocator import BEFORE_TESTS, Allocation
@@ -45,8 +46,11 @@ class Attributed:
 
 
 def attribute_records(records: Sequence[SanitizerRecord], order: Sequence[str], ended: Sequence[str],
-                      allocations: Sequence[Allocation], *, arch: str = "") -> Attributed:
-    """`order`: the tests that started, in order; `ended`: those that ended (fenced) in order."""
+                      allocations: Sequence[Allocation], *, arch: str = "",
+                      uses: Mapping[str, Sequence[TensorUse]] | None = None) -> Attributed:
+    """`order`: the tests that started, in order; `ended`: those that ended (fenced) in order; `uses`: each test's
+    Triton launches' tensor arguments (host/launches.py), which name the allocation a finding hit."""
+    uses = uses or {}
     from gpu_memsafety.sanitizer.records import _access   # the one place a record becomes an access
     accesses = [(rec, _access(rec)) for rec in records if rec.category == MEMORY_ACCESS and not rec.unplaceable]
     fences = [i for i, rec in enumerate(records) if is_fence(rec)]
@@ -57,7 +61,7 @@ def attribute_records(records: Sequence[SanitizerRecord], order: Sequence[str], 
         segments = _segments(records, fences, list(ended), order)
         for test, recs in segments.items():
             accs = [attribute.Access(**_fields(a)) for r, a in accesses if id(r) in recs]
-            _place(out, test, accs, [a for a in allocations if test in life.get(a.id, ())], arch)
+            _place(out, test, accs, [a for a in allocations if test in life.get(a.id, ())], arch, uses.get(test, ()))
         return out
     out.how = (f"addresses: {len(fences)} fence record(s) for {len(ended)} test end(s) (+1 after collection) do not "
                f"match, so records are placed by the allocations alive in each test")
@@ -69,7 +73,7 @@ def attribute_records(records: Sequence[SanitizerRecord], order: Sequence[str], 
         else:
             out.alone.extend(t for t in tests if t not in out.alone)
     for test, accs in by_test.items():
-        _place(out, test, accs, [a for a in allocations if test in life.get(a.id, ())], arch)
+        _place(out, test, accs, [a for a in allocations if test in life.get(a.id, ())], arch, uses.get(test, ()))
     return out
 
 
@@ -118,21 +122,36 @@ def _candidates(acc: attribute.Access, allocations: Sequence[Allocation], life: 
     return tests
 
 
-def _ref(alloc: Allocation, test: str) -> attribute.BufferRef:
-    return attribute.BufferRef(test, alloc.label, alloc.ptr, alloc.size, alloc.ptr, alloc.size,
+def _ref(alloc: Allocation, test: str, name: str = "") -> attribute.BufferRef:
+    return attribute.BufferRef(test, name or alloc.label, alloc.ptr, alloc.size, alloc.ptr, alloc.size,
                                L.GuardLayout(alloc.size, 0, 0, L.EXACT))
 
 
-def _place(out: Attributed, test: str, accesses: list[attribute.Access], alive: list[Allocation], arch: str) -> None:
+def names(allocations: Sequence[Allocation]) -> dict[int, str]:
+    """Allocation id -> its finding's buffer name: its label, numbered in allocation order where several live
+    allocations share one (a helper that allocates every tensor of a test on one line), so that their findings are
+    neither merged nor named after each other."""
+    by_label: dict[str, list[Allocation]] = {}
+    for a in sorted(allocations, key=lambda a: a.id):
+        by_label.setdefault(a.label, []).append(a)
+    out = {}
+    for label, same in by_label.items():
+        for k, a in enumerate(same, 1):
+            out[a.id] = label if len(same) == 1 else f"{label} (#{k} of {len(same)})"
+    return out
+
+
+def _place(out: Attributed, test: str, accesses: list[attribute.Access], alive: list[Allocation], arch: str,
+           uses: Sequence[TensorUse] = ()) -> None:
     if not accesses:
         return
-    refs = [_ref(a, test) for a in alive if a.size > 0]
+    alive = [a for a in alive if a.size > 0]
+    named = names(alive)
+    refs = [_ref(a, test, named[a.id]) for a in alive]
     found = attribute.aggregate(accesses, refs, arch=arch, stray_case=test)
-    by_label = {}
-    for a in alive:
-        by_label.setdefault(a.label, a)
+    by_name = {named[a.id]: a for a in alive}
     for finding in found.get(test, []):
-        alloc = by_label.get(finding.buffer)
+        alloc = by_name.get(finding.buffer)
         if alloc is not None:
-            finding = replace(finding, details=finding.details + allocation_details(alloc, test))
+            finding = replace(finding, details=finding.details + allocation_details(alloc, test, uses, finding.kernel))
         out.findings.setdefault(test, []).append(finding)

@@ -16,6 +16,8 @@ def failure_text(result: CaseResult) -> str:
              f"expected = {result.expected}"]
     for finding in result.findings:
         lines.append(f"finding = {describe_finding(finding)}")
+        if finding.detail("tensor"):
+            lines.append(f"    tensor: {finding.detail('tensor')}")
         stack = finding.detail("stack")
         if stack:
             lines += [f"    allocated at: {s}" for s in stack.splitlines()[:FINDING_LINES]]
