@@ -46,12 +46,12 @@ def test_the_bare_flag_runs_the_complete_set_in_one_sanitized_pass() -> None:
     assert modes.COMPLETE in modes.CHILD_MODES and modes.COMPLETE in modes.SANITIZED
     assert modes.PLACEMENT_OF[modes.COMPLETE] == "exact"
     # the complete set sees reads: an expectation of an overread is checkable there, not under markers
-    assert "memcheck" in modes.DETECTORS[modes.COMPLETE]
+    assert "memcheck" in modes.DETECTORS_OF[modes.COMPLETE]
 
 
 def test_the_mode_table_spells_the_detectors_as_the_model_does() -> None:
-    assert {d for ds in modes.DETECTORS.values() for d in ds} <= {GUARD, MEMCHECK, GUARD_PAGE}
-    assert set(modes.DETECTORS) == set(modes.MODES) == set(modes.PLACEMENT_OF)
+    assert {d for ds in modes.DETECTORS_OF.values() for d in ds} <= {GUARD, MEMCHECK, GUARD_PAGE}
+    assert set(modes.DETECTORS_OF) == set(modes.MODES) == set(modes.PLACEMENT_OF)
 
 
 def test_sanitized_children_reuse_caches_and_keep_a_users_choice() -> None:
@@ -153,3 +153,17 @@ def test_launch_log_wraps_triton_launches_only_once_triton_is_imported(monkeypat
     log.uninstall()
     JITFunction.run(JITFunction(), FakeTensor(0x40), 5, grid=(1,), warmup=False)
     assert log.take() == [] and len(seen) == 3
+
+
+def test_a_straddling_access_reports_its_full_width() -> None:
+    """An 8-byte load at +3996 of a 4,000-byte tensor: 4 B past the end are counted, and the finding says the access
+    was 8 B wide and straddled the end (issue 41: the full width where the sanitizer gives it)."""
+    alloc = [Allocation(1, 4000, 0, T, (Frame("/s/t.py", 3, "test_gemm"),), 0x50000)]
+    (f,) = attribute_records(xml(FENCE, access(0x50000 + 3996, size=8), FENCE), [T], [T], alloc).findings[T]
+    assert (f.bytes, f.ranges[0].start, f.ranges[0].end) == (4, 4000, 4004)
+    assert f.detail("width") == ("8 B per access; the accesses span +3,996..+4,004 and straddle the tensor's end: "
+                                 "4 B of them inside it, not counted")
+    (g,) = attribute_records(xml(FENCE, access(0x50000 + 4000, size=16), FENCE), [T], [T], alloc).findings[T]
+    assert (g.bytes, g.detail("width")) == (16, "16 B per access")       # a vector load wholly past the end
+    (h,) = attribute_records(xml(FENCE, access(0x50000 + 4000, size=4), FENCE), [T], [T], alloc).findings[T]
+    assert h.detail("width") == ""

@@ -32,7 +32,7 @@ from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHEC
 from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
 # The modes and which detectors each runs: host/modes.py, the one table.
-MODE_DETECTORS = host_modes.DETECTORS
+MODE_DETECTORS = host_modes.DETECTORS_OF
 SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE)}
 STACK_SHOWN = 6
 # Findings that explain a lost CUDA context: a guard-page fault is one; memcheck ends the kernel it reports

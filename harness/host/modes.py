@@ -29,4 +29,4 @@ SANITIZED = frozenset({COMPLETE, MEMCHECK})
 PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after"}
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py
 # checks the spelling).
-DETECTORS = {COMPLETE: ("memcheck",), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard")}
+DETECTORS_OF = {COMPLETE: ("memcheck",), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard")}
