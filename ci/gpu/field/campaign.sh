@@ -25,7 +25,10 @@ PY="$REPO/.venv/bin/python"
 export TRITON_CACHE_DIR=/tmp/field-cache/triton TRITON_CACHE_AUTOTUNING=1
 export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
 mkdir -p "$TRITON_CACHE_DIR"
-if [ -n "${CACHE_IN:-}" ] && [ -f "$CACHE_IN" ]; then tar -xzf "$CACHE_IN" -C /tmp/field-cache; fi
+# CACHE_IN=DIR: the parts (*.part-*) of an earlier call's CACHE_OUT, carried in DIR
+if [ -n "${CACHE_IN:-}" ] && ls "$CACHE_IN"/*.part-* > /dev/null 2>&1; then
+  cat "$CACHE_IN"/*.part-* | tar -xJ -C /tmp/field-cache && echo "cache restored: $(du -sh /tmp/field-cache)"
+fi
 
 step() {    # step NAME LIMIT COMMAND...: at most LIMIT s (less when the budget runs short), logged, timed
   local name=$1 limit=$2; shift 2
@@ -42,7 +45,7 @@ step() {    # step NAME LIMIT COMMAND...: at most LIMIT s (less when the budget 
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   which compute-sanitizer; compute-sanitizer --version | tail -1; git -C "$REPO" rev-parse HEAD 2>/dev/null
   du -sh /tmp/field-cache 2>/dev/null; } > "$LOGS/env.txt" 2>&1
-step bootstrap 150 make .venv/.bootstrap-gpu
+[ -n "${SKIP_BOOTSTRAP:-}" ] || step bootstrap 150 make .venv/.bootstrap-gpu
 source "$REPO/ci/gpu/field/suites.sh"
 
 for suite in $SUITES; do
@@ -66,10 +69,26 @@ for suite in $SUITES; do
   done
 done
 
+# REPROS="ao:ci/gpu/field/repro/ao_4634_gemm_scales.py ...": each standalone reproducer (SUITE:SCRIPT, run with that
+# suite's PYTHONPATH and environment) plain, then under plain compute-sanitizer memcheck with the caching allocator
+# off; its memcheck error lines (deduplicated) go to summary.txt.
+for spec in ${REPROS:-}; do
+  suite=${spec%%:*}; script=$REPO/${spec#*:}; name="repro-$(basename "$script" .py)"
+  suite_def "$suite" || continue
+  step "$name-plain" 120 env "${SUITE_ENV[@]}" PYTHONPATH="$SUITE_PATH" "$PY" "$script"
+  step "$name-memcheck" 180 env "${SUITE_ENV[@]}" PYTHONPATH="$SUITE_PATH" PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+    compute-sanitizer --tool memcheck --print-limit 0 "$PY" "$script"
+  { echo "$name: plain: $(grep -v '^\[' "$LOGS/$name-plain.log" | tail -2 | tr '\n' ' ')"
+    echo "$name: memcheck: $(grep -c 'Invalid __global__' "$LOGS/$name-memcheck.log") invalid-access records; ERROR SUMMARY: $(grep -o 'ERROR SUMMARY: [0-9]* error' "$LOGS/$name-memcheck.log")"
+    grep -A3 'Invalid __global__' "$LOGS/$name-memcheck.log" | grep -E 'Invalid|at |Access|bytes (after|before)' | sed 's/^=* *//' \
+      | sed -E 's/0x[0-9a-f]+/ADDR/g; s/thread \([0-9,]+\)/thread T/; s/block \([0-9,]+\)/block B/' | sort | uniq -c | sort -rn | head -12
+  } >> "$OUT/summary.txt" 2>&1
+done
+
 cp "$LOGS/steps.txt" "$LOGS/env.txt" "$OUT/" 2>/dev/null
 tar -czf "$OUT/reports.tgz" -C "$R" . 2>/dev/null
-if [ -n "${CACHE_OUT:-}" ]; then
-  tar -czf "$OUT/$CACHE_OUT" -C /tmp/field-cache . 2>/dev/null
-  ls -la "$OUT/$CACHE_OUT"
+if [ -n "${CACHE_OUT:-}" ]; then     # Triton's cache (kernels and autotune choices), in parts of 15 MiB at most
+  tar -cf - -C /tmp/field-cache . 2>/dev/null | xz -T0 -6 | split -b 15m - "$OUT/$CACHE_OUT.part-"
+  ls -la "$OUT"/"$CACHE_OUT".part-* | tee -a "$OUT/summary.txt"
 fi
 cat "$OUT/summary.txt"
