@@ -27,7 +27,7 @@ export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
 mkdir -p "$TRITON_CACHE_DIR"
 # CACHE_IN=DIR: the parts (*.part-*) of an earlier call's CACHE_OUT, carried in DIR
 if [ -n "${CACHE_IN:-}" ] && ls "$CACHE_IN"/*.part-* > /dev/null 2>&1; then
-  cat "$CACHE_IN"/*.part-* | tar -xJ -C /tmp/field-cache && echo "cache restored: $(du -sh /tmp/field-cache)"
+  cat "$CACHE_IN"/*.part-* | { if command -v xz > /dev/null; then xz -dc 2>/dev/null || true; fi; } > /tmp/cache.tar; [ -s /tmp/cache.tar ] || cat "$CACHE_IN"/*.part-* | gzip -dc > /tmp/cache.tar; tar -xf /tmp/cache.tar -C /tmp/field-cache && echo "cache restored: $(du -sh /tmp/field-cache)"
 fi
 
 step() {    # step NAME LIMIT COMMAND...: at most LIMIT s (less when the budget runs short), logged, timed
@@ -88,7 +88,8 @@ done
 cp "$LOGS/steps.txt" "$LOGS/env.txt" "$OUT/" 2>/dev/null
 tar -czf "$OUT/reports.tgz" -C "$R" . 2>/dev/null
 if [ -n "${CACHE_OUT:-}" ]; then     # Triton's cache (kernels and autotune choices), in parts of 15 MiB at most
-  tar -cf - -C /tmp/field-cache . 2>/dev/null | xz -T0 -6 | split -b 15m - "$OUT/$CACHE_OUT.part-"
+  Z=xz; command -v xz > /dev/null || Z=gzip; echo "cache compressor: $Z" >> "$OUT/summary.txt"
+  tar -cf - -C /tmp/field-cache . 2>/dev/null | $Z -6 | split -b 15m - "$OUT/$CACHE_OUT.part-"
   ls -la "$OUT"/"$CACHE_OUT".part-* | tee -a "$OUT/summary.txt"
 fi
 cat "$OUT/summary.txt"
