@@ -23,7 +23,7 @@ BUDGET_S=${BUDGET:-540}; T_START=$(date +%s); STEP_MAX=${STEP_MAX:-240}
 SUITES=${SUITES:-"calib ao"}; STEPS=${STEPS:-"plain plain markers complete"}
 PY="$REPO/.venv/bin/python"
 export TRITON_CACHE_DIR=/tmp/field-cache/triton TRITON_CACHE_AUTOTUNING=1
-export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
+export GPU_MEMSAFETY_CACHE=/tmp/field-cache/gms
 mkdir -p "$TRITON_CACHE_DIR"
 # CACHE_IN=DIR: the parts (*.part-*) of an earlier call's CACHE_OUT, carried in DIR
 if [ -n "${CACHE_IN:-}" ] && ls "$CACHE_IN"/*.part-* > /dev/null 2>&1; then
