@@ -167,3 +167,22 @@ def test_a_straddling_access_reports_its_full_width() -> None:
     assert (g.bytes, g.detail("width")) == (16, "16 B per access")       # a vector load wholly past the end
     (h,) = attribute_records(xml(FENCE, access(0x50000 + 4000, size=4), FENCE), [T], [T], alloc).findings[T]
     assert h.detail("width") == ""
+
+
+def test_complete_folds_a_write_both_passes_saw_into_the_markers_bytes() -> None:
+    """memcheck ends a kernel at its first bad store (4 of the 8 B a thread writes before the start); the markers
+    pass saw all 8: one finding with the markers' bytes and memcheck's kernel and line."""
+    from gpu_memsafety.host.judge import fold
+    from gpu_memsafety.model import ByteRange, Finding
+    g = Finding("guard", "overwrite", "alloc 4000 B at t.py line 3", "before_start", 8,
+                ranges=(ByteRange("before_start", -8, 0),), note="8 marker byte(s) changed")
+    m = Finding("memcheck", "overwrite", "alloc 4000 B at t.py line 3 (#1 of 2)", "before_start", 4, kernel="_fill",
+                source="t.py:9", ranges=(ByteRange("before_start", -4, 0),))
+    r = Finding("memcheck", "overread", "alloc 4000 B at t.py line 3", "past_end", 4, kernel="_copy",
+                ranges=(ByteRange("past_end", 4000, 4004),))
+    far = Finding("memcheck", "overwrite", "alloc 4000 B at t.py line 3", "past_end", 4, kernel="_fill",
+                  ranges=(ByteRange("past_end", 4400, 4404),))
+    (read, one, beyond) = fold([m, r, g, far])
+    assert (one.detector, one.bytes, one.kernel, one.source) == ("guard", 8, "_fill", "t.py:9")
+    assert "memcheck saw 4 B of it by _fill (t.py:9)" in one.note
+    assert read is r and beyond is far

@@ -242,6 +242,11 @@ def test_the_bare_flag_runs_the_complete_set_and_sees_a_read(tmp_path: Path) -> 
     assert cases["test_reads_past_the_end"]["mode"] == "complete"
     (finding,) = cases["test_reads_past_the_end"]["findings"]
     assert (finding["detector"], finding["kind"], finding["bytes"]) == ("memcheck", "overread", 4)
+    # the markers pass of the same run sees the write memcheck cannot see in the fake
+    assert [f["detector"] for f in cases["test_overwrite"]["findings"]] == ["guard"]
+    assert cases["test_overwrite"]["outcome"] == "finding" and cases["test_known_bug"]["outcome"] == "expected finding"
+    assert {d["detector"]: d["ran"] for d in cases["test_clean"]["detectors"]} == {"memcheck": True, "guard": True}
+    assert outcomes(proc.stdout)["test_fails_itself"] == "FAILED"      # the test's own result, from the markers pass
     markers = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "--gpu-memsafety-report-dir",
                   str(tmp_path / "m"), "-q", "-k", "test_reads_past_the_end")
     assert report(tmp_path / "m")["test_reads_past_the_end"]["findings"] == [], markers.stdout[-2000:]

@@ -80,6 +80,8 @@ class Evidence:
     guard_off: str = ""          # the test's gpu_memsafety marker turned guarding off: why
     crashed: str = ""            # its process died while it ran (children): how
     tensors: list[TensorUse] = field(default_factory=list)   # its Triton launches' tensor arguments, by name
+    markers_checked: bool = False   # complete mode: its markers pass finished it (hits are that pass's)
+    detector_notes: list[str] = field(default_factory=list)  # what a pass could not do, said in the verdict
 
     def to_json(self) -> dict[str, Any]:
         return {"test": self.test, "mode": self.mode, "arch": self.arch,
@@ -89,7 +91,8 @@ class Evidence:
                 "detector_problem": self.detector_problem, "breaks": [b.to_json() for b in self.breaks],
                 "unavailable": self.unavailable, "missing": self.missing, "context_lost": self.context_lost, "earlier_loss": self.earlier_loss,
                 "guarded_blocks": self.guarded_blocks, "allocated": self.allocated, "guard_off": self.guard_off,
-                "crashed": self.crashed, "tensors": [t.to_json() for t in self.tensors]}
+                "crashed": self.crashed, "tensors": [t.to_json() for t in self.tensors],
+                "markers_checked": self.markers_checked, "detector_notes": list(self.detector_notes)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -105,7 +108,9 @@ class Evidence:
                    earlier_loss=str(data.get("earlier_loss", "")), guarded_blocks=int(data.get("guarded_blocks", 0)),
                    allocated=int(data.get("allocated", 0)), guard_off=str(data.get("guard_off", "")),
                    crashed=str(data.get("crashed", "")),
-                   tensors=[TensorUse.from_json(t) for t in data.get("tensors", ())])
+                   tensors=[TensorUse.from_json(t) for t in data.get("tensors", ())],
+                   markers_checked=bool(data.get("markers_checked", False)),
+                   detector_notes=[str(n) for n in data.get("detector_notes", ())])
 
 
 def first_line(text: str) -> str:

@@ -21,7 +21,7 @@ The test's own result never changes the verdict and is kept beside it (details["
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.host import modes as host_modes
@@ -196,7 +196,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
                                              f"{': ' + marker.reason if marker.reason else ''}")
     if ev.earlier_loss:
         return result(Outcome.NOT_APPLICABLE, f"not checked: {ev.earlier_loss}")
-    findings = ev.findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors)
+    findings = fold(ev.findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors))
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
     if lost and not any(f.detector in EXPLAINS_LOSS for f in findings):
@@ -211,11 +211,47 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
                 if ev.guarded_blocks else "")
         return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{why}{live}")
     outcome, message = _verdict(ev, findings, marker)
+    if ev.detector_notes:
+        message += "; " + "; ".join(ev.detector_notes)
     if ignored:
         message += f"; {ignored} finding(s) outside the marker's sites ({', '.join(marker.sites)}) not counted"
     if ev.hits_truncated:
         message += f"; {ev.hits_truncated} more allocation(s) with changed guards were not listed"
     return result(outcome, message, findings)
+
+
+def fold(findings: list[Finding]) -> list[Finding]:
+    """complete mode: a write memcheck and the markers both saw is one finding. The markers' bytes stand (every byte
+    the kernel wrote; memcheck ends a kernel at its first bad access, so a thread's later stores never happen), with
+    memcheck's kernel, source line and thread; a memcheck write the markers did not see (beyond their 256 B, or
+    landing in another allocation) stays memcheck's."""
+    guards = [f for f in findings if f.detector == GUARD]
+    out: list[Finding] = []
+    folded: dict[int, Finding] = {}
+    for f in findings:
+        g = next((g for g in guards if f.detector == MEMCHECK and f.kind == OVERWRITE and _same_place(f, g)), None)
+        if g is None:
+            out.append(f)
+            continue
+        base = folded.get(id(g), g)
+        folded[id(g)] = replace(base, kernel=base.kernel or f.kernel, source=base.source or f.source,
+                                first_thread=base.first_thread or f.first_thread,
+                                first_block=base.first_block or f.first_block,
+                                note=f"{base.note}; memcheck saw {f.bytes} B of it by {f.kernel or 'a kernel'}"
+                                     f"{' (' + f.source + ')' if f.source else ''}")
+    return [folded.get(id(f), f) for f in out]
+
+
+def _same_place(f: Finding, g: Finding) -> bool:
+    """memcheck's f lies inside the bytes the markers g saw changed, on an allocation of the same label and side."""
+    if f.region != g.region or _label(f.buffer) != _label(g.buffer) or not f.ranges or not g.ranges:
+        return False
+    return all(any(h.start <= r.start and r.end <= h.end for h in g.ranges) for r in f.ranges)
+
+
+def _label(buffer: str) -> str:
+    """An allocation's label without the number that tells apart allocations sharing it (host/records.names)."""
+    return buffer.split(" (#", 1)[0]
 
 
 def _narrow(findings: list[Finding], sites: Sequence[str]) -> tuple[list[Finding], int]:
@@ -260,6 +296,8 @@ def _detector_runs(ev: Evidence) -> list[DetectorRun]:
     for det in MODE_DETECTORS[ev.mode]:
         if ev.unavailable:
             runs.append(DetectorRun(det, False, ev.unavailable))
+        elif det == GUARD and ev.mode == host_modes.COMPLETE and not ev.markers_checked:
+            runs.append(DetectorRun(det, False, "; ".join(ev.detector_notes) or "the markers pass did not run this test"))
         elif ev.detector_problem:
             runs.append(DetectorRun(det, False, ev.detector_problem))
         else:

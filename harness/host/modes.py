@@ -10,9 +10,9 @@ COMPLETE, MARKERS, MEMCHECK, PAGES = "complete", "markers", "memcheck", "pages"
 # The bare flag sees everything it can, as `make sanitize` does: reads and writes.
 DEFAULT = COMPLETE
 MODES = {
-    COMPLETE: "everything that can run (the default): tests in batches under compute-sanitizer memcheck with exact "
-              "allocations and --padding, in one sanitized pass (sees reads and writes outside every allocation, "
-              "which includes every write the markers would see)",
+    COMPLETE: "everything that can run (the default): each batch of tests once under the guard markers (every byte "
+              "of a write, the tests' own results) and once under compute-sanitizer memcheck with exact allocations "
+              "(reads and writes outside every allocation, by kernel and line), one verdict per test",
     MARKERS: "0xA5 guard bytes before and after every CUDA allocation, checked at each test's teardown (sees writes "
              "only; fastest)",
     MEMCHECK: "tests in batches under compute-sanitizer memcheck, exact allocations, --padding (sees reads and writes "
@@ -29,4 +29,4 @@ SANITIZED = frozenset({COMPLETE, MEMCHECK})
 PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after"}
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py
 # checks the spelling).
-DETECTORS_OF = {COMPLETE: ("memcheck",), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard")}
+DETECTORS_OF = {COMPLETE: ("memcheck", "guard"), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard")}
