@@ -15,6 +15,21 @@ suite_def() {
     ao-quant)  # pytorch/ao: the blockwise quantization kernels of the same file
       SUITE_DIR="$F/ao"; SUITE_PATH="$F/ao"; SUITE_ENV+=(TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1)
       SUITE_ARGS=(test/prototype/blockwise_fp8_training/test_blockwise_kernels.py -k "quantize and 128") ;;
+    mamba)     # state-spaces/mamba e9594ce1c732 (2.3.2.post1), Triton ops: selective_state_update on dim 2064 tails,
+               # with and without state_batch_indices; varlen chunk state
+      SUITE_DIR="$F/mamba"; SUITE_PATH="$F/mamba"
+      SUITE_ARGS=(tests/ops/triton/test_selective_state_update.py tests/ops/triton/test_ssd.py
+                  -k "(2064-16 and itype1 and not heads) or (test_chunk_state_varlen and dtype0)") ;;
+    liger)     # linkedin/Liger-Kernel ead96b618e5c (v0.8.2): fused_moe with ragged experts (E=7, T=7, 97x47),
+               # cross entropy with a 423-token tail, layer/group norm
+      SUITE_DIR="$F/liger"; SUITE_PATH="$F/liger/src:$F/liger"
+      SUITE_ARGS=(test/transformers/test_fused_moe.py test/transformers/test_cross_entropy.py
+                  test/transformers/test_group_norm.py test/transformers/test_layer_norm.py
+                  -k "(fused_moe and dtype1 and (7-4-64-32-2 or 97-47 or 7-128-64-3)) or single_token or K_equals_E or (test_cross_entropy and test_correctness and 3-423-32000 and mean and not with and not not_last) or test_liger_group_norm or (test_liger_layer_norm and not functional)") ;;
+    fla)       # fla-org/flash-linear-attention bc3b101dcb71: the varlen (cu_seqlens) paths of three ops
+      SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla"
+      SUITE_ARGS=(tests/ops/test_hgrn.py tests/ops/test_solve_tril.py tests/ops/test_simple_gla.py
+                  -k "fused_recurrent_varlen or solve_tril_varlen") ;;
     *) return 1 ;;
   esac
 }
