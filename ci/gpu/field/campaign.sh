@@ -48,10 +48,12 @@ step() {    # step NAME LIMIT COMMAND...: at most LIMIT s (less when the budget 
 [ -n "${SKIP_BOOTSTRAP:-}" ] || step bootstrap 150 make .venv/.bootstrap-gpu
 source "$REPO/ci/gpu/field/suites.sh"
 
-for suite in $SUITES; do
+for entry in $SUITES; do       # NAME, or NAME:STEP,STEP,... for steps of its own
+  suite=${entry%%:*}; own=""; [ "$entry" != "$suite" ] && own=${entry#*:}
   suite_def "$suite" || { echo "unknown suite $suite" >> "$LOGS/steps.txt"; continue; }
   n=0
-  for what in $STEPS; do
+  list=$STEPS; [ -n "$own" ] && list=${own//,/ }
+  for what in $list; do
     n=$((n + 1)); name="$suite-$n-$what"
     case $what in
       plain) flags=() ;;
