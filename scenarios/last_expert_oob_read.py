@@ -14,7 +14,7 @@ comes from the layout model in kernels/mxfp4/layout.py (64 B for K = 2880); memc
 first bad warp, so the report gives the bytes it saw and the finding is matched on buffer and region.
 
 Batched mode (x [E, M, K], no routing) gave thousands of memcheck errors with and without the pad on the
-H200. Answer, measured on the H200 (evidence/h200/run3-last-expert): a second real bug, not a harness
+H200. Answer, measured on the H200 (results/h200/run3-last-expert.md): a second real bug, not a harness
 mistake. With the library's split-k (5 for E=4, M=64, N=256) the kernel writes 40,960 bytes outside every
 buffer we own, padded or not: the split-k scratchpad is [split_k, 1, M, N] fp32 with no batch axis while each
 expert writes slot expert + split (read from this copy's code). With split_k forced to 1 the writes vanish and

@@ -52,7 +52,7 @@ def _cases() -> list[Case]:
             for v in VARIANTS for rows, n, tags in SHAPES if (v.name, n) not in HANGS_UNDER_MEMCHECK]
 
 
-# Measured on the H200 (compute-sanitizer 2025.3.1, evidence/h200/run20-upstream-scenarios): the buggy kernel on the
+# Measured on the H200 (compute-sanitizer 2025.3.1, results/h200/run20-upstream-scenarios.md): the buggy kernel on the
 # issue's 3,000-sample shape ran past 240 s under memcheck (2,997 bad reads, one record each) and was killed; the
 # 4-sample shape shows the same read exactly. Kept out of the matrix until the harness bounds memcheck's records.
 HANGS_UNDER_MEMCHECK = {("buggy", 3000)}

@@ -1,8 +1,13 @@
-"""Reports the format tests render: the committed H200 reports (evidence/h200/), and one built here that has
+"""Reports the format tests render: reports of earlier H200 runs (tests/data/reports/, gzip-compressed; the runs'
+full outputs are on the evidence-archive branch, their summaries under results/h200/), and one built here that has
 every kind of case a format must show (a failure with a kernel source line, one with none, an unexpectedly
 clean case, a known bug, a baseline-accepted case, a case not run, a stale baseline entry) and hostile text."""
 from __future__ import annotations
 
+import atexit
+import gzip
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +16,26 @@ from gpu_memsafety.placement.layout import Rows, plan
 from gpu_memsafety.report import build_report
 
 ROOT = Path(__file__).resolve().parent.parent
-EVIDENCE = ROOT / "evidence" / "h200"
+REPORTS = ROOT / "tests" / "data" / "reports"
+_UNPACKED = Path(tempfile.mkdtemp(prefix="gpu-memsafety-samples-"))
+atexit.register(shutil.rmtree, _UNPACKED, True)
+
+
+def unpacked(name: str) -> Path:
+    """tests/data/reports/NAME.report.json.gz as a plain report.json (in a folder named NAME) under a temporary
+    folder, as the harness writes it."""
+    target = _UNPACKED / name / "report.json"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(gzip.decompress((REPORTS / f"{name}.report.json.gz").read_bytes()))
+    return target
+
+
 # The default matrix on the H200 (350 cases, 78 known bugs), the last-expert sweep, the real upstream kernels.
-MATRIX = EVIDENCE / "run15-cover-matrix" / "reports" / "matrix-all" / "report.json"
-LAST_EXPERT = EVIDENCE / "run3-last-expert" / "sanitize-last-expert" / "report.json"
-UPSTREAM = EVIDENCE / "run9-upstream-real-kernels" / "padded-stride-sglang" / "report.json"
-PACKAGE_MATRIX = EVIDENCE / "run18-package-matrix" / "reports" / "matrix" / "report.json"   # after the package move
+MATRIX = unpacked("run15-cover-matrix-matrix-all")
+LAST_EXPERT = unpacked("run3-last-expert-sanitize-last-expert")
+UPSTREAM = unpacked("run9-upstream-real-kernels-padded-stride-sglang")
+PACKAGE_MATRIX = unpacked("run18-package-matrix-matrix")   # after the package move
 EVIDENCE_REPORTS = (MATRIX, LAST_EXPERT, UPSTREAM, PACKAGE_MATRIX)
 
 RUN_ROOT = "/runner/work/kernels"

@@ -8,11 +8,14 @@
   process imports) load no GPU stack (torch, triton, CUDA bindings), neither themselves nor through what
   they import at module level; checked statically (which import pulls it in) and by importing them.
 - Every name of the public API (gpu_memsafety.api) is defined in one module only.
+- The packages form layers (docs/architecture.md, "Layers", read from there): no module imports from a layer
+  above its own, counting imports inside functions and under `if TYPE_CHECKING:` (a typing import up the stack
+  is still a dependency a reader must follow).
 
 The import graph is read from the AST of the checkout's folders as the distribution maps them
 (pyproject.toml's package-dir: harness/ -> gpu_memsafety, ...), so the test needs no GPU and imports nothing it
 checks except in the one subprocess that confirms the static answer. Imports under `if TYPE_CHECKING:` are
-left out (they never run). A module named as a string to `importlib.import_module` counts as imported.
+left out of the cycle and GPU-stack checks (they never run), and counted by the layer check. A module named as a string to `importlib.import_module` counts as imported.
 """
 from __future__ import annotations
 
@@ -86,13 +89,14 @@ def _type_checking(node: ast.If) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: Module, *, top_level_only: bool) -> list[tuple[str, int]]:
-    """(imported module, line) for each import statement; `from P import n` names P.n when that is a module."""
+def _imports(module: Module, *, top_level_only: bool, type_checking: bool = False) -> list[tuple[str, int]]:
+    """(imported module, line) for each import statement; `from P import n` names P.n when that is a module.
+    `type_checking`: the imports under `if TYPE_CHECKING:` count too."""
     out: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking(child):
+            if isinstance(child, ast.If) and _type_checking(child) and not type_checking:
                 continue
             if top_level_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 continue
@@ -224,6 +228,49 @@ def _defined_names(module: Module) -> set[str]:
     return names
 
 
+def _layers(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The layer table of docs/architecture.md: the indented block after "## Layers", one `NAME unit unit ...`
+    line per layer, lowest first; a unit is a module or package name under gpu_memsafety ("gpu_memsafety":
+    the package itself)."""
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split() for line in section.splitlines() if line.startswith("    ") and line.strip()]
+    assert rows, "docs/architecture.md: the Layers section has no indented table"
+    return [(row[0], tuple(row[1:])) for row in rows]
+
+
+LAYERS = _layers((ROOT / "docs" / "architecture.md").read_text())
+
+
+def _full(unit: str) -> str:
+    return unit if unit == "gpu_memsafety" else f"gpu_memsafety.{unit}"
+
+
+def _layer_of(name: str, layers: list[tuple[str, tuple[str, ...]]]) -> int | None:
+    """The index of the layer whose longest listed unit `name` is, or is under; None when none."""
+    best: tuple[int, int] | None = None
+    for index, (_, units) in enumerate(layers):
+        for unit in map(_full, units):
+            if (name == unit or name.startswith(unit + ".")) and (best is None or len(unit) > best[1]):
+                best = (index, len(unit))
+    return best[0] if best else None
+
+
+def _upward(modules: dict[str, Module], layers: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """Each import, anywhere in a module (functions and TYPE_CHECKING blocks too), of a module in a layer above
+    the importer's, as `importer (layer) -> imported (layer) at path:line`."""
+    found = []
+    for name, module in modules.items():
+        own = _layer_of(name, layers)
+        for target, line in _imports(module, top_level_only=False, type_checking=True):
+            if not target.startswith("gpu_memsafety"):
+                continue
+            theirs = _layer_of(target, layers)
+            if own is not None and theirs is not None and theirs > own:
+                found.append(f"{name} ({layers[own][0]}) -> {target} ({layers[theirs][0]}) at "
+                             f"{module.path.relative_to(ROOT) if module.path.is_absolute() else module.path}:{line}")
+    return sorted(found)
+
+
 def _api_names() -> list[str]:
     for node in MODULES["gpu_memsafety.api"].tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
@@ -314,3 +361,52 @@ def test_each_public_api_name_is_defined_once() -> None:
     twice = {name: mods for name, mods in where.items() if len(mods) > 1}
     assert not missing, f"api names defined nowhere: {missing}"
     assert not twice, f"api names defined in more than one module: {twice}"
+
+
+# ------------------------------------------------------------------------------------------------ layers
+
+# Imports against the layers still in the code, each with the work that removes it (issue 43 item 4). An entry
+# whose import is gone fails the test too, so the list only shrinks; a new upward import is never added here.
+KNOWN_UPWARD: dict[str, str] = {
+}
+
+
+def _where(entry: str) -> str:
+    return entry.rsplit(" at ", 1)[0]
+
+
+def test_every_module_has_a_layer_and_every_listed_unit_exists() -> None:
+    assert len(LAYERS) > 10
+    unplaced = [name for name in MODULES if _layer_of(name, LAYERS) is None]
+    assert not unplaced, f"modules in no layer of docs/architecture.md: {unplaced}"
+    listed = [_full(u) for _, units in LAYERS for u in units]
+    stale = [u for u in listed if u not in MODULES and not any(m.startswith(u + ".") for m in MODULES)]
+    assert not stale, f"docs/architecture.md's layers name what is no module or package: {stale}"
+    assert len(listed) == len(set(listed)), "a unit is listed in two layers"
+
+
+def test_no_import_goes_up_the_layers() -> None:
+    found = {_where(e): e for e in _upward(MODULES, LAYERS)}
+    new = [e for key, e in found.items() if key not in KNOWN_UPWARD]
+    assert not new, "imports from a layer above (docs/architecture.md, Layers):\n" + "\n".join(new)
+    healed = [key for key in KNOWN_UPWARD if key not in found]
+    assert not healed, f"no longer imported upward: remove from KNOWN_UPWARD: {healed}"
+
+
+def test_the_layer_check_fails_on_an_upward_import() -> None:
+    """A synthetic module in the lowest layer importing the report package, at module level, inside a function
+    and under TYPE_CHECKING: each import is found with its line; a downward import is not."""
+    source = ("from typing import TYPE_CHECKING\n"
+              "from gpu_memsafety.util import paths\n"
+              "from gpu_memsafety.report import document\n"
+              "if TYPE_CHECKING:\n"
+              "    from gpu_memsafety.judge.rules import Mode\n"
+              "def f():\n"
+              "    import gpu_memsafety.cli.main\n")
+    synthetic = {**MODULES, "gpu_memsafety.model": Module("gpu_memsafety.model", Path("harness/model.py"),
+                                                          ast.parse(source))}
+    found = [e for e in _upward(synthetic, LAYERS) if e.startswith("gpu_memsafety.model ")]
+    assert [e.split(" -> ")[1] for e in found] == [
+        "gpu_memsafety.cli.main (cli) at harness/model.py:7",
+        "gpu_memsafety.judge.rules (judge) at harness/model.py:5",
+        "gpu_memsafety.report.document (report) at harness/model.py:3"], found

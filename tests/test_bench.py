@@ -1,7 +1,7 @@
 """gpu_memsafety.cli.bench on CPU: the JSON and Markdown it writes, targets never passed without a measurement,
 a measuring child that dies is restarted after the case that killed it, and bad options are refused.
 
-The numbers themselves only mean something on the GPU (evidence/h200/bench-*); here they must exist.
+The numbers themselves only mean something on the GPU (results/h200/); here they must exist.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 19's calibration cases in the planted scenario, run on the CPU: the Triton kernels under
 TRITON_INTERPRET=1, through the real runner and worker (guard markers and poison; memcheck needs the GPU, see
-tools/device/findings_check.sh). Pins: the correct vectorized kernel with a scalar tail is clean; the atomic
+ci/gpu/findings_check.sh). Pins: the correct vectorized kernel with a scalar tail is clean; the atomic
 one int32 past the end is an overwrite of exactly those 4 bytes; the vector tail overread is found by poison
 and is not visible to the markers (reads); the far write does not run where no sanitizer watches.
 """

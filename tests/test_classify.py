@@ -6,7 +6,7 @@ Recorded H200 output (tests/data/sanitizer/) covers reads, writes and the proces
 synccheck files there are fabricated from public logs (see that README). No recorded atomic, misaligned,
 hardware-exception, malloc/free, leak or initcheck output exists in the repository: those records are
 written here in the format memcheck's text output uses for the recorded ones (header, "at", "by thread",
-"Address ... is ..."), each marked as constructed, and the device script tools/device/findings_check.sh
+"Address ... is ..."), each marked as constructed, and the device script ci/gpu/findings_check.sh
 records real ones for the atomic and misaligned cases.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Through the real runner and worker on the CPU (Triton under TRITON_INTERPRET=1): memcheck through the fake
 compute-sanitizer of tests/fake_sanitizer.py (it reports a case's expected accesses only outside their buffer's
 allocation, as memcheck does), poison and uninit as they are. The GPU run of the whole matrix in this mode is
-tools/device/complete_check.sh. The rules that add the stages up (gpu_memsafety.judge.combine) are tested with
+ci/gpu/complete_check.sh. The rules that add the stages up (gpu_memsafety.judge.combine) are tested with
 small fakes at the end.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ frame, the line the kernel author's, and the function of the access is kept (`in
 counted from the block's own shared memory, past what the driver reserves.
 
 Data: tests/data/sanitizer/memcheck-shared-atomic-inlined.{xml,txt}, compute-sanitizer 2025.3.1 on the H200
-(tools/device/probes/shared_atomic.cu: an atomicAdd at byte 240 of 240 B of dynamic shared memory, through the
+(ci/gpu/probes/shared_atomic.cu: an atomicAdd at byte 240 of 240 B of dynamic shared memory, through the
 helper `bump`). Found by held-out hx_d on the H200 (run 45): the finding named kernel `atomicAdd` at
 device_atomic_functions.hpp:107, offset 1264."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""tools/device/flake_tally.py: the flake tally of evidence/h200 counts what it says it counts.
+"""ci/gpu/flake_tally.py: the flake tally of the archived H200 runs counts what it says it counts.
 
 Fake evidence folders: a baseline, a full default run whose wild write moved its byte count (the same identity, so
 not a difference), a full run with an outcome that differs, a run of some scenarios (compared on the cases both
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
-spec = importlib.util.spec_from_file_location("flake_tally", ROOT / "tools" / "device" / "flake_tally.py")
+spec = importlib.util.spec_from_file_location("flake_tally", ROOT / "ci" / "gpu" / "flake_tally.py")
 tally = importlib.util.module_from_spec(spec)
 sys.modules["flake_tally"] = tally          # dataclasses look their module up while the class is made
 assert spec.loader is not None

@@ -11,7 +11,7 @@ from typing import Any
 from gpu_memsafety.model import GUARD, MEMCHECK, CaseResult, DetectorRun, Outcome
 from gpu_memsafety.report import build_report, shard_record, write_reports
 from gpu_memsafety.report.history import ABSENT, History, find_reports, read_runs
-from report_samples import EVIDENCE, ROOT, padding_overwrite
+from report_samples import ROOT, padding_overwrite, unpacked
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -100,9 +100,8 @@ def test_the_command_prints_the_changes_writes_the_plot_and_fails_on_an_unreadab
 
 
 def test_the_committed_h200_reports_read_as_a_history() -> None:
-    reports = [EVIDENCE / "run10-matrix-x2-midsession" / "reports" / "matrix" / "report.json",
-               EVIDENCE / "run12-make-sanitize-final" / "reports" / "matrix" / "report.json",
-               EVIDENCE / "run15-cover-matrix" / "reports" / "matrix-all" / "report.json"]
+    reports = [unpacked("run10-matrix-x2-midsession-matrix"), unpacked("run12-make-sanitize-final-matrix"),
+               unpacked("run15-cover-matrix-matrix-all")]
     runs, problems = read_runs(reports)
     assert problems == [] and len(runs) == 3
     history = History(runs)

@@ -5,7 +5,7 @@ padding it covers, a sum over every physical row an overread of exactly the logi
 row, and both fixed twins are clean; in guard mode, and in mode both (guard and memcheck; memcheck needs a GPU,
 so its verdict is checked from what it would see) the buggy variants are not applicable, saying only poison
 sees them. The CUDA twin runs on the GPU
-(tools/device/calib_check.sh)."""
+(ci/gpu/calib_check.sh)."""
 from __future__ import annotations
 
 from pathlib import Path

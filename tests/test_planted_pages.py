@@ -2,7 +2,7 @@
 TRITON_INTERPRET=1, through the real runner, in poison mode (the mode that runs here and tells the sides apart):
 b read 64 B past its end and a read 64 B before its start are found on their side, the fixed twins are clean, and
 the guard markers (reads only) stay clean. Guard-page mode needs a GPU: tests/gpu/test_pages.py and
-tools/device/guardpage_check.sh."""
+ci/gpu/guardpage_check.sh."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,7 +5,7 @@ as they are; memcheck through a fake compute-sanitizer (tests/test_cover.py's) t
 accesses only where they fall outside their buffer's allocation, which is what memcheck does. Every buffer being
 covered, the overread of the unwatched input x is outside x's exact allocation and found; narrowed to watched
 buffers (`--cover watched`), the same read lands in x's back guard and memcheck misses it. The GPU run of the same
-cases (Triton and CUDA, memcheck for real) is tools/device/cover_check.sh.
+cases (Triton and CUDA, memcheck for real) is ci/gpu/cover_check.sh.
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ import sys
 
 from gpu_memsafety.cli import simulate
 from gpu_memsafety.fixtures import schedule
-from gpu_memsafety.util.paths import CHECKOUT
+from report_samples import unpacked
 
-RUN18 = CHECKOUT / "evidence" / "h200" / "run18-package-matrix" / "reports" / "matrix" / "report.json"
+RUN18 = unpacked("run18-package-matrix-matrix")     # run 18's whole-matrix report on the H200 (tests/data/reports)
 
 
 def _doc(n: int, seconds: float, restarts: int = 0) -> dict:

@@ -286,12 +286,13 @@ def test_a_before_start_expectation_is_never_dropped_for_lying_before_a_back_pag
 def test_h200_guard_page_findings_of_the_planted_underruns_match_planted_oob() -> None:
     """Run 16 on the H200: guard_page's front-page pass found the planted underread and underwrite, named
     src/dst and before_start; planted_oob's expectations must accept exactly those findings."""
+    import gzip
     import json
     from pathlib import Path
 
     from gpu_memsafety.scenarios.planted_oob import SCENARIO
-    report = Path(__file__).resolve().parents[1] / "evidence/h200/run16-issue20/reports/oob-guard_page/report.json"
-    cases = {c["id"]: c for c in json.loads(report.read_text())["cases"]}
+    report = Path(__file__).resolve().parent / "data/reports/run16-issue20-oob-guard_page.report.json.gz"
+    cases = {c["id"]: c for c in json.loads(gzip.decompress(report.read_bytes()))["cases"]}
     ran = [DetectorRun(GUARD, True), DetectorRun(GUARD_PAGE, True)]
     checked = 0
     for case in SCENARIO.build():

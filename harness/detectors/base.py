@@ -27,9 +27,19 @@ from gpu_memsafety.model import DetectorRun, Finding
 if TYPE_CHECKING:
     from gpu_memsafety.detectors.pageprobe import Probing
     from gpu_memsafety.engine.job import WorkerResult
-    from gpu_memsafety.engine.modes import Mode
     from gpu_memsafety.sanitizer.records import SanitizerRun
     from gpu_memsafety.scenario.definition import Case, Scenario
+
+
+class ModeView(Protocol):
+    """What evidence says of the process kind it came from: its name and the detectors it ran
+    (gpu_memsafety.engine.modes.Mode is one; the mode table sits above the detectors and is not imported here)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def detectors(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,7 @@ class Evidence:
     scenario: "Scenario"
     case: "Case"
     result: "WorkerResult"
-    mode: "Mode"
+    mode: ModeView
     sanitizer: "SanitizerRun | None" = None
     sanitizer_findings: tuple[Finding, ...] = ()   # this case's share of the batch's placed records
     pages: "Probing | None" = None                  # the guard-page reruns after a fault (guard_page)

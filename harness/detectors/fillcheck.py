@@ -199,7 +199,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     if _any(changed, ext_changed):
         _attribute(worker, adapter, case, a, b, report, changed, ext_changed, external, fill_b)
     _release(worker, b)
-    from gpu_memsafety.engine.actions import launched, marker_check
+    from gpu_memsafety.detectors.launch import launched, marker_check
     guard = _scrambled_markers(worker, adapter, case, marker_check(worker, a.ctx), report)
     return launched(a.ctx, a.info, evidence={**guard, UNINIT: report})
 

@@ -74,7 +74,7 @@ class GuardPageDetector:
 def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     """The worker side: a rerun's own placements (one pass), or back pages and then, when that ran through with a
     buffer on a page, front pages (a fault in either pass ends the process like any lost context)."""
-    from gpu_memsafety.engine.actions import once
+    from gpu_memsafety.detectors.launch import once
     entry = worker.entry
     if entry is not None and entry.placements is not None:     # a guard-page rerun: its placements, one pass
         return once(worker, adapter, case, placements=dict(entry.placements))

@@ -232,7 +232,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     the tensor apart; bytes bounded by bisection when something changed)."""
     import time
 
-    from gpu_memsafety.engine.actions import launched, marker_check
+    from gpu_memsafety.detectors.launch import launched, marker_check
     ctx = worker.context(case, marker=BASELINE)
     t0 = time.perf_counter()
     info = adapter(case, ctx)

@@ -4,26 +4,25 @@ An action is a function `(worker, adapter, case) -> dict`: it runs the adapter o
 (`worker.context(...)`), and returns the case's result fields (gpu_memsafety.engine.job.WorkerResult) with the detectors'
 evidence under "evidence", keyed by detector name. A detector names the action it needs
 (gpu_memsafety.detectors.base.Detector.action); detectors that only watch the plain launch share `once`. The actions
-here are the plain launch and stress (production conditions, no detector); the detectors' own live in their
-modules and are named in ACTIONS as "module:function", imported in the worker only (they import torch).
+here are stress (production conditions, no detector); the plain launch and the helpers every detector's action
+uses (launched, marker_check) are in gpu_memsafety.detectors.launch, below this module's layer; the detectors'
+own actions live in their modules and are named in ACTIONS as "module:function", imported in the worker only
+(they import torch).
 
 A mode with several actions (a stage that runs poison and uninit) runs each on the case in turn; `combine` adds
 their results up into one.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
-import json
-import time
 from typing import Any, Callable
 
-from gpu_memsafety.model import GUARD, TRACE
+from gpu_memsafety.model import GUARD
 
 ONCE = "once"
 STRESS = "stress"
 ACTIONS: dict[str, str] = {
-    ONCE: "gpu_memsafety.engine.actions:once",
+    ONCE: "gpu_memsafety.detectors.launch:once",
     STRESS: "gpu_memsafety.engine.actions:stress",
     "guard_page": "gpu_memsafety.detectors.guard_page:run",
     "poison": "gpu_memsafety.detectors.poison:run",
@@ -39,50 +38,6 @@ def resolve(name: str) -> Action:
         raise KeyError(f"unknown worker action {name!r}; known: {', '.join(ACTIONS)}")
     module, func = ACTIONS[name].split(":", 1)
     return getattr(importlib.import_module(module), func)
-
-
-def launched(ctx: Any, info: Any, **extra: Any) -> dict[str, Any]:
-    """The result fields every action reports for a launch on `ctx`: what the adapter said (kernel, launches,
-    notes: a host-side refusal says so there) and the context's buffer map, plus `extra`."""
-    return {"kernel": info.kernel, "launches": info.launches, "arch": ctx.arch(), "notes": jsonable(info.notes),
-            "buffers": ctx.arena.buffer_map(), "watched": sorted(ctx.watched), **extra}
-
-
-def marker_check(worker: Any, ctx: Any) -> dict[str, Any]:
-    """The guard detector's evidence for a launch on `ctx` when the mode runs it ({} otherwise): the changed
-    marker runs per buffer."""
-    if not worker.mode.check_markers:
-        return {}
-    return {GUARD: {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.verify().items()}}
-
-
-def once(worker: Any, adapter: Any, case: Any, *, watch_placement: str | None = None,
-         placements: dict[str, str] | None = None) -> dict[str, Any]:
-    """One launch on buffers in the case's placement (or `watch_placement`, or a rerun's `placements`), then the
-    marker check when the mode runs the guard detector."""
-    where = watch_placement or worker.placement
-    ctx = worker.context(case, watch_placement=where, placements=placements)
-    t0 = time.perf_counter()
-    with _traced(worker, ctx) as tracer:
-        info = adapter(case, ctx)
-    worker.sync()
-    kernel_s = time.perf_counter() - t0
-    pages = {b["name"]: b["layout"]["placement"] for b in ctx.arena.buffer_map() if b["backend"] == "vmm"}
-    evidence = marker_check(worker, ctx)
-    if tracer is not None:
-        evidence[TRACE] = tracer.evidence()
-    return launched(ctx, info, evidence=evidence, kernel_seconds=kernel_s,
-                    passes=[{"placement": where if placements is None else "rerun", "pages": pages,
-                             "kernel_seconds": round(kernel_s, 6)}])
-
-
-def _traced(worker: Any, ctx: Any) -> Any:
-    """The interpreter's trace of the launch when the mode runs that detector (detectors/trace.py: it yields None
-    where Triton is not interpreted, a GPU run); otherwise nothing is wrapped."""
-    if TRACE not in worker.mode.detectors:
-        return contextlib.nullcontext(None)
-    from gpu_memsafety.detectors.trace import tracing
-    return tracing(ctx.arena)
 
 
 def stress(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
@@ -118,7 +73,3 @@ def combine(bodies: list[dict[str, Any]]) -> dict[str, Any]:
             evidence[name] = merge_guard(evidence.get(name), value) if name == GUARD else value
     merged["evidence"] = evidence
     return merged
-
-
-def jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))

@@ -31,7 +31,7 @@ from gpu_memsafety.engine.modes import MODES
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
 CONTEXT_LOST = 75
 # How a worker leaves after a fault (a diagnostic switch for the lost-memcheck-record investigation of issue 26, used
-# by tools/device/complete_check.sh PART=flake16; unset in normal runs): "" os._exit at once (the default); "sleep"
+# by ci/gpu/complete_check.sh PART=flake16; unset in normal runs): "" os._exit at once (the default); "sleep"
 # the same after 1 s; "libc" libc's exit(), which runs the C atexit handlers of the loaded libraries (a sanitizer's
 # in-process part among them) but not Python's finalisation (no tensor destructor meets the dead context).
 # Hypothesis under test: os._exit right after the launch failure can cut off the sanitizer's delivery of the record.

@@ -49,7 +49,7 @@ WRAPS = tuple(sorted({size << bits for size in (1, 2, 4, 8) for bits in (31, 32)
 SHARED_WINDOW = 1 << 24
 # Shared memory the driver reserves at the start of every block's window (cudaDevAttrReservedSharedMemoryPerBlock):
 # 1 KiB from compute capability 8.0 on, none before (CUDA C++ Programming Guide, compute capabilities). Measured on
-# the H200: the attribute reads 1024 (tools/device/probes/shared_atomic.cu), an atomic at byte 240 of a kernel's
+# the H200: the attribute reads 1024 (ci/gpu/probes/shared_atomic.cu), an atomic at byte 240 of a kernel's
 # dynamic shared memory is reported at window offset 0x4f0, and planted_shared's read at byte 1000 at 0x7e8.
 RESERVED_SHARED_SM80 = 1024
 

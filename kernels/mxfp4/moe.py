@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # The HOPPER_SCALE layout (the one gpu_memsafety.kernels.mxfp4.layout models) is what triton_kernels picks on sm90 only.
 HOPPER = (9, 0)
-# 64 tokens, top-2, last expert forced: 35 memcheck records unpadded and 0 padded on the H200 (evidence/h200/run3-last-expert).
+# 64 tokens, top-2, last expert forced: 35 memcheck records unpadded and 0 padded on the H200 (results/h200/run3-last-expert.md).
 DEFAULT_TOKENS = 64
 DEFAULT_TOP_K = 2
 

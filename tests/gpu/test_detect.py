@@ -1,5 +1,5 @@
 """GPU calibration of uninit, racecheck and synccheck (issue 20 items 2-3; run on the H200 by
-tools/device/detect_check.sh). Each planted bug must be found with the right kind, buffer, bytes or source
+ci/gpu/detect_check.sh). Each planted bug must be found with the right kind, buffer, bytes or source
 line, and each fixed twin must stay clean, through the engine's own runner and batching (the buggy variants
 and their twins share a batch, so racecheck's rerun-alone path is exercised too). Skipped, with the reason,
 where torch sees no CUDA device or no compute-sanitizer is found."""

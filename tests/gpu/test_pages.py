@@ -1,4 +1,4 @@
-"""Guard pages on a real GPU (issue 20 items 1 and 4; run on the H200 by tools/device/guardpage_check.sh): the
+"""Guard pages on a real GPU (issue 20 items 1 and 4; run on the H200 by ci/gpu/guardpage_check.sh): the
 front-page placement really starts the tensor on the first mapped byte after an unmapped granule, the back page
 really ends it before one, and in guard_page mode, with every buffer on a page, the reruns name the one buffer
 and its side: planted_pages' b read past its end (past_end), a read before its start (before_start), Triton and

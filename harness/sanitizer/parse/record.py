@@ -119,7 +119,7 @@ def toolkit_header(path: str) -> bool:
 
 def device_frames(where: Frame, callers: tuple[Frame, ...]) -> dict[str, object]:
     """Kernel, file, line, pc and `inlined` of an access made at `where`, called through `callers` (innermost
-    first, the kernel last: memcheck's device stack, H200 probe tools/device/probes/shared_atomic.cu: an atomicAdd
+    first, the kernel last: memcheck's device stack, H200 probe ci/gpu/probes/shared_atomic.cu: an atomicAdd
     inlined into a helper inlined into the kernel reads `<where><func>atomicAdd` in device_atomic_functions.hpp:107,
     then frames `bump` at shared_atomic.cu:5 and `probe_align_count` at :11). The kernel is the last frame; the
     line is the innermost frame outside the toolkit's headers; `inlined` names the function of the access when it

@@ -1,0 +1,16 @@
+# Sourced by the device scripts (ci/gpu/*_check.sh, scaling.sh): one timed step of a budgeted call.
+# The caller sets LOGS (a folder: each step's log, and steps.txt), BUDGET_S (seconds for the whole call) and
+# T_START ($(date +%s) at its start). Wall times come from `date +%s` (no bc on the device).
+#   step NAME LIMIT COMMAND...   runs COMMAND for at most LIMIT s (less when the budget runs short; skipped, and
+#                                said so, when 5 s or less are left), its output in $LOGS/NAME.log, one line per
+#                                step in $LOGS/steps.txt, the log's last lines on stdout.
+step() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s) left=$(( BUDGET_S - ($(date +%s) - T_START) ))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 5 ]; then echo "[$name] skipped: the ${BUDGET_S}-second budget is spent" | tee -a "$LOGS/steps.txt"; return; fi
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "[$name] $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$LOGS/$name.log" "$LOGS/steps.txt"
+  tail -"${STEP_TAIL:-3}" "$LOGS/$name.log"
+}
