@@ -118,7 +118,7 @@ def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine =
 def test_adapter_unsupported_on_a_gpu_machine_could_not_run_and_fails() -> None:
     result = judge_one(worker(J.UNSUPPORTED, message="Unsupported: needs a flux capacitor"))
     assert result.outcome is Outcome.COULD_NOT_RUN and result.failed
-    assert "needs a flux capacitor" in result.message and "--allow-unsupported" in result.message
+    assert "needs a flux capacitor" in result.message and "--gpu-memsafety-allow-unsupported" in result.message
 
 
 def test_adapter_unsupported_is_a_skip_with_allow_unsupported_or_without_a_gpu() -> None:

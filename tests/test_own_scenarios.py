@@ -158,10 +158,10 @@ def test_a_file_whose_scenario_is_not_a_scenario_object_says_so(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("name, text", [
-    ("pytest.ini", "[pytest]\nscenario_paths = ../gpu more\n"),
-    ("pyproject.toml", '[tool.pytest.ini_options]\nscenario_paths = ["../gpu", "more"]\n'),
-    ("tox.ini", "[pytest]\nscenario_paths =\n    ../gpu\n    more\n"),
-    ("setup.cfg", "[tool:pytest]\nscenario_paths = ../gpu more\n"),
+    ("pytest.ini", "[pytest]\ngpu_memsafety_scenario_paths = ../gpu more\n"),
+    ("pyproject.toml", '[tool.pytest.ini_options]\ngpu_memsafety_scenario_paths = ["../gpu", "more"]\n'),
+    ("tox.ini", "[pytest]\ngpu_memsafety_scenario_paths =\n    ../gpu\n    more\n"),
+    ("setup.cfg", "[tool:pytest]\ngpu_memsafety_scenario_paths = ../gpu more\n"),
 ])
 def test_ini_scenario_paths_are_read_from_the_users_config_relative_to_it(tmp_path: Path, name: str, text: str) -> None:
     project = tmp_path / "project"
@@ -368,7 +368,7 @@ def test_list_sees_a_scenario_path_before_or_after_the_command(tmp_path: Path) -
 
 def test_list_reads_scenario_paths_from_the_users_pytest_config(tmp_path: Path) -> None:
     write_scenario(tmp_path / "gpu", "from_ini")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nscenario_paths = gpu\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ngpu_memsafety_scenario_paths = gpu\n")
     proc = harness_cli("--config", str(tmp_path / "pytest.ini"), "list", "--scenario", "from_ini", "--ids")
     assert proc.returncode == 0 and proc.stdout.split()[0] == "from_ini[a-n1]", proc.stderr
 
@@ -478,7 +478,7 @@ def test_pytest_and_the_cli_see_an_installed_packages_entry_point_scenarios(tmp_
     listed = harness_cli("list", "--scenario", "ep_cli", "--ids", env=env)
     assert listed.returncode == 0 and listed.stdout.split()[0] == "ep_cli[a-n1]", listed.stderr
     collected = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--collect-only",
-                                "-q", "--scenario", "ep_cli"], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                                "-q", "--gpu-memsafety-scenario", "ep_cli"], cwd=str(ROOT), env=env, capture_output=True, text=True,
                                timeout=120)
     assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
     assert f"{(site / 'gpu_pkg_cli' / 'ep_cli.py').resolve()}::ep_cli[a-n1]" in collected.stdout
@@ -502,15 +502,15 @@ SCENARIO = Scenario(
 
 def test_workers_that_pick_another_rootdir_still_report_every_case(tmp_path: Path) -> None:
     """A CPU held-out run (session 8): in a repository with no pytest config file, `-n 2` with a new
-    `--report-dir` outside it wrote a report with no cases. The controller creates the report folder before the
+    `--gpu-memsafety-report-dir` outside it wrote a report with no cases. The controller creates the report folder before the
     workers parse the command line; pytest counts that existing folder as a path when it picks the rootdir, so the
     workers named every case relative to another rootdir and the controller took none of their results as its own."""
     repo = tmp_path / "repo"
     (repo / "scenarios").mkdir(parents=True)
     (repo / "scenarios" / "mine.py").write_text(CPU_SCENARIO)
     reports = tmp_path / "out" / "reports"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--scenario-path", "scenarios",
-                           "--report-dir", str(reports), "-q", "-n", "2"], cwd=str(repo), env=clean_env(),
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", "scenarios",
+                           "--gpu-memsafety-report-dir", str(reports), "-q", "-n", "2"], cwd=str(repo), env=clean_env(),
                           capture_output=True, text=True, timeout=300)
     doc = json.loads((reports / "report.json").read_text())
     assert sorted(c["id"] for c in doc["cases"]) == ["mine[a-n10]", "mine[a-n20]", "mine[a-n30]"], proc.stdout[-3000:]

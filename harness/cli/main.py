@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="GPUs (NVML), driver, compute-sanitizer, package versions",
                    description="What this machine has: GPUs (NVML), driver, compute-sanitizer, torch, triton, triton_kernels.")
     lst = sub.add_parser("list", help="scenarios and their case ids",
-                         description="List scenarios and their case ids (the ids `repro`, `pytest --case` and baselines take).")
+                         description="List scenarios and their case ids (the ids `repro`, `pytest --gpu-memsafety-case` and baselines take).")
     _scenario_options(lst, suppress=True)
     lst.add_argument("--scenario", action="append", default=[], metavar="NAME", help="only this scenario (repeatable)")
     lst.add_argument("--tag", action="append", default=[], metavar="TAG", help="only cases with this tag (repeatable)")
@@ -252,7 +252,7 @@ def _new(ns: argparse.Namespace) -> int:
         print(f"wrote {path}")
     where = shlex.quote(str(written[0].parent.resolve()))
     print(f"run it:  python -m gpu_memsafety repro '{ns.name}[buggy-n1000]' --mode guard --scenario-path {where}\n"
-          f"         make sanitize MODE=guard SCENARIO_PATH={where} PYTEST_ARGS=\"--scenario {ns.name}\"\n"
+          f"         make sanitize MODE=guard SCENARIO_PATH={where} PYTEST_ARGS=\"--gpu-memsafety-scenario {ns.name}\"\n"
           f"test it: python -m pytest {shlex.quote(str(written[2]))}")
     return 0
 

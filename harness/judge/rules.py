@@ -11,7 +11,7 @@ and if not, could it have) and a list of `Finding`s. A sanitizer tool's records 
 `Evidence.sanitizer_findings`. This module keeps only the rules.
 
 The rules, in order (each has a test in tests/test_judge.py):
- 1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --allow-unsupported, else
+ 1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --gpu-memsafety-allow-unsupported, else
     UNSUPPORTED); not_applicable: NOT_APPLICABLE; oom and error: UNRESOLVED, nothing was checked.
  2. a fault (lost context, or a death in the launch) that no detector turned into a finding: CRASHED.
  3. nothing guarded (no buffer through the context, or none covered for a detector that needs one: every buffer
@@ -416,7 +416,7 @@ class Judge:
                    runs: list[DetectorRun] | None = None, findings: list[Finding] | None = None) -> CaseResult:
         """A case that should have run here and could not: a failure on a GPU machine, unless allowed."""
         if self.machine.gpu and not self.machine.allow_unsupported:
-            outcome, why = Outcome.COULD_NOT_RUN, f"{why}\n(on a machine with a GPU this fails; --allow-unsupported accepts it)"
+            outcome, why = Outcome.COULD_NOT_RUN, f"{why}\n(on a machine with a GPU this fails; --gpu-memsafety-allow-unsupported accepts it)"
         else:
             outcome = Outcome.UNSUPPORTED
         return self._result(scenario, case, outcome, why, findings or [], runs if runs is not None else self._not_started(scenario), res)

@@ -3,11 +3,12 @@
 A scenario is a Python file that defines `SCENARIO = Scenario(...)` at top level. They are found in:
 
 1. the repository's `scenarios/` directory;
-2. directories given with `--scenario-path DIR` (pytest, `python -m gpu_memsafety list|repro|bench|new`;
+2. directories given with `--scenario-path DIR` (`python -m gpu_memsafety list|repro|bench|new`; pytest's
+   `--gpu-memsafety-scenario-path DIR`;
    `make sanitize SCENARIO_PATH=DIR`), and in the `GPU_MEMSAFETY_SCENARIO_PATH` environment variable
    (os.pathsep-separated; the entry points set it for their child processes, so workers and benchmark
    children see the same set);
-3. the ini option `scenario_paths` of the pytest configuration file in use (pytest.ini, pyproject.toml's
+3. the ini option `gpu_memsafety_scenario_paths` of the pytest configuration file in use (pytest.ini, pyproject.toml's
    [tool.pytest.ini_options], tox.ini, setup.cfg), relative to that file;
 4. installed packages that declare an entry point in the group `gpu_memsafety.scenarios`: its value names a
    module that defines SCENARIO, or a package whose directory holds scenario files.
@@ -39,7 +40,7 @@ from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
 
 ENV_VAR = "GPU_MEMSAFETY_SCENARIO_PATH"
 ENTRY_POINT_GROUP = "gpu_memsafety.scenarios"
-INI_OPTION = "scenario_paths"
+INI_OPTION = "gpu_memsafety_scenario_paths"
 _REPO_PACKAGE = "gpu_memsafety.scenarios"
 
 
@@ -127,7 +128,7 @@ def _ini_section(path: Path) -> dict[str, Any] | None:
 
 
 def ini_paths(inifile: Path | None) -> list[Path]:
-    """`scenario_paths` of a pytest configuration file, resolved against the file's directory."""
+    """`gpu_memsafety_scenario_paths` of a pytest configuration file, resolved against the file's directory."""
     if inifile is None:
         return []
     section = _ini_section(inifile) or {}
@@ -142,7 +143,7 @@ def ini_paths(inifile: Path | None) -> list[Path]:
 
 def configure_from_command_line(paths: Sequence[str], config: str | None) -> None:
     """A command's `--scenario-path DIR...` and `--config FILE`: make this process and its children see the
-    scenarios of `paths` and of the configuration file's scenario_paths (FILE, else the file pytest would use
+    scenarios of `paths` and of the configuration file's gpu_memsafety_scenario_paths (FILE, else the file pytest would use
     from the current directory). A bad path or a name defined twice is reported here, before any work."""
     inifile = Path(config) if config else find_inifile(Path.cwd())
     if config and not inifile.is_file():

@@ -1,7 +1,7 @@
 """The flake tally (evidence/h200/flake-tally.md) from the committed H200 reports: `python3 tools/device/flake_tally.py`.
 
 Every report under evidence/h200/run*/ that is `make sanitize` in the default mode (complete) on the whole default
-matrix (no --scenario, -k or other selection in its argv, as many cases as the baseline) is one row: its workers,
+matrix (no --gpu-memsafety-scenario, -k or other selection in its argv, as many cases as the baseline) is one row: its workers,
 wall time, status, failed cases, the cases whose outcome differs from the baseline (run 27's cold report), the cases
 whose findings differ from the baseline's (by identity: detector, kind, kernel, buffer, region, and bytes where
 exact) and the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "evidence" / "h200"
 BASELINE = ROOT / "run27-default-after-fix" / "cold" / "report.json.gz"
-SELECTING = ("--scenario", "-k", "--lf", "--deselect")
+SELECTING = ("--gpu-memsafety-scenario", "-k", "--lf", "--deselect")
 FIRST_RUN = 27   # run 27 (ae963db) fixed the last flake found; earlier runs are the history that led there
 
 

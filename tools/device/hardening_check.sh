@@ -30,13 +30,13 @@ step bootstrap 120 make .venv/.bootstrap-gpu
 step matrix 330 make sanitize MODE=both REPORTS="$R/matrix" PYTEST_ARGS="$MATRIX_ARGS"
 for k in 1 2; do
   step "shard$k" 60 make sanitize MODE=both SHARD="$k/2" RUN_GROUP="h200-hardening-$T_START" REPORTS="$R/shard$k" \
-    PYTEST_ARGS="-n 2 --scenario planted_oob"
+    PYTEST_ARGS="-n 2 --gpu-memsafety-scenario planted_oob"
 done
 step merge 30 .venv/bin/python -m gpu_memsafety merge "$R/shard1/report.json" "$R/shard2/report.json" -o "$R/merged"
 H=/tmp/hard-host; rm -rf "$H"; mkdir -p "$H"
 cp harness/cli/example/scale_kernel.py harness/cli/example/scale_store.py "$H/"
-step host 120 env GPU_MEMSAFETY_IMPORT_TIMEOUT=120 .venv/bin/python -m pytest -p no:cacheprovider -rfEs --mode both \
-  --scenario-path "$H" --scenario scale_store --report-dir "$R/host" "$H"
+step host 120 env GPU_MEMSAFETY_IMPORT_TIMEOUT=120 .venv/bin/python -m pytest -p no:cacheprovider -rfEs --gpu-memsafety-mode both \
+  --gpu-memsafety-scenario-path "$H" --gpu-memsafety-scenario scale_store --gpu-memsafety-report-dir "$R/host" "$H"
 
 python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 python3 - "$R" "$BASE" <<'PY'

@@ -68,7 +68,7 @@ done
 # 3. a baseline from that report: refused until filled, then the next run accepts and names the stale entry
 step baseline-write 60 $PY -m gpu_memsafety baseline write "$R/matrix/report.json" -o "$R/baseline.json" --include-expected
 say "baseline write: $(head -1 "$R/baseline-write.log")"
-step refused 60 $PY -m pytest scenarios -p no:cacheprovider -m smoke --mode both --report-dir "$R/refused" --baseline "$R/baseline.json"
+step refused 60 $PY -m pytest scenarios -p no:cacheprovider -m smoke --gpu-memsafety-mode both --gpu-memsafety-report-dir "$R/refused" --gpu-memsafety-baseline "$R/baseline.json"
 say "unfilled baseline: $(grep -m1 'reason: is empty' "$R/refused.log" | cut -c1-160)"
 sed -i 's/"reason": ""/"reason": "known upstream bug, tracked by its scenario (issue 28 check)"/' "$R/baseline.json"
 $PY - "$R/baseline.json" <<'EOF'
@@ -78,8 +78,8 @@ first = doc["accepted"][0]
 doc["accepted"].append({**first, "case": "last_expert_oob_read[removed-case-K2880]", "reason": "a case that no longer exists"})
 json.dump(doc, open(sys.argv[1], "w"), indent=2)
 EOF
-step with-baseline 150 $PY -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup -m smoke --mode both \
-    --report-dir "$R/with-baseline" --baseline "$R/baseline.json"
+step with-baseline 150 $PY -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup -m smoke --gpu-memsafety-mode both \
+    --gpu-memsafety-report-dir "$R/with-baseline" --gpu-memsafety-baseline "$R/baseline.json"
 say "run with the baseline: $(grep -m1 'as pytest counts them' "$R/with-baseline.log")"
 $PY -c "
 import json, sys

@@ -19,28 +19,28 @@ run() {  # run NAME LIMIT pytest-args...
   if [ "$limit" -le 10 ]; then echo "[$name] not run: budget spent" | tee -a "$R/steps.txt"; return; fi
   local t0=$(date +%s)
   timeout "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile \
-    --report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
-  echo "[$name] python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --report-dir R/$name $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
+    --gpu-memsafety-report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
+  echo "[$name] python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --gpu-memsafety-report-dir R/$name $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
 }
 if [ "$PART" = matrix ]; then
-  run matrix 530 --mode both ${ARGS:-}
+  run matrix 530 --gpu-memsafety-mode both ${ARGS:-}
 elif [ "$PART" = final ]; then
   # `make sanitize` itself (bootstrap layered on the image's python, upstream --if-missing, the default matrix),
   # then the detection modes on the planted scenarios.
   t0=$(date +%s)
   timeout "${MATRIX_LIMIT:-330}" make sanitize REPORTS="$R/matrix" PYTEST_ARGS="${MATRIX_ARGS:-}" > "$R/matrix.log" 2>&1
   echo "[matrix] make sanitize REPORTS=R/matrix PYTEST_ARGS=\"${MATRIX_ARGS:-}\" -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/matrix.log"
-  run guard_page 35 --mode guard_page --scenario planted_oob
-  run poison 45 --mode poison --scenario planted_oob
-  run uninit 35 --mode uninit --scenario planted_uninit
-  run racecheck 50 --mode racecheck --scenario planted_race
-  run synccheck 35 --mode synccheck --scenario planted_barrier
+  run guard_page 35 --gpu-memsafety-mode guard_page --gpu-memsafety-scenario planted_oob
+  run poison 45 --gpu-memsafety-mode poison --gpu-memsafety-scenario planted_oob
+  run uninit 35 --gpu-memsafety-mode uninit --gpu-memsafety-scenario planted_uninit
+  run racecheck 50 --gpu-memsafety-mode racecheck --gpu-memsafety-scenario planted_race
+  run synccheck 35 --gpu-memsafety-mode synccheck --gpu-memsafety-scenario planted_barrier
 else
-  run guard_page 60 --mode guard_page --scenario planted_oob
-  run poison 80 --mode poison --scenario planted_oob
-  run uninit 80 --mode uninit --scenario planted_uninit
-  run racecheck 120 --mode racecheck --scenario planted_race
-  run synccheck 80 --mode synccheck --scenario planted_barrier
+  run guard_page 60 --gpu-memsafety-mode guard_page --gpu-memsafety-scenario planted_oob
+  run poison 80 --gpu-memsafety-mode poison --gpu-memsafety-scenario planted_oob
+  run uninit 80 --gpu-memsafety-mode uninit --gpu-memsafety-scenario planted_uninit
+  run racecheck 120 --gpu-memsafety-mode racecheck --gpu-memsafety-scenario planted_race
+  run synccheck 80 --gpu-memsafety-mode synccheck --gpu-memsafety-scenario planted_barrier
 fi
 python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
 import json, sys

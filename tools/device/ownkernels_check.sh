@@ -2,7 +2,7 @@
 # Issue 16 on the device machine (H200), with the image's python (no bootstrap: the machine has no index),
 # everything under $OUT (summary.txt, steps.txt, env.txt, reports.tgz):
 #   1. the guide's example (harness/cli/example, copied to a directory outside the checkout) in mode `both` through
-#      `--scenario-path`: buggy variants an expected finding (4 B past `out`, guard markers and memcheck),
+#      `--gpu-memsafety-scenario-path`: buggy variants an expected finding (4 B past `out`, guard markers and memcheck),
 #      fixed variants clean;
 #   2. `python -m gpu_memsafety new --cuda`: the generated CUDA scaffold's own test (load_inline build, buggy found,
 #      fixed clean), and the Triton scaffold's test, on the GPU;
@@ -25,14 +25,14 @@ step() {  # step NAME LIMIT command...
   echo "[$name] $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
 }
 step list 60 python3 -m gpu_memsafety list --scenario-path "$MINE" --scenario scale_store
-step example-both 150 python3 -m pytest scenarios -p no:cacheprovider -rfEs --mode both --scenario-path "$MINE" \
-  --scenario scale_store --report-dir "$R/example-both"
+step example-both 150 python3 -m pytest scenarios -p no:cacheprovider -rfEs --gpu-memsafety-mode both --gpu-memsafety-scenario-path "$MINE" \
+  --gpu-memsafety-scenario scale_store --gpu-memsafety-report-dir "$R/example-both"
 step new-cuda 30 python3 -m gpu_memsafety new gen_cuda --cuda --path "$GEN/cuda"
 step new-cuda-test 180 python3 -m pytest -p no:cacheprovider -q -rA "$GEN/cuda/test_gen_cuda.py"
 step new-triton 30 python3 -m gpu_memsafety new gen_triton --path "$GEN/triton"
 step new-triton-test 90 python3 -m pytest -p no:cacheprovider -q -rA "$GEN/triton/test_gen_triton.py"
-step last-expert 200 python3 -m pytest scenarios -p no:cacheprovider -rfEs --mode both --scenario last_expert_oob_read \
-  -m "smoke or batched" --report-dir "$R/last-expert"
+step last-expert 200 python3 -m pytest scenarios -p no:cacheprovider -rfEs --gpu-memsafety-mode both --gpu-memsafety-scenario last_expert_oob_read \
+  -m "smoke or batched" --gpu-memsafety-report-dir "$R/last-expert"
 python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'
 import json, sys
 from collections import Counter

@@ -4,7 +4,7 @@
 # reports.tgz). Carried: .vendor/ (make upstream's output), .devwhl/ (apache-tvm-ffi 0.1.11, cp312).
 #
 #   PART=matrix  `make sanitize` (bootstraps .venv with the editable install, as a fresh clone does) with
-#                MATRIX_ARGS (default "-n 4 --mode both": the default of before the move), compared case by case with
+#                MATRIX_ARGS (default "-n 4 --gpu-memsafety-mode both": the default of before the move), compared case by case with
 #                BASE (default evidence/h200/run15-cover-matrix/reports/matrix-all/report.json, cover=all, mode both).
 #   PART=host    a host repository in /tmp/host with its own top-level kernels/ and fixtures/ packages: a Triton kernel
 #                (the guide's example) and a CUDA C++ kernel (`gpu-memsafety new hostcuda --cuda`), each imported by its
@@ -18,7 +18,7 @@ set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
 REPO=$PWD; OUT=${OUT:-/tmp/out}; R=/tmp/pkg-r; mkdir -p "$OUT" "$R"
 PART=${PART:-all}; BUDGET_S=${BUDGET:-580}; T_START=$(date +%s); LOGS="$R"
-MATRIX_ARGS=${MATRIX_ARGS:--n 4 --mode both}
+MATRIX_ARGS=${MATRIX_ARGS:--n 4 --gpu-memsafety-mode both}
 BASE=${BASE:-evidence/h200/run15-cover-matrix/reports/matrix-all/report.json}
 source "$(dirname "$0")/steps.sh"
 { date -u; nvidia-smi -L; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
@@ -38,10 +38,10 @@ if [ "$PART" = host ] || [ "$PART" = all ]; then
   sed 's/^import hostcuda_kernel .*/from kernels import hostcuda_kernel  # the host package/' /tmp/hostcuda-gen/hostcuda.py > "$H/gpu_scenarios/hostcuda.py"
   grep -n "from kernels import" "$H"/gpu_scenarios/*.py >> "$R/host.txt"
   # (a script, not a function: `timeout` runs programs)
-  printf '#!/usr/bin/env bash\ncd %s && exec env -u PYTHONPATH %s/.venv/bin/python -P -m pytest --scenario-path gpu_scenarios -p no:cacheprovider -rfEs --report-dir "%s/$1" "${@:2}"\n' "$H" "$REPO" "$R" > /tmp/hostrun.sh
+  printf '#!/usr/bin/env bash\ncd %s && exec env -u PYTHONPATH %s/.venv/bin/python -P -m pytest --gpu-memsafety-scenario-path gpu_scenarios -p no:cacheprovider -rfEs --gpu-memsafety-report-dir "%s/$1" "${@:2}"\n' "$H" "$REPO" "$R" > /tmp/hostrun.sh
   chmod +x /tmp/hostrun.sh
-  step host-both 240 /tmp/hostrun.sh host-both --mode both
-  step host-guard 120 /tmp/hostrun.sh host-guard --mode guard
+  step host-both 240 /tmp/hostrun.sh host-both --gpu-memsafety-mode both
+  step host-guard 120 /tmp/hostrun.sh host-guard --gpu-memsafety-mode guard
 fi
 if [ "$PART" = matrix ] || [ "$PART" = all ]; then
   step matrix 560 make sanitize REPORTS="$R/matrix" PYTEST_ARGS="$MATRIX_ARGS"

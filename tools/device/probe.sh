@@ -10,7 +10,7 @@ while [ $# -ge 2 ]; do
   name=$1; args=$2; shift 2
   echo "=== $name: python3 -m pytest $args"
   start=$(date +%s)
-  python3 -m pytest $args --report-dir "$OUT/r/$name" > "$OUT/r/$name.log" 2>&1
+  python3 -m pytest $args --gpu-memsafety-report-dir "$OUT/r/$name" > "$OUT/r/$name.log" 2>&1
   rc=$?
   end=$(date +%s)
   echo "rc=$rc wall_s=$(( end - start ))" | tee -a "$OUT/r/$name.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 24's code-structure part on the device machine (H200), one call under 8 minutes, everything under $OUT:
 # the modules split by job do on a GPU what they did before the split. Carries nothing (`.vendor` optional:
-# without it the smoke cases that need upstream code are unsupported, accepted here with --allow-unsupported).
+# without it the smoke cases that need upstream code are unsupported, accepted here with --gpu-memsafety-allow-unsupported).
 #   1. bench (the gpu_memsafety.cli.bench package: parent parts, the measuring child started as
 #      `python -m gpu_memsafety.cli.bench child JOB.json`, timing, targets, bench.md) on one planted case:
 #      parts bandwidth and cases, with guard_page and memcheck timed in their own children.
@@ -34,8 +34,8 @@ for row in doc["parts"].get("cases", {}).get("cases", []):
 for t in doc["targets"]:
     print(f"  target {t['status']}: {t['target'][:70]}")
 EOF
-step smoke 170 $PY -m pytest scenarios -p no:cacheprovider -rfEs -m smoke -n auto --dist loadgroup --mode both \
-  --allow-unsupported --report-dir "$R/smoke"
+step smoke 170 $PY -m pytest scenarios -p no:cacheprovider -rfEs -m smoke -n auto --dist loadgroup --gpu-memsafety-mode both \
+  --gpu-memsafety-allow-unsupported --gpu-memsafety-report-dir "$R/smoke"
 step gpu-tests 150 $PY -m pytest tests/gpu -p no:cacheprovider -q -rA
 python3 tools/device/summarize.py "$R" >> "$R/summary.txt" 2>&1
 cat "$R/summary.txt" | head -60

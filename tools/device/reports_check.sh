@@ -49,7 +49,7 @@ log "merge of one file twice rc=$? (expect 2): $(tail -1 "$OUT/merge-twice.log")
 # 3. an interrupted run (SIGTERM to pytest, as a cancelled CI job sends it)
 left=$(( 520 - ($(date +%s) - T_START) ))
 if [ "$left" -gt 100 ]; then
-  .venv/bin/python -m pytest scenarios -p no:cacheprovider -rfEs --mode both --report-dir "$OUT/interrupted" \
+  .venv/bin/python -m pytest scenarios -p no:cacheprovider -rfEs --gpu-memsafety-mode both --gpu-memsafety-report-dir "$OUT/interrupted" \
       > "$OUT/interrupted.log" 2>&1 &
   pid=$!
   sleep 40; kill -TERM "$pid"; wait "$pid"; rc=$?

@@ -18,7 +18,7 @@ step gpu-tests 150 .venv/bin/python -m pytest tests/test_fault_injection.py test
 tail -4 "$OUT/r/gpu-tests.log"
 step bench 420 make bench REPORTS="$OUT/r" BENCH_ARGS="--parts bandwidth,cases,matrix"
 grep "^\[bench" "$OUT/r/bench.log" | tail -12
-step planted-guard-page 60 .venv/bin/python -m pytest scenarios -p no:cacheprovider --scenario planted_oob --mode guard_page --report-dir "$OUT/r/planted-guard-page" -q
+step planted-guard-page 60 .venv/bin/python -m pytest scenarios -p no:cacheprovider --gpu-memsafety-scenario planted_oob --gpu-memsafety-mode guard_page --gpu-memsafety-report-dir "$OUT/r/planted-guard-page" -q
 tail -3 "$OUT/r/planted-guard-page.log"
 step padded-repro 90 .venv/bin/python -m gpu_memsafety repro padded_stride_scale_write --variant packed --set impl=cuda --set hidden=2304 --mode all --keep "$OUT/r/padded-repro"
 tail -25 "$OUT/r/padded-repro.log"

@@ -12,7 +12,7 @@ part() {
   echo "make sanitize REPORTS=$OUT/r/$name PYTEST_ARGS=\"$*\" -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$OUT/r/$name.log"
   tail -4 "$OUT/r/$name.log"
 }
-part sanitize-planted-padded 240 --scenario planted_oob --scenario padded_stride_scale_write
-part sanitize-last-expert 330 --scenario last_expert_oob_read
+part sanitize-planted-padded 240 --gpu-memsafety-scenario planted_oob --gpu-memsafety-scenario padded_stride_scale_write
+part sanitize-last-expert 330 --gpu-memsafety-scenario last_expert_oob_read
 tar czf "$OUT/runs.tgz" .cache/runs 2>/dev/null
 tar czf "$OUT/reports.tgz" -C "$OUT" r

@@ -20,8 +20,8 @@ PY=.venv/bin/python
 step bootstrap 120 make .venv/.bootstrap-gpu
 scen() {  # scen NAME LIMIT MODE pytest-selection...
   local name=$1 limit=$2 mode=$3; shift 3
-  step "$name" "$limit" $PY -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --mode "$mode" \
-    --report-dir "$R/$name" "$@"
+  step "$name" "$limit" $PY -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --gpu-memsafety-mode "$mode" \
+    --gpu-memsafety-report-dir "$R/$name" "$@"
 }
 { date -u; nvidia-smi -L; nvcc --version | tail -2; ls /usr/local/cuda/include/curand.h
   $PY -c "import gpu_memsafety; print('gpu_memsafety from', gpu_memsafety.__file__)"
@@ -52,12 +52,12 @@ for v in ("0.27.1", "0.33.0"):
     print(timed(f"vLLM {v} gather kernel (Triton, loaded)", VK.load, v))
 EOF
 cp "$R/builds.log" "$R/builds.txt" 2>/dev/null
-scen metadata-both 90 both --scenario paged_mqa_metadata_smem_read
-scen gather-both 60 both --scenario block_table_row_gather
-scen sampling-both 90 both --scenario sampling_threshold_overread
-scen gather-guard_page 60 guard_page --scenario block_table_row_gather
-scen gather-poison 60 poison --scenario block_table_row_gather
-scen sampling-guard_page 60 guard_page --scenario sampling_threshold_overread
+scen metadata-both 90 both --gpu-memsafety-scenario paged_mqa_metadata_smem_read
+scen gather-both 60 both --gpu-memsafety-scenario block_table_row_gather
+scen sampling-both 90 both --gpu-memsafety-scenario sampling_threshold_overread
+scen gather-guard_page 60 guard_page --gpu-memsafety-scenario block_table_row_gather
+scen gather-poison 60 poison --gpu-memsafety-scenario block_table_row_gather
+scen sampling-guard_page 60 guard_page --gpu-memsafety-scenario sampling_threshold_overread
 $PY tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 cat "$R/steps.txt"; grep "^==" "$R/summary.txt"
 cp "$R/summary.txt" "$R/steps.txt" "$R/env.txt" "$OUT/"; [ -f "$R/builds.txt" ] && cp "$R/builds.txt" "$OUT/"

@@ -12,8 +12,8 @@ step bootstrap 60 make .venv/.bootstrap-gpu
 for spec in "gather-both:both:block_table_row_gather" "metadata-both:both:paged_mqa_metadata_smem_read" \
             "sampling-both:both:sampling_threshold_overread"; do
   name=${spec%%:*}; rest=${spec#*:}; mode=${rest%%:*}; scen=${rest#*:}
-  step "$name" 60 $PY -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --mode "$mode" \
-    --report-dir "$R/$name" --scenario "$scen"
+  step "$name" 60 $PY -m pytest scenarios -p no:cacheprovider -q -rfEs -n 4 --dist loadgroup --gpu-memsafety-mode "$mode" \
+    --gpu-memsafety-report-dir "$R/$name" --gpu-memsafety-scenario "$scen"
 done
 python3 tools/device/summarize.py "$R" > "$R/summary.txt" 2>&1
 cp "$R/summary.txt" "$R/steps.txt" "$OUT/"; tar czf "$OUT/reports.tgz" --exclude='*.xml' -C "$R" . 2>/dev/null

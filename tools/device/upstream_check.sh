@@ -5,7 +5,7 @@
 #   1. what the machine has; apache-tvm-ffi from the carried wheel into the image's python (the image's numpy 2.5
 #      is outside pyproject's pins, and `make`'s bootstrap cannot fetch another offline, so the make-sanitize
 #      command is run directly with the image's python: `python3 -m gpu_memsafety.cli.upstream --if-missing` then
-#      `python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode both ...`)
+#      `python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --gpu-memsafety-mode both ...`)
 #   2. sglang 0.5.18 / 0.5.19 built for sm_90a as sglang builds them (timed; the cases reuse the build)
 #   3. padded_stride_scale_write, the sglang cases (all H x token counts, refusal contracts)
 #   4. last_expert_oob_read, copies A, C (and D: unsupported on triton 3.6) x pads {none, sglang, vllm}
@@ -33,13 +33,13 @@ for v in ('0.5.18', '0.5.19'):
 part() {
   local name=$1 limit=$2; shift 2
   local t0=$(date +%s)
-  timeout "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode both \
-    --report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
+  timeout "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --gpu-memsafety-mode both \
+    --gpu-memsafety-report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
   local rc=$?
-  echo "python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --mode both --report-dir $R/$name $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$LOG" "$R/$name.log"
+  echo "python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadfile --gpu-memsafety-mode both --gpu-memsafety-report-dir $R/$name $* -> rc=$rc wall_s=$(( $(date +%s) - t0 ))" | tee -a "$LOG" "$R/$name.log"
 }
-part padded-stride-sglang 120 --scenario padded_stride_scale_write -k sglang
-part last-expert-copies 210 --scenario last_expert_oob_read -k '(tkA or tkC or tkD) and (gptoss or K2880-E4-N256 or K3072) and not batched and not tp4'
+part padded-stride-sglang 120 --gpu-memsafety-scenario padded_stride_scale_write -k sglang
+part last-expert-copies 210 --gpu-memsafety-scenario last_expert_oob_read -k '(tkA or tkC or tkD) and (gptoss or K2880-E4-N256 or K3072) and not batched and not tp4'
 cat "$LOG"
 for n in padded-stride-sglang last-expert-copies; do tail -25 "$R/$n.log"; cp "$R/$n.log" "$OUT/"; cp "$R/$n/summary.md" "$OUT/$n-summary.md"; done
 tar czf "$OUT/reports.tgz" -C "$R" .
