@@ -316,10 +316,18 @@ class Judge:
         verdict = conclude(expectation, [assessed])
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
+        partial: dict[str, str] = {}
         if missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING, Outcome.UNSUPPORTED):
             why = "; ".join(f"{d.detector} could not run: {d.detail}" for d in missing)
-            seen = f" (what ran: {message})" if outcome is not Outcome.UNSUPPORTED else ""
-            return self.cannot_run(scenario, case, why + seen, res, runs, findings)
+            if (self.machine.gpu and not self.machine.allow_unsupported) or not any(d.ran for d in runs):
+                seen = f" (what ran: {message})" if outcome is not Outcome.UNSUPPORTED else ""
+                return self.cannot_run(scenario, case, why + seen, res, runs, findings)
+            # As a staged mode does (judge.combine, rule 4): the verdict of the detectors that ran stands and the
+            # case is partial, which the headline counts as ran ("memcheck did not run on N").
+            partial = {d.detector: d.detail for d in missing}
+            message = f"{message} (partial: {why})"
+        elif missing:
+            partial = {d.detector: d.detail for d in missing}    # a failure judged on part of its detectors
         if outcome is Outcome.UNSUPPORTED:
             outcome = Outcome.NOT_APPLICABLE
         if void and outcome is Outcome.NOT_APPLICABLE:      # say why poison did not count, not that it did not run
@@ -331,6 +339,8 @@ class Judge:
         result = self._result(scenario, case, outcome, message, findings, runs, res)
         if verdict.missing:
             result.details["missing_expected"] = list(verdict.missing)   # a baseline never hides these
+        if partial:
+            result.details["partial"] = partial
         return result
 
     def _died(self) -> str:

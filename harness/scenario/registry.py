@@ -384,10 +384,25 @@ def scenario_modules() -> list[str]:
     return sorted(s.module for s in _dir_sources(SCENARIO_DIR, "") if s.module)
 
 
+# What to do when a scenario is not found: where the harness looks for a user's own.
+WHERE_TO_ADD = (f"a scenario of your own is found through --scenario-path DIR (the gpu-memsafety commands), "
+                f"--gpu-memsafety-scenario-path DIR (pytest) or {INI_OPTION} in your pytest configuration")
+
+
+def unknown_scenarios(names: Iterable[str], known: Iterable[str]) -> str:
+    """'no scenario 'x'; known: a, b; a scenario of your own is found through --scenario-path ...'."""
+    return f"no scenario {', '.join(map(repr, names))}; known: {', '.join(sorted(known))}; {WHERE_TO_ADD}"
+
+
+def is_bundled(scenario: Scenario) -> bool:
+    """One of the harness's own scenarios (its scenarios/ folder), not the user's: `list` prints the user's first."""
+    return scenario.source is not None and Path(scenario.source.file).resolve().is_relative_to(SCENARIO_DIR.resolve())
+
+
 def get(name: str) -> Scenario:
     scenarios = all_scenarios()
     if name not in scenarios:
-        raise ScenarioError(name, "name", f"no such scenario; known: {sorted(scenarios)}")
+        raise ScenarioError(name, "name", f"no such scenario; known: {', '.join(sorted(scenarios))}; {WHERE_TO_ADD}")
     return scenarios[name]
 
 
