@@ -78,6 +78,10 @@ class Evidence:
     allocated: int = 0           # allocations it made
     guard_off: str = ""          # the test's gpu_memsafety marker turned guarding off: why
     crashed: str = ""            # its process died while it ran (children): how
+    # The gpu_memsafety_guarded fixture's own check at the test's teardown (any device, a CPU too): how many guarded
+    # tensors it checked, and what changed. Independent of the mode's allocator, so it counts where that cannot run.
+    fixture_checked: int = 0
+    fixture_findings: list[Finding] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"test": self.test, "mode": self.mode, "arch": self.arch,
@@ -87,7 +91,8 @@ class Evidence:
                 "detector_problem": self.detector_problem, "breaks": [b.to_json() for b in self.breaks],
                 "unavailable": self.unavailable, "missing": self.missing, "context_lost": self.context_lost, "earlier_loss": self.earlier_loss,
                 "guarded_blocks": self.guarded_blocks, "allocated": self.allocated, "guard_off": self.guard_off,
-                "crashed": self.crashed}
+                "crashed": self.crashed, "fixture_checked": self.fixture_checked,
+                "fixture_findings": [f.to_json() for f in self.fixture_findings]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -102,7 +107,8 @@ class Evidence:
                    context_lost=str(data.get("context_lost", "")),
                    earlier_loss=str(data.get("earlier_loss", "")), guarded_blocks=int(data.get("guarded_blocks", 0)),
                    allocated=int(data.get("allocated", 0)), guard_off=str(data.get("guard_off", "")),
-                   crashed=str(data.get("crashed", "")))
+                   crashed=str(data.get("crashed", "")), fixture_checked=int(data.get("fixture_checked", 0)),
+                   fixture_findings=[Finding.from_json(f) for f in data.get("fixture_findings", ())])
 
 
 def first_line(text: str) -> str:
