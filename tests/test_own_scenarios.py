@@ -158,6 +158,7 @@ def test_a_file_whose_scenario_is_not_a_scenario_object_says_so(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("name, text", [
+    ("pytest.toml", '[pytest]\ngpu_memsafety_scenario_paths = ["../gpu", "more"]\n'),
     ("pytest.ini", "[pytest]\ngpu_memsafety_scenario_paths = ../gpu more\n"),
     ("pyproject.toml", '[tool.pytest.ini_options]\ngpu_memsafety_scenario_paths = ["../gpu", "more"]\n'),
     ("tox.ini", "[pytest]\ngpu_memsafety_scenario_paths =\n    ../gpu\n    more\n"),
@@ -167,15 +168,32 @@ def test_ini_scenario_paths_are_read_from_the_users_config_relative_to_it(tmp_pa
     project = tmp_path / "project"
     (project / "sub").mkdir(parents=True)
     (project / name).write_text(text)
-    inifile = registry.find_inifile(project / "sub")
+    inifile, paths = registry.pytest_config(project / "sub")
     assert inifile == project / name
-    assert registry.ini_paths(inifile) == [(tmp_path / "gpu").resolve(), (project / "more").resolve()]
+    assert paths == [(tmp_path / "gpu").resolve(), (project / "more").resolve()]
+    assert registry.pytest_config(tmp_path, str(project / name)) == (inifile, paths)    # --config FILE
 
 
-def test_a_pyproject_without_a_pytest_table_is_not_the_inifile(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
-    (tmp_path / "a").mkdir()
-    assert registry.find_inifile(tmp_path / "a") != tmp_path / "pyproject.toml"
+def test_a_pyproject_without_a_pytest_table_names_no_scenarios(tmp_path: Path) -> None:
+    """pytest may take such a file as its rootdir's (pytest 8.1+, when it finds nothing else); it names no scenario
+    paths, and a pytest.ini above it is what pytest reads, as pytest does."""
+    (tmp_path / "proj" / "a").mkdir(parents=True)
+    (tmp_path / "proj" / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert registry.pytest_config(tmp_path / "proj" / "a")[1] == []
+    (tmp_path / "pytest.ini").write_text("[pytest]\ngpu_memsafety_scenario_paths = gpu\n")
+    assert registry.pytest_config(tmp_path / "proj" / "a") == (tmp_path / "pytest.ini", [(tmp_path / "gpu").resolve()])
+
+
+def test_the_cli_reads_a_pytest_toml_as_pytest_does(tmp_path: Path) -> None:
+    """pytest 9's pytest.toml: found from the current directory, and read as TOML when named with --config
+    (it was read as INI: ["gpu"] became the directory '["gpu"]')."""
+    write_scenario(tmp_path / "gpu", "from_toml")
+    (tmp_path / "pytest.toml").write_text('[pytest]\ngpu_memsafety_scenario_paths = ["gpu"]\n')
+    (tmp_path / "sub").mkdir()
+    for args, cwd in ((["list"], tmp_path / "sub"), (["--config", str(tmp_path / "pytest.toml"), "list"], ROOT)):
+        proc = harness_cli(*args, "--scenario", "from_toml", "--ids", cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["from_toml[a-n1]", "from_toml[a-n2]", "from_toml[b-n1]", "from_toml[b-n2]"]
 
 
 def test_entry_point_scenarios_of_an_installed_package_are_found(tmp_path: Path, isolated_registry: None,

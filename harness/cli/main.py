@@ -2,7 +2,7 @@
 render (`python -m gpu_memsafety COMMAND --help`).
 
 Every command that reads scenarios sees the same set as pytest and `make sanitize`: the repository's
-scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `scenario_paths` ini option
+scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `gpu_memsafety_scenario_paths` ini option
 of the pytest configuration file (`--config FILE`, default: the one pytest finds from the current directory)
 and the `gpu_memsafety.scenarios` entry points (harness/scenario/registry.py).
 """
@@ -68,7 +68,7 @@ def _scenario_options(parser: argparse.ArgumentParser, suppress: bool = False) -
                         type=text_arg_type(input_path, "--scenario-path"),
                         help="also load the scenarios in DIR (a directory or a scenario file; repeatable)")
     parser.add_argument("--config", type=arg_type(input_file, "--config"), default=default, metavar="FILE",
-                        help="pytest configuration file whose `scenario_paths` to use (default: the one pytest "
+                        help="pytest configuration file whose `gpu_memsafety_scenario_paths` to use (default: the one pytest "
                              "would find from the current directory)")
 
 

@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--scenario-path", action="append", default=[], metavar="DIR",
                     type=text_arg_type(input_path, "--scenario-path"), help="also load the scenarios in DIR (repeatable)")
     ap.add_argument("--config", metavar="FILE", type=text_arg_type(input_file, "--config"),
-                    help="pytest configuration file whose scenario_paths to use")
+                    help="pytest configuration file whose gpu_memsafety_scenario_paths to use (default: the one pytest would use here)")
     args = ap.parse_args(argv)
     from gpu_memsafety.sanitizer import tool as sanitizer
     from gpu_memsafety.cli.env import discover
