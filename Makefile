@@ -23,7 +23,9 @@ SCENARIO_PATH ?=
 q = '$(subst ','\'',$(1))'
 # Nor does make expand them to pass them on through the environment (it would run a $(shell ...) in them).
 unexport PYTHON VENV REPORTS MODE SHARD RUN_GROUP PYTEST_ARGS BENCH_ARGS UPSTREAM_ARGS SCENARIO_PATH
-SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--scenario-path $(call q,$(abspath $(p))))
+SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--gpu-memsafety-scenario-path $(call q,$(abspath $(p))))
+# `gpu-memsafety bench` is not pytest: its own option keeps the short name.
+CLI_SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--scenario-path $(call q,$(abspath $(p))))
 QPY = $(call q,$(value PY))
 ARGS_FROM = $(QPY) -m gpu_memsafety.cli.makeargs GPU_MEMSAFETY_MAKE_ARGS -- $(QPY)
 
@@ -43,9 +45,9 @@ test: $(VENV)/.bootstrap-test
 # and the cases that need it say so (unsupported, with how to get it). A CPU machine fetches nothing here.
 sanitize: $(VENV)/.bootstrap-gpu
 	-$(QPY) -m gpu_memsafety upstream --if-missing
-	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup --mode $(call q,$(value MODE)) \
-		--report-dir $(call q,$(value REPORTS)) $(if $(value SHARD),--shard $(call q,$(value SHARD))) \
-		$(if $(value RUN_GROUP),--run-group $(call q,$(value RUN_GROUP))) $(SCENARIO_ARGS)
+	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup --gpu-memsafety-mode $(call q,$(value MODE)) \
+		--gpu-memsafety-report-dir $(call q,$(value REPORTS)) $(if $(value SHARD),--gpu-memsafety-shard $(call q,$(value SHARD))) \
+		$(if $(value RUN_GROUP),--gpu-memsafety-run-group $(call q,$(value RUN_GROUP))) $(SCENARIO_ARGS)
 
 # Memcheck and the guard markers only (no poison, uninit, racecheck, synccheck): quicker, and partial, as its
 # report says.
@@ -53,12 +55,12 @@ sanitize-quick:
 	$(MAKE) sanitize MODE=both
 
 smoke: $(VENV)/.bootstrap-gpu
-	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --mode $(call q,$(value MODE)) \
-		--report-dir $(call q,$(value REPORTS)) $(SCENARIO_ARGS)
+	$(ARGS_FROM) -m pytest scenarios -p no:cacheprovider -rfEs -m smoke --gpu-memsafety-mode $(call q,$(value MODE)) \
+		--gpu-memsafety-report-dir $(call q,$(value REPORTS)) $(SCENARIO_ARGS)
 
 bench: export GPU_MEMSAFETY_MAKE_ARGS = $(value BENCH_ARGS)
 bench: $(VENV)/.bootstrap-gpu
-	$(ARGS_FROM) -m gpu_memsafety $(SCENARIO_ARGS) bench --out $(call q,$(value REPORTS)/bench)
+	$(ARGS_FROM) -m gpu_memsafety $(CLI_SCENARIO_ARGS) bench --out $(call q,$(value REPORTS)/bench)
 
 env: $(VENV)/.bootstrap-gpu
 	$(QPY) -m gpu_memsafety env

@@ -23,7 +23,7 @@ class Outcome(enum.Enum):
     CRASHED = ("crashed", True)
     # Not run. A case that should have run on this machine and could not (no usable compute-sanitizer, a
     # detector that could not start, an adapter's Unsupported) is COULD_NOT_RUN on a machine with a GPU, a
-    # failure; UNSUPPORTED where that is accepted (no GPU, or --allow-unsupported). A case that does not apply
+    # failure; UNSUPPORTED where that is accepted (no GPU, or --gpu-memsafety-allow-unsupported). A case that does not apply
     # here (another architecture, a mode that cannot see its bug) is NOT_APPLICABLE. The last two are skips.
     COULD_NOT_RUN = ("could not run", True)
     UNSUPPORTED = ("unsupported", False)

@@ -199,9 +199,9 @@ def test_a_malformed_baseline_stops_pytest_before_any_case_runs(tmp_path: Path) 
     from gpu_memsafety.util.paths import CHECKOUT as ROOT
     path = tmp_path / "baseline.json"
     path.write_text('{"schema": "gpu-memsafety-baseline/1", "accepted": [{"case": "x"}]}')
-    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--mode", "guard",
-                           "--scenario", "planted_oob", "--baseline", str(path)], cwd=str(ROOT),
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-mode", "guard",
+                           "--gpu-memsafety-scenario", "planted_oob", "--gpu-memsafety-baseline", str(path)], cwd=str(ROOT),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]      # pytest's usage error
-    assert "--baseline:" in proc.stderr and str(path) in proc.stderr and "accepted[0]" in proc.stderr
+    assert "--gpu-memsafety-baseline:" in proc.stderr and str(path) in proc.stderr and "accepted[0]" in proc.stderr
     assert " passed" not in proc.stdout and " failed" not in proc.stdout

@@ -66,8 +66,8 @@ def test_a_run_without_a_writable_run_directory_stops_before_any_case(tmp_path: 
     (tmp_path / "a-file").write_text("x")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env[paths.CACHE_ENV] = str(tmp_path / "a-file" / "cache")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario",
-                           "planted_oob", "--mode", "guard", "--report-dir", str(tmp_path / "r")], cwd=str(ROOT),
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario",
+                           "planted_oob", "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "r")], cwd=str(ROOT),
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "run directory: no writable directory for run directories and caches" in proc.stderr
@@ -101,10 +101,10 @@ def test_makefile_values_reach_commands_quoted_and_argument_lists_are_never_run(
     assert not list(tmp_path.glob("pwned*")), "a Makefile variable ran a command"
     upstream, pytest_argv = [json.loads(line) for line in record.read_text().splitlines()]
     assert upstream == ["-m", "gpu_memsafety", "upstream", "--if-missing"]
-    assert pytest_argv[pytest_argv.index("--report-dir") + 1] == f"x; touch {pwned}-reports"
-    assert pytest_argv[pytest_argv.index("--mode") + 1] == f"$(shell touch {pwned}-make)"
-    assert pytest_argv[pytest_argv.index("--run-group") + 1] == "it's 1"
-    assert pytest_argv[pytest_argv.index("--shard") + 1] == "1/2"
+    assert pytest_argv[pytest_argv.index("--gpu-memsafety-report-dir") + 1] == f"x; touch {pwned}-reports"
+    assert pytest_argv[pytest_argv.index("--gpu-memsafety-mode") + 1] == f"$(shell touch {pwned}-make)"
+    assert pytest_argv[pytest_argv.index("--gpu-memsafety-run-group") + 1] == "it's 1"
+    assert pytest_argv[pytest_argv.index("--gpu-memsafety-shard") + 1] == "1/2"
     assert pytest_argv[-4:] == ["-k", "a or b", f"--x=$(touch {pwned}-args);", "touch"] or \
         pytest_argv[-5:] == ["-k", "a or b", f"--x=$(touch {pwned}-args);", "touch", f"{pwned}-args2"]
     assert "GPU_MEMSAFETY_MAKE_ARGS" not in proc.stdout
@@ -155,15 +155,15 @@ def test_every_cli_path_argument_is_checked(tmp_path: Path, argv: list[str], mes
 
 
 @pytest.mark.parametrize("option, value, message", [
-    ("--report-dir", "", "an empty path"), ("--baseline", "", "an empty path"),
-    ("--baseline", "/no/such/file", "does not exist"), ("--cost-file", ".", "is a directory"),
-    ("--scenario-path", "", "an empty path"),
+    ("--gpu-memsafety-report-dir", "", "an empty path"), ("--gpu-memsafety-baseline", "", "an empty path"),
+    ("--gpu-memsafety-baseline", "/no/such/file", "does not exist"), ("--gpu-memsafety-cost-file", ".", "is a directory"),
+    ("--gpu-memsafety-scenario-path", "", "an empty path"),
 ])
 def test_every_pytest_path_option_is_checked_before_anything_runs(tmp_path: Path, option: str, value: str,
                                                                   message: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "scenarios"), "-p", "no:cacheprovider",
-                           "--scenario", "planted_oob", option, value], cwd=str(tmp_path), env=env,
+                           "--gpu-memsafety-scenario", "planted_oob", option, value], cwd=str(tmp_path), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4 and f"{option}: " in proc.stderr and message in proc.stderr, \
         proc.stdout[-1000:] + proc.stderr[-2000:]

@@ -169,7 +169,7 @@ def test_memcheck_without_a_sanitizer_on_a_gpu_machine_could_not_run_naming_the_
     assert [r.outcome for r in results] == [Outcome.COULD_NOT_RUN, Outcome.COULD_NOT_RUN]
     assert all(r.failed for r in results)
     for result in results:
-        assert "compute-sanitizer not found" in result.message and "--allow-unsupported" in result.message
+        assert "compute-sanitizer not found" in result.message and "--gpu-memsafety-allow-unsupported" in result.message
         assert all(path in result.message for path in SEARCHED)
     assert not any(tmp_path.iterdir()), "no worker may start when the only detector cannot run"
 
@@ -200,13 +200,15 @@ def test_both_mode_without_a_sanitizer_is_never_clean_under_guard(worker_env: Pa
 
 
 def test_both_mode_without_a_sanitizer_allowed_keeps_what_guard_found(worker_env: Path, tmp_path: Path) -> None:
-    """With --allow-unsupported the case is a skip, and the guard finding it did see stays in the result."""
+    """With --gpu-memsafety-allow-unsupported the guard's verdict stands (the finding it saw, expected), partial:
+    memcheck is named as not run, as a staged mode does."""
     from gpu_memsafety.model import GUARD
     runner = make_runner(tmp_path, "both", gpu_available=True, allow_unsupported=True,
                          sanitizer=SanitizerLookup(found=None, searched=list(SEARCHED)))
     [result] = runner.run([item("overwrite")])
-    assert result.outcome is Outcome.UNSUPPORTED, result.message
+    assert result.outcome is Outcome.EXPECTED_FINDING and not result.failed, result.message
     assert [(f.detector, f.region) for f in result.findings] == [(GUARD, "past_end")]
+    assert "memcheck" in result.details["partial"]
 
 
 # ------------------------------------------------------------------------------------ (f) a misbehaving sanitizer
@@ -545,7 +547,7 @@ def test_killed_xdist_worker_reports_its_case_as_crashed_and_the_others_run(work
     env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(FAKE_DIR)]), FAKE_FAULTS_DIR=str(worker_env))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(fake_file), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
-         "--batch-size", "1", "--mode", "guard", "--report-dir", str(tmp_path / "r"),
+         "--gpu-memsafety-batch-size", "1", "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
          "-k", "kill_pytest_worker or clean or overwrite"],
         cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -45,7 +45,7 @@ def test_the_tally_counts_outcomes_and_identities_not_moved_counts(tmp_path: Pat
     report(tmp_path / "run31-z" / "1-default", [case("a", "finding"), case("b", "expected finding", (WILD,)), case("c")],
            workers=16, commit="def5678")
     report(tmp_path / "run32-w" / "n16-1", [case("b", "expected finding", (WILD,))],
-           argv=("scenarios", "--scenario", "b"), workers=16)
+           argv=("scenarios", "--gpu-memsafety-scenario", "b"), workers=16)
     report(tmp_path / "run33-v" / "mode-guard", base, mode="guard")
     report(tmp_path / "run20-old" / "cold", [case("a", "finding"), case("b"), case("c")])     # before FIRST_RUN
     whole = tally.rows(tmp_path, tmp_path / "run27-x" / "cold" / "report.json.gz")

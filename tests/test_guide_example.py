@@ -92,10 +92,10 @@ def test_the_guide_shows_the_example_files_verbatim() -> None:
 
 def test_the_guide_commands_are_the_ones_tested() -> None:
     text = guide()
-    for command in ('make sanitize MODE=guard SCENARIO_PATH=~/my-kernels PYTEST_ARGS="--scenario scale_store"',
-                    ".venv/bin/python -m pytest scenarios --scenario-path ~/my-kernels --scenario scale_store --mode guard",
+    for command in ('make sanitize MODE=guard SCENARIO_PATH=~/my-kernels PYTEST_ARGS="--gpu-memsafety-scenario scale_store"',
+                    ".venv/bin/python -m pytest scenarios --gpu-memsafety-scenario-path ~/my-kernels --gpu-memsafety-scenario scale_store --gpu-memsafety-mode guard",
                     ".venv/bin/python -m gpu_memsafety list --scenario-path ~/my-kernels",
-                    "--baseline harness/cli/example/baseline.json",
+                    "--gpu-memsafety-baseline harness/cli/example/baseline.json",
                     "python -m gpu_memsafety new"):
         assert command in text, f"the guide no longer shows {command!r}"
     for region in ("before_start", "past_end", "row_padding", "unused_row", "inside"):
@@ -109,19 +109,19 @@ def test_make_sanitize_with_scenario_path_finds_the_planted_overwrite(tmp_path: 
     mine = user_dir(tmp_path)
     venv = Path(sys.prefix)
     proc = run(["make", "-C", str(ROOT), "-o", f"{venv}/.bootstrap-gpu", "sanitize", f"VENV={venv}", "MODE=guard",
-                f"SCENARIO_PATH={mine}", f"REPORTS={tmp_path / 'reports'}", f"PYTEST_ARGS=--scenario {NAME}"])
+                f"SCENARIO_PATH={mine}", f"REPORTS={tmp_path / 'reports'}", f"PYTEST_ARGS=--gpu-memsafety-scenario {NAME}"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     check_found_and_clean(tmp_path / "reports")
 
 
 def test_pytest_with_scenario_path_finds_the_planted_overwrite(tmp_path: Path) -> None:
     mine = user_dir(tmp_path)
-    proc = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario-path", str(mine),
-                "--scenario", NAME, "--mode", "guard", "--report-dir", str(tmp_path / "reports")])
+    proc = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", str(mine),
+                "--gpu-memsafety-scenario", NAME, "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "reports")])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     check_found_and_clean(tmp_path / "reports")
     assert f"{(mine / 'scale_store.py').resolve()}::scale_store[buggy-n1000]" in run(
-        [sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario-path", str(mine),
+        [sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", str(mine),
          "--collect-only", "-q", "-m", "smoke"]).stdout
 
 
@@ -129,9 +129,9 @@ def test_scenario_paths_in_the_users_pytest_ini(tmp_path: Path) -> None:
     mine = user_dir(tmp_path)
     project = tmp_path / "project"
     project.mkdir()
-    (project / "pytest.ini").write_text(f"[pytest]\nscenario_paths = {os.path.relpath(mine, project)}\n")
+    (project / "pytest.ini").write_text(f"[pytest]\ngpu_memsafety_scenario_paths = {os.path.relpath(mine, project)}\n")
     proc = run([sys.executable, "-m", "pytest", "scenarios", "-c", str(project / "pytest.ini"), "-p", "no:cacheprovider",
-                "--scenario", NAME, "--mode", "guard", "--report-dir", str(tmp_path / "reports")])
+                "--gpu-memsafety-scenario", NAME, "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "reports")])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     check_found_and_clean(tmp_path / "reports")
     listed = run([sys.executable, "-m", "gpu_memsafety", "--config", str(project / "pytest.ini"), "list", "--ids",
@@ -155,8 +155,8 @@ NO_EXPECTATION = ("    if not SCENARIO.variant(case).buggy:\n        return Expe
 
 def test_a_first_run_without_expectations_fails_and_prints_the_command_that_reruns_it(tmp_path: Path) -> None:
     mine = user_dir(tmp_path, edit=NO_EXPECTATION)
-    proc = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario-path", str(mine),
-                "--case", "scale_store[buggy-n1000]", "--mode", "guard"])
+    proc = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", str(mine),
+                "--gpu-memsafety-case", "scale_store[buggy-n1000]", "--gpu-memsafety-mode", "guard"])
     assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert "outcome = finding" in proc.stdout
     assert "out[1000], 1 element(s) past the end" in proc.stdout
@@ -178,9 +178,9 @@ def test_a_first_run_without_expectations_fails_and_prints_the_command_that_reru
 
 def test_the_guides_baseline_accepts_that_finding(tmp_path: Path) -> None:
     mine = user_dir(tmp_path, edit=NO_EXPECTATION)
-    proc = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario-path", str(mine),
-                "--scenario", NAME, "--mode", "guard", "--baseline", str(EXAMPLE / "baseline.json"),
-                "--report-dir", str(tmp_path / "reports")])
+    proc = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", str(mine),
+                "--gpu-memsafety-scenario", NAME, "--gpu-memsafety-mode", "guard", "--gpu-memsafety-baseline", str(EXAMPLE / "baseline.json"),
+                "--gpu-memsafety-report-dir", str(tmp_path / "reports")])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     got = cases(tmp_path / "reports")
     for n in (1000, 4096):
@@ -200,8 +200,8 @@ def test_harness_new_output_passes_as_generated(tmp_path: Path) -> None:
                cwd=target, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert "2 passed" in proc.stdout
-    sanitize = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario-path", str(target),
-                    "--scenario", "my_first", "--mode", "guard", "-q", "--report-dir", str(tmp_path / "reports")])
+    sanitize = run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", str(target),
+                    "--gpu-memsafety-scenario", "my_first", "--gpu-memsafety-mode", "guard", "-q", "--gpu-memsafety-report-dir", str(tmp_path / "reports")])
     assert sanitize.returncode == 0, sanitize.stdout[-3000:]
     assert {cid: c["outcome"] for cid, c in cases(tmp_path / "reports").items()} == {
         "my_first[buggy-n1000]": "expected finding", "my_first[buggy-n4096]": "expected finding",

@@ -118,7 +118,7 @@ def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine =
 def test_adapter_unsupported_on_a_gpu_machine_could_not_run_and_fails() -> None:
     result = judge_one(worker(J.UNSUPPORTED, message="Unsupported: needs a flux capacitor"))
     assert result.outcome is Outcome.COULD_NOT_RUN and result.failed
-    assert "needs a flux capacitor" in result.message and "--allow-unsupported" in result.message
+    assert "needs a flux capacitor" in result.message and "--gpu-memsafety-allow-unsupported" in result.message
 
 
 def test_adapter_unsupported_is_a_skip_with_allow_unsupported_or_without_a_gpu() -> None:
@@ -490,9 +490,12 @@ def test_both_without_a_sanitizer_on_a_gpu_machine_is_not_clean_under_guard() ->
     assert "what ran: clean under guard" in result.message
 
 
-def test_both_without_a_sanitizer_allowed_is_unsupported() -> None:
+def test_both_without_a_sanitizer_allowed_keeps_the_guards_verdict_and_is_partial() -> None:
+    """As a staged mode (judge.combine rule 4): what ran decides, the missing detector is named in details.partial,
+    and the headline counts the case as ran ('memcheck did not run on N'), never as not run."""
     result = judge_one(worker(), mode="both", machine=GPU_ALLOWED, sanitized=False, sanitizer_missing="not found")
-    assert result.outcome is Outcome.UNSUPPORTED
+    assert result.outcome is Outcome.CLEAN and not result.failed
+    assert result.details["partial"] == {"memcheck": "not found"} and "partial: memcheck could not run" in result.message
 
 
 def test_both_without_a_sanitizer_still_fails_on_an_unexpected_guard_finding() -> None:

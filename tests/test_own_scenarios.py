@@ -158,24 +158,42 @@ def test_a_file_whose_scenario_is_not_a_scenario_object_says_so(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("name, text", [
-    ("pytest.ini", "[pytest]\nscenario_paths = ../gpu more\n"),
-    ("pyproject.toml", '[tool.pytest.ini_options]\nscenario_paths = ["../gpu", "more"]\n'),
-    ("tox.ini", "[pytest]\nscenario_paths =\n    ../gpu\n    more\n"),
-    ("setup.cfg", "[tool:pytest]\nscenario_paths = ../gpu more\n"),
+    ("pytest.toml", '[pytest]\ngpu_memsafety_scenario_paths = ["../gpu", "more"]\n'),
+    ("pytest.ini", "[pytest]\ngpu_memsafety_scenario_paths = ../gpu more\n"),
+    ("pyproject.toml", '[tool.pytest.ini_options]\ngpu_memsafety_scenario_paths = ["../gpu", "more"]\n'),
+    ("tox.ini", "[pytest]\ngpu_memsafety_scenario_paths =\n    ../gpu\n    more\n"),
+    ("setup.cfg", "[tool:pytest]\ngpu_memsafety_scenario_paths = ../gpu more\n"),
 ])
 def test_ini_scenario_paths_are_read_from_the_users_config_relative_to_it(tmp_path: Path, name: str, text: str) -> None:
     project = tmp_path / "project"
     (project / "sub").mkdir(parents=True)
     (project / name).write_text(text)
-    inifile = registry.find_inifile(project / "sub")
+    inifile, paths = registry.pytest_config(project / "sub")
     assert inifile == project / name
-    assert registry.ini_paths(inifile) == [(tmp_path / "gpu").resolve(), (project / "more").resolve()]
+    assert paths == [(tmp_path / "gpu").resolve(), (project / "more").resolve()]
+    assert registry.pytest_config(tmp_path, str(project / name)) == (inifile, paths)    # --config FILE
 
 
-def test_a_pyproject_without_a_pytest_table_is_not_the_inifile(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
-    (tmp_path / "a").mkdir()
-    assert registry.find_inifile(tmp_path / "a") != tmp_path / "pyproject.toml"
+def test_a_pyproject_without_a_pytest_table_names_no_scenarios(tmp_path: Path) -> None:
+    """pytest may take such a file as its rootdir's (pytest 8.1+, when it finds nothing else); it names no scenario
+    paths, and a pytest.ini above it is what pytest reads, as pytest does."""
+    (tmp_path / "proj" / "a").mkdir(parents=True)
+    (tmp_path / "proj" / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert registry.pytest_config(tmp_path / "proj" / "a")[1] == []
+    (tmp_path / "pytest.ini").write_text("[pytest]\ngpu_memsafety_scenario_paths = gpu\n")
+    assert registry.pytest_config(tmp_path / "proj" / "a") == (tmp_path / "pytest.ini", [(tmp_path / "gpu").resolve()])
+
+
+def test_the_cli_reads_a_pytest_toml_as_pytest_does(tmp_path: Path) -> None:
+    """pytest 9's pytest.toml: found from the current directory, and read as TOML when named with --config
+    (it was read as INI: ["gpu"] became the directory '["gpu"]')."""
+    write_scenario(tmp_path / "gpu", "from_toml")
+    (tmp_path / "pytest.toml").write_text('[pytest]\ngpu_memsafety_scenario_paths = ["gpu"]\n')
+    (tmp_path / "sub").mkdir()
+    for args, cwd in ((["list"], tmp_path / "sub"), (["--config", str(tmp_path / "pytest.toml"), "list"], ROOT)):
+        proc = harness_cli(*args, "--scenario", "from_toml", "--ids", cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["from_toml[a-n1]", "from_toml[a-n2]", "from_toml[b-n1]", "from_toml[b-n2]"]
 
 
 def test_entry_point_scenarios_of_an_installed_package_are_found(tmp_path: Path, isolated_registry: None,
@@ -368,7 +386,7 @@ def test_list_sees_a_scenario_path_before_or_after_the_command(tmp_path: Path) -
 
 def test_list_reads_scenario_paths_from_the_users_pytest_config(tmp_path: Path) -> None:
     write_scenario(tmp_path / "gpu", "from_ini")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nscenario_paths = gpu\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ngpu_memsafety_scenario_paths = gpu\n")
     proc = harness_cli("--config", str(tmp_path / "pytest.ini"), "list", "--scenario", "from_ini", "--ids")
     assert proc.returncode == 0 and proc.stdout.split()[0] == "from_ini[a-n1]", proc.stderr
 
@@ -478,7 +496,7 @@ def test_pytest_and_the_cli_see_an_installed_packages_entry_point_scenarios(tmp_
     listed = harness_cli("list", "--scenario", "ep_cli", "--ids", env=env)
     assert listed.returncode == 0 and listed.stdout.split()[0] == "ep_cli[a-n1]", listed.stderr
     collected = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--collect-only",
-                                "-q", "--scenario", "ep_cli"], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                                "-q", "--gpu-memsafety-scenario", "ep_cli"], cwd=str(ROOT), env=env, capture_output=True, text=True,
                                timeout=120)
     assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
     assert f"{(site / 'gpu_pkg_cli' / 'ep_cli.py').resolve()}::ep_cli[a-n1]" in collected.stdout
@@ -502,15 +520,15 @@ SCENARIO = Scenario(
 
 def test_workers_that_pick_another_rootdir_still_report_every_case(tmp_path: Path) -> None:
     """A CPU held-out run (session 8): in a repository with no pytest config file, `-n 2` with a new
-    `--report-dir` outside it wrote a report with no cases. The controller creates the report folder before the
+    `--gpu-memsafety-report-dir` outside it wrote a report with no cases. The controller creates the report folder before the
     workers parse the command line; pytest counts that existing folder as a path when it picks the rootdir, so the
     workers named every case relative to another rootdir and the controller took none of their results as its own."""
     repo = tmp_path / "repo"
     (repo / "scenarios").mkdir(parents=True)
     (repo / "scenarios" / "mine.py").write_text(CPU_SCENARIO)
     reports = tmp_path / "out" / "reports"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--scenario-path", "scenarios",
-                           "--report-dir", str(reports), "-q", "-n", "2"], cwd=str(repo), env=clean_env(),
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpu-memsafety-scenario-path", "scenarios",
+                           "--gpu-memsafety-report-dir", str(reports), "-q", "-n", "2"], cwd=str(repo), env=clean_env(),
                           capture_output=True, text=True, timeout=300)
     doc = json.loads((reports / "report.json").read_text())
     assert sorted(c["id"] for c in doc["cases"]) == ["mine[a-n10]", "mine[a-n20]", "mine[a-n30]"], proc.stdout[-3000:]

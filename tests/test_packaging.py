@@ -113,7 +113,7 @@ def test_installed_imports_command_and_plugin_from_anywhere(user_venv: Path, tmp
     assert same.stdout == cli.stdout
     helptext = _run(user_venv, [python, "-m", "pytest", "--help"], tmp_path)
     assert helptext.returncode == 0, helptext.stderr
-    assert "GPU memory-safety harness" in helptext.stdout and "--scenario-path" in helptext.stdout
+    assert "GPU memory-safety harness" in helptext.stdout and "--gpu-memsafety-scenario-path" in helptext.stdout
 
 
 def test_installed_lists_its_built_in_scenarios(user_venv: Path, tmp_path: Path) -> None:
@@ -181,12 +181,12 @@ def _host_repo(base: Path) -> Path:
 
 
 def test_a_host_repository_scenario_finds_its_bug_with_no_pythonpath(user_venv: Path, tmp_path: Path) -> None:
-    """`pytest --scenario-path DIR` from the host's root, with pytest's own console script (which puts nothing
+    """`pytest --gpu-memsafety-scenario-path DIR` from the host's root, with pytest's own console script (which puts nothing
     of the host on sys.path) and no PYTHONPATH: the scenario imports the host's `kernels.scale_kernel` in the
     pytest process and in the worker processes, and the planted store is found at its exact bytes."""
     host = _host_repo(tmp_path)
-    proc = _run(user_venv, [str(user_venv / "bin" / "pytest"), "--scenario-path", "gpu_scenarios", "--mode", "guard",
-                            "--report-dir", "reports", "-p", "no:cacheprovider", "-q"], host)
+    proc = _run(user_venv, [str(user_venv / "bin" / "pytest"), "--gpu-memsafety-scenario-path", "gpu_scenarios", "--gpu-memsafety-mode", "guard",
+                            "--gpu-memsafety-report-dir", "reports", "-p", "no:cacheprovider", "-q"], host)
     report = host / "reports" / "report.json"
     assert report.is_file(), proc.stdout[-4000:] + proc.stderr[-2000:]
     got = {c["id"]: c for c in json.loads(report.read_text())["cases"]}

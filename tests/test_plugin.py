@@ -35,7 +35,7 @@ def pytest_scenarios(*args: str, timeout: float = 240) -> subprocess.CompletedPr
 @pytest.fixture(scope="module")
 def planted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     report_dir = tmp_path_factory.mktemp("reports")
-    proc = pytest_scenarios("--scenario", "planted_oob", "--mode", "guard", "--report-dir", str(report_dir))
+    proc = pytest_scenarios("--gpu-memsafety-scenario", "planted_oob", "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(report_dir))
     report = json.loads((report_dir / "report.json").read_text()) if (report_dir / "report.json").exists() else None
     return {"proc": proc, "dir": report_dir, "report": report}
 
@@ -126,12 +126,12 @@ def test_pytest_and_the_harness_tell_the_same_story(planted_run: dict[str, Any])
 
 
 @pytest.mark.parametrize("args, option", [
-    (["--mode", "nonsense"], "--mode"),
-    (["--scenario", "nonexistent"], "--scenario"),
-    (["--flush-backend", "magic"], "--flush-backend"),
-    (["--cover", "most"], "--cover"),
-    (["--batch-size", "0"], "--batch-size"),
-    (["--iterations", "-3"], "--iterations"),
+    (["--gpu-memsafety-mode", "nonsense"], "--gpu-memsafety-mode"),
+    (["--gpu-memsafety-scenario", "nonexistent"], "--gpu-memsafety-scenario"),
+    (["--gpu-memsafety-flush-backend", "magic"], "--gpu-memsafety-flush-backend"),
+    (["--gpu-memsafety-cover", "most"], "--gpu-memsafety-cover"),
+    (["--gpu-memsafety-batch-size", "0"], "--gpu-memsafety-batch-size"),
+    (["--gpu-memsafety-iterations", "-3"], "--gpu-memsafety-iterations"),
 ])
 def test_bad_option_is_a_usage_error_naming_the_option(args: list[str], option: str) -> None:
     proc = pytest_scenarios(*args, "--collect-only", "-q", timeout=120)
@@ -188,8 +188,8 @@ def test_triton_underread_is_found_by_poison_before_the_start_on_cpu(tmp_path: P
     """The planted read of src[-1] (a left neighbour of element 0 that does not exist): invisible to the guard
     markers (a read) and to a back guard page; poison sees the output change when only src's front guard
     changes pattern, and names src, before_start, byte -1."""
-    proc = pytest_scenarios("--case", "planted_oob[underread-triton-n4000-x1]", "--mode", "poison",
-                            "--report-dir", str(tmp_path))
+    proc = pytest_scenarios("--gpu-memsafety-case", "planted_oob[underread-triton-n4000-x1]", "--gpu-memsafety-mode", "poison",
+                            "--gpu-memsafety-report-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     [case] = json.loads((tmp_path / "report.json").read_text())["cases"]
     assert case["outcome"] == "expected finding", case["message"]

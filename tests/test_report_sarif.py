@@ -1,6 +1,8 @@
 """report.sarif (gpu_memsafety.report.sarif): valid SARIF 2.1.0 (checked against the schema in tests/data/sarif),
 a rule per detector and kind, a result per finding at the kernel's line or the scenario's, known bugs and
-accepted findings suppressed with their reason, stale baseline entries as notifications."""
+accepted findings left out (counted in the run's properties: code scanning reads no suppressions), stale baseline
+entries as notifications; SARIF 2.1.0 §3.27.23's rule that `suppressions` is on every result or on none, and the same
+for `baselineState`, checked on every log."""
 from __future__ import annotations
 
 import json
@@ -12,7 +14,7 @@ import pytest
 
 from gpu_memsafety.report import build_report, load_report
 from gpu_memsafety.report.sarif import FINGERPRINT, ROOT_ID, render_sarif
-from report_samples import EVIDENCE_REPORTS, MATRIX, RUN_ROOT, padding_overwrite, past_end_overread, sample_report
+from report_samples import EVIDENCE_REPORTS, MATRIX, RUN_ROOT, past_end_overread, sample_report
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif" / "sarif-2.1.0.json").read_text())
 VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
@@ -22,6 +24,10 @@ def sarif(report: dict[str, Any]) -> dict[str, Any]:
     log = json.loads(render_sarif(report))
     errors = sorted(VALIDATOR.iter_errors(log), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
+    for run in log["runs"]:
+        for prop in ("suppressions", "baselineState"):   # §3.27.23: on every result of a run, or on none
+            having = {prop in result for result in run["results"]}
+            assert len(having) <= 1, f"some results have {prop} and some do not"
     return log
 
 
@@ -43,7 +49,7 @@ def test_rules_per_detector_and_kind_and_one_result_per_finding_or_failing_case(
     run = sarif(report)["runs"][0]
     rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
     assert rules == sorted(["guard/overwrite", "memcheck/overread", "outcome/unexpectedly-clean"])
-    findings = sum(len(c["findings"]) for c in report["cases"])
+    findings = sum(len(c["findings"]) for c in report["cases"] if c["failed"])     # known ones are left out
     assert len(run["results"]) == findings + 1          # + the unexpectedly clean case, which has no finding
     for result in run["results"]:
         assert rules[result["ruleIndex"]] == result["ruleId"]
@@ -71,15 +77,16 @@ def test_a_failing_finding_is_an_error_at_the_kernels_line_or_else_at_the_scenar
     assert run["originalUriBaseIds"][ROOT_ID]["uri"] == f"file://{RUN_ROOT}/"
 
 
-def test_known_bugs_and_accepted_findings_are_suppressed_with_their_reason() -> None:
+def test_known_bugs_and_accepted_findings_are_left_out_and_counted() -> None:
+    """Code scanning ignores `suppressions` (and `baselineState`): a known bug in the results would be an open
+    alert. None is there; the run's properties count them and name their cases."""
     run = sarif(sample_report())["runs"][0]
-    known = _result(run, "oob_read[known-K2880]", "memcheck/overread")
-    assert known["level"] == "note"
-    assert known["suppressions"][0]["kind"] == "external"
-    assert known["suppressions"][0]["justification"].startswith("known bug triton-lang/triton#10772")
-    accepted = _result(run, "stray_store[accepted-n4]", "guard/overwrite")
-    assert accepted["suppressions"][0]["justification"] == "accepted: fix pending (upstream sgl-project/sglang#1)"
-    assert padding_overwrite().key() in accepted["partialFingerprints"][FINGERPRINT]
+    cases = {r["properties"]["case"] for r in run["results"]}
+    assert "oob_read[known-K2880]" not in cases and "stray_store[accepted-n4]" not in cases
+    assert not any("suppressions" in r or "baselineState" in r for r in run["results"])
+    known = run["properties"]["knownFindings"]
+    assert known["count"] >= 2 and {"oob_read[known-K2880]", "stray_store[accepted-n4]"} <= set(known["cases"])
+    assert all(r["level"] == "error" for r in run["results"])
 
 
 def test_stale_baseline_entries_are_tool_notifications_at_the_baseline_file() -> None:
@@ -90,11 +97,11 @@ def test_stale_baseline_entries_are_tool_notifications_at_the_baseline_file() ->
     assert invocation["executionSuccessful"] is True
 
 
-def test_the_h200_matrix_gives_a_result_per_finding_all_suppressed_as_known_bugs() -> None:
+def test_the_h200_matrix_of_known_bugs_opens_no_alert() -> None:
     report = load_report(MATRIX)
-    results = sarif(report)["runs"][0]["results"]
-    assert len(results) == sum(len(c["findings"]) for c in report["cases"]) > 50
-    assert all(r["level"] == "note" and r["suppressions"] for r in results)    # a passing run: nothing new
+    run = sarif(report)["runs"][0]
+    assert run["results"] == []                               # a passing run: nothing new
+    assert run["properties"]["knownFindings"]["count"] == sum(len(c["findings"]) for c in report["cases"]) > 50
 
 
 def test_hostile_text_stays_text() -> None:

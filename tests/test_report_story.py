@@ -420,7 +420,7 @@ def test_collect_only_leaves_the_previous_reports_alone(tmp_path: Path) -> None:
     write_reports(report([result("s[a]", Outcome.CLEAN)], run_id="previous-run"), tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--collect-only",
-                           "-q", "--scenario", "planted_oob", "--report-dir", str(tmp_path)], cwd=str(ROOT), env=env,
+                           "-q", "--gpu-memsafety-scenario", "planted_oob", "--gpu-memsafety-report-dir", str(tmp_path)], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert load_report(tmp_path / "report.json")["run"]["id"] == "previous-run"
@@ -432,11 +432,11 @@ def test_plugin_refuses_a_report_dir_that_is_a_file_before_running_anything(tmp_
     blocker = tmp_path / "reports"
     blocker.write_text("x")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--scenario",
-                           "planted_oob", "--report-dir", str(blocker)], cwd=str(ROOT), env=env,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "--gpu-memsafety-scenario",
+                           "planted_oob", "--gpu-memsafety-report-dir", str(blocker)], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert f"--report-dir: {blocker}: is not a directory" in proc.stderr
+    assert f"--gpu-memsafety-report-dir: {blocker}: is not a directory" in proc.stderr
     assert "collected" not in proc.stdout
 
 
@@ -559,8 +559,8 @@ def test_a_run_whose_final_reports_cannot_be_written_says_so_and_fails(tmp_path:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-p", "break_reports",
-                           "--scenario", "planted_oob", "-k", "clean-triton and not vec16", "--mode", "guard",
-                           "--report-dir", str(tmp_path / "reports")], cwd=str(ROOT), env=env,
+                           "--gpu-memsafety-scenario", "planted_oob", "-k", "clean-triton and not vec16", "--gpu-memsafety-mode", "guard",
+                           "--gpu-memsafety-report-dir", str(tmp_path / "reports")], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"reports NOT written: {tmp_path / 'reports'}: the reports could not be written" in proc.stdout
@@ -581,8 +581,8 @@ def test_the_set_written_at_the_start_and_the_final_set_carry_one_run_id(tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-p", "peek_reports",
-                           "--scenario", "planted_oob", "-k", "clean-triton and not vec16", "--mode", "guard",
-                           "--report-dir", str(reports)], cwd=str(ROOT), env=env,
+                           "--gpu-memsafety-scenario", "planted_oob", "-k", "clean-triton and not vec16", "--gpu-memsafety-mode", "guard",
+                           "--gpu-memsafety-report-dir", str(reports)], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     seen = json.loads((tmp_path / "seen.json").read_text())

@@ -31,8 +31,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def sanitize(report_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", str(SCENARIO_FILE), "-p", "no:cacheprovider", "--mode", "guard",
-                           "--report-dir", str(report_dir), "-rxX", *args], cwd=str(ROOT), env=_env(**env),
+    return subprocess.run([sys.executable, "-m", "pytest", str(SCENARIO_FILE), "-p", "no:cacheprovider", "--gpu-memsafety-mode", "guard",
+                           "--gpu-memsafety-report-dir", str(report_dir), "-rxX", *args], cwd=str(ROOT), env=_env(**env),
                           capture_output=True, text=True, timeout=300)
 
 
@@ -89,14 +89,14 @@ def test_a_baseline_written_from_the_report_is_refused_until_filled_then_makes_t
     assert written.returncode == 0 and "2 accepted finding(s), 2 reason(s) to fill in" in written.stdout
     entries = json.loads(baseline.read_text())["accepted"]
     assert [e["reason"] for e in entries] == ["", ""] and all(e["seen"].startswith("guard overwrite of") for e in entries)
-    refused = sanitize(tmp / "refused", "--baseline", str(baseline))
+    refused = sanitize(tmp / "refused", "--gpu-memsafety-baseline", str(baseline))
     assert refused.returncode == 4 and "accepted[0].reason: is empty" in refused.stderr
     data = json.loads(baseline.read_text())
     for entry in data["accepted"]:
         entry["reason"] = REASON
     data["accepted"].append({"case": "fake_reports[removed-n64]", "finding": entries[0]["finding"], "reason": "old"})
     baseline.write_text(json.dumps(data))
-    passed = sanitize(tmp / "r2", "--baseline", str(baseline))
+    passed = sanitize(tmp / "r2", "--gpu-memsafety-baseline", str(baseline))
     assert passed.returncode == 0, passed.stdout[-3000:]
     assert f"XFAIL tests/fake_kernels/fake_scenarios/fake_reports.py::{STRAY} - accepted: {REASON}" in passed.stdout
     assert f"{STRAY} (cpu): accepted: {REASON}" in passed.stdout

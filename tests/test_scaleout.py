@@ -5,7 +5,7 @@
   worker's replacement gets the GPU it left, never one another worker holds;
 - the runner's environment: TRITON_INTERPRET never reaches a GPU worker, an empty CUDA_VISIBLE_DEVICES is
   "no GPU" with that reason;
-- the plugin end to end (pytest in a subprocess): --shard 1/2 + 2/2 merged equal the unsharded run; a pytest
+- the plugin end to end (pytest in a subprocess): --gpu-memsafety-shard 1/2 + 2/2 merged equal the unsharded run; a pytest
   worker killed inside a batch leaves one result per case, the case it was running crashed; SIGTERM during
   a run gives an interrupted report, the running case crashed, the rest listed as not run, and no process
   left behind; two runs at once in one checkout keep apart; a bad scenario definition under xdist fails.
@@ -210,10 +210,10 @@ def outcomes(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
-    common = ["scenarios", "--scenario", "planted_oob", "--mode", "guard"]
-    group = ["--run-group", f"test-{tmp_path.name}"]
-    runs = {name: run_pytest(*common, *extra, "--report-dir", str(tmp_path / name))
-            for name, extra in (("all", []), ("s1", ["--shard", "1/2", *group]), ("s2", ["--shard", "2/2", *group]))}
+    common = ["scenarios", "--gpu-memsafety-scenario", "planted_oob", "--gpu-memsafety-mode", "guard"]
+    group = ["--gpu-memsafety-run-group", f"test-{tmp_path.name}"]
+    runs = {name: run_pytest(*common, *extra, "--gpu-memsafety-report-dir", str(tmp_path / name))
+            for name, extra in (("all", []), ("s1", ["--gpu-memsafety-shard", "1/2", *group]), ("s2", ["--gpu-memsafety-shard", "2/2", *group]))}
     whole, first, second = (report(tmp_path / n) for n in ("all", "s1", "s2"))
     for name, proc in runs.items():
         # without a GPU a shard may hold only CUDA cases: it checked nothing, and says so with pytest's exit 5
@@ -223,7 +223,7 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     assert first["run"]["shard"]["selection"] == second["run"]["shard"]["selection"]
     manifest = first["run"]["shard"]["manifest"]
     assert manifest == second["run"]["shard"]["manifest"] and manifest["matrix"] == sorted(outcomes(whole))
-    assert manifest["mode"] == "guard" and manifest["group"] == group[1] and manifest["group_source"] == "--run-group"
+    assert manifest["mode"] == "guard" and manifest["group"] == group[1] and manifest["group_source"] == "--gpu-memsafety-run-group"
     assert set(outcomes(first)).isdisjoint(outcomes(second)) and outcomes(first) and outcomes(second)
     merged = merge(tmp_path, "merged", tmp_path / "s1" / "report.json", tmp_path / "s2" / "report.json")
     unsharded = merge(tmp_path, "unsharded", tmp_path / "all" / "report.json")
@@ -235,8 +235,8 @@ def test_two_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
                             "-o", str(tmp_path / "alone")], cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert alone.returncode == 1 and "2" in alone.stderr, "a missing shard must be named and fail the merge"
     # shard 2 cut again from other cost data (an earlier report's durations): one run no longer
-    other = run_pytest(*common, "--shard", "2/2", *group, "--cost-file", str(tmp_path / "all" / "report.json"),
-                       "--report-dir", str(tmp_path / "s2-other-costs"))
+    other = run_pytest(*common, "--gpu-memsafety-shard", "2/2", *group, "--gpu-memsafety-cost-file", str(tmp_path / "all" / "report.json"),
+                       "--gpu-memsafety-report-dir", str(tmp_path / "s2-other-costs"))
     assert other.returncode == 0, other.stdout[-2000:] + other.stderr[-2000:]
     mixed = subprocess.run([sys.executable, "-m", "gpu_memsafety", "merge", str(tmp_path / "s1" / "report.json"),
                             str(tmp_path / "s2-other-costs" / "report.json"), "-o", str(tmp_path / "mixed")],
@@ -249,11 +249,11 @@ def test_a_shard_without_a_run_group_and_a_huge_shard_count_stop_up_front(tmp_pa
     env = {k: v for k, v in clean_env().items() if k not in ("GPU_MEMSAFETY_RUN_GROUP", "GITHUB_RUN_ID",
                                                             "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID",
                                                             "CIRCLE_WORKFLOW_ID", "BUILD_TAG")}
-    common = ["scenarios", "--scenario", "planted_oob", "--mode", "guard", "--report-dir", str(tmp_path / "r")]
-    proc = run_pytest(*common, "--shard", "1/2", env=env, timeout=120)
+    common = ["scenarios", "--gpu-memsafety-scenario", "planted_oob", "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "r")]
+    proc = run_pytest(*common, "--gpu-memsafety-shard", "1/2", env=env, timeout=120)
     assert proc.returncode == 4 and "must share a run group" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
     t0 = time.monotonic()
-    proc = run_pytest(*common, "--shard", "1/1000000000", "--run-group", "g", env=env, timeout=120)
+    proc = run_pytest(*common, "--gpu-memsafety-shard", "1/1000000000", "--gpu-memsafety-run-group", "g", env=env, timeout=120)
     assert proc.returncode == 4 and "K/N with 1 <= K <= N <= 4096" in proc.stderr, proc.stderr[-2000:]
     assert time.monotonic() - t0 < 60 and not (tmp_path / "r").exists()
 
@@ -278,7 +278,7 @@ def test_a_pytest_worker_killed_inside_a_batch_leaves_one_result_per_case(tmp_pa
     adapter records it) and its work directory under the run directory; the cases of the batch it died in
     must have their results from another worker."""
     cache = tmp_path / "cache"
-    proc = run_pytest(str(FAKE_FILE), "-n", "2", "--mode", "guard", "--report-dir", str(tmp_path / "r"),
+    proc = run_pytest(str(FAKE_FILE), "-n", "2", "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
                       "-k", "kill_pytest_worker or clean or overwrite",
                       env=fake_env(tmp_path, GPU_MEMSAFETY_CACHE=str(cache)))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -328,7 +328,7 @@ def test_sigterm_gives_an_interrupted_report_and_leaves_no_process(tmp_path: Pat
     sleeping child) and, under xdist, the pytest workers are gone."""
     out = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(FAKE_FILE), *xdist,
-                             "--mode", "guard", "--batch-size", "3", "--report-dir", str(out),
+                             "--gpu-memsafety-mode", "guard", "--gpu-memsafety-batch-size", "3", "--gpu-memsafety-report-dir", str(out),
                              "-k", "hang or clean or overwrite or raise"],
                             cwd=str(ROOT), env=fake_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -364,9 +364,9 @@ def test_sigterm_gives_an_interrupted_report_and_leaves_no_process(tmp_path: Pat
 
 
 def test_two_runs_at_once_in_one_checkout_keep_apart(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "scenarios", "--scenario", "planted_oob",
-            "--mode", "guard"]
-    procs = {name: subprocess.Popen([*argv, "-k", select, "--report-dir", str(tmp_path / name)], cwd=str(ROOT),
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "scenarios", "--gpu-memsafety-scenario", "planted_oob",
+            "--gpu-memsafety-mode", "guard"]
+    procs = {name: subprocess.Popen([*argv, "-k", select, "--gpu-memsafety-report-dir", str(tmp_path / name)], cwd=str(ROOT),
                                     env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for name, select in (("a", "triton and clean"), ("b", "triton and overwrite"))}
     for name, proc in procs.items():
@@ -383,8 +383,8 @@ def test_two_runs_at_once_in_one_checkout_keep_apart(tmp_path: Path) -> None:
 
 def test_a_bad_scenario_definition_under_xdist_fails_the_run(tmp_path: Path) -> None:
     bad = FAKE_DIR / "bad_scenarios" / "bad_definition.py"
-    proc = run_pytest(str(bad), str(FAKE_FILE), "-n", "2", "--mode", "guard", "-k", "bad or clean",
-                      "--report-dir", str(tmp_path / "r"), env=fake_env(tmp_path))
+    proc = run_pytest(str(bad), str(FAKE_FILE), "-n", "2", "--gpu-memsafety-mode", "guard", "-k", "bad or clean",
+                      "--gpu-memsafety-report-dir", str(tmp_path / "r"), env=fake_env(tmp_path))
     assert proc.returncode != 0, proc.stdout[-3000:]
     doc = report(tmp_path / "r")
     assert doc["summary"]["status"] != "passed"
@@ -426,7 +426,7 @@ def test_scaling_without_two_gpus_is_not_run_and_its_target_not_measured(tmp_pat
 def test_scaling_plumbing_with_cpu_workers(tmp_path: Path) -> None:
     """The part's runs on CPU workers: warm-up, one worker, two, and two shards merged; the same outcomes."""
     doc = bench(tmp_path, "--parts", "scaling", "--scaling-workers", "2",
-                "--scaling-args", "--scenario planted_oob -k 'triton and (clean or overwrite)'")
+                "--scaling-args", "--gpu-memsafety-scenario planted_oob -k 'triton and (clean or overwrite)'")
     sc = doc["parts"]["scaling"]
     assert sc["gpus"] == 0 and sc["workers"] == 2
     expected = set(sc["one"]["outcomes"])
@@ -463,12 +463,12 @@ def test_a_run_that_checked_nothing_exits_like_pytests_no_tests_ran(tmp_path: Pa
     nothing"; the exit code is pytest's 5 ("no tests ran"), never 0: a CI job must not go green on it. The same
     selection in a mode that can run here still exits 0."""
     env = clean_env(CUDA_VISIBLE_DEVICES="")
-    common = ["scenarios", "--scenario", "planted_oob", "-k", "triton and n4000"]
-    proc = run_pytest(*common, "--mode", "memcheck", "--report-dir", str(tmp_path / "m"), env=env)
+    common = ["scenarios", "--gpu-memsafety-scenario", "planted_oob", "-k", "triton and n4000"]
+    proc = run_pytest(*common, "--gpu-memsafety-mode", "memcheck", "--gpu-memsafety-report-dir", str(tmp_path / "m"), env=env)
     doc = report(tmp_path / "m")
     assert doc["summary"]["status"] == "empty" and doc["cases"], proc.stdout[-2000:]
     assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
-    proc = run_pytest(*common, "--mode", "guard", "--report-dir", str(tmp_path / "g"), env=env)
+    proc = run_pytest(*common, "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", str(tmp_path / "g"), env=env)
     assert report(tmp_path / "g")["summary"]["status"] == "passed" and proc.returncode == 0, proc.stdout[-2000:]
 
 

@@ -113,7 +113,7 @@ def test_a_scenario_run_stops_up_front_and_a_relative_report_dir_stays_where_it_
     folder = hostile(tmp_path, "chdir", marker)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != vetting.VETTED_ENV}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "gpu_memsafety",
-                           "--scenario-path", str(folder), "--mode", "guard", "--report-dir", "r", str(folder)],
+                           "--gpu-memsafety-scenario-path", str(folder), "--gpu-memsafety-mode", "guard", "--gpu-memsafety-report-dir", "r", str(folder)],
                           cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "changed the working directory to / at import" in proc.stderr

@@ -116,8 +116,8 @@ def data_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     """tests/data/trace in the default mode on a CPU, one pytest run: (the process, its report's cases by id)."""
     tmp = tmp_path_factory.mktemp("trace")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--scenario-path",
-                           str(DATA), "--report-dir", str(tmp / "r")], cwd=str(tmp), env=env,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--gpu-memsafety-scenario-path",
+                           str(DATA), "--gpu-memsafety-report-dir", str(tmp / "r")], cwd=str(tmp), env=env,
                           capture_output=True, text=True, timeout=600)
     return proc, {c["id"]: c for c in json.loads((tmp / "r" / "report.json").read_text())["cases"]}
 

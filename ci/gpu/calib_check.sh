@@ -23,8 +23,8 @@ LOGS="$R"
 source "$(dirname "$0")/steps.sh"
 scen() {  # scen NAME LIMIT MODE SCENARIO [pytest args...]
   local name=$1 limit=$2 mode=$3 scenario=$4; shift 4
-  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" --scenario "$scenario" \
-    --report-dir "$R/$name" "$@"
+  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --gpu-memsafety-mode "$mode" --gpu-memsafety-scenario "$scenario" \
+    --gpu-memsafety-report-dir "$R/$name" "$@"
 }
 { nvidia-smi -L; python3 -m gpu_memsafety env; } > "$R/env.txt" 2>&1
 # The CUDA extensions are built once here (nvcc), so the timed runs below are warm.

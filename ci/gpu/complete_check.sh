@@ -73,7 +73,7 @@ heldout() {  # every held-out set under $HELDOUT (default .heldout): a folder wi
     n=$(basename "$d"); [ -d "$d/scenarios" ] || continue
     # the default mode (complete), as a team runs it on its own scenarios: from their folder, no config of ours
     ( cd "$d" && step "heldout-$n" 300 "$OLDPWD/.venv/bin/python" -m pytest -p no:cacheprovider -q -n auto \
-        --scenario-path scenarios --report-dir "$R/heldout-$n" )
+        --gpu-memsafety-scenario-path scenarios --gpu-memsafety-report-dir "$R/heldout-$n" )
     [ -f "$d/score.py" ] && python3 "$d/score.py" "$R/heldout-$n/report.json" > "$R/heldout-$n/score.txt" 2>&1
     tail -14 "$R/heldout-$n/score.txt" 2>/dev/null | tee -a "$R/steps.txt"
   done
@@ -84,7 +84,7 @@ flake16() {  # where runs 27-34 lost memcheck records: mode complete (the defaul
   # exit() (=libc): if os._exit right after the launch failure cuts off the sanitizer's delivery of the record
   # (the hypothesis of session 9), the last two lose none where the plain runs lose some.
   # FLAKE_KINDS: the kinds of run in each round (default "plain sleep libc").
-  local sel="--scenario last_expert_oob_read --scenario padded_stride_scale_write" k=1 kind
+  local sel="--gpu-memsafety-scenario last_expert_oob_read --gpu-memsafety-scenario padded_stride_scale_write" k=1 kind
   while [ $(( BUDGET_S - ($(date +%s) - T_START) )) -gt 130 ]; do
     for kind in ${FLAKE_KINDS:-plain sleep libc}; do
       [ $(( BUDGET_S - ($(date +%s) - T_START) )) -gt 100 ] || break
@@ -106,7 +106,7 @@ case "$PART" in
                     modes3) echo "uninit";; modes4) echo "guard_page racecheck synccheck";; esac)
     for m in ${MODES:-$default_modes}; do run "mode-$m" 560 MODE="$m"; done ;;
   calib)
-    args=""; for s in planted_oob planted_inside planted_uninit planted_race planted_barrier planted_shared planted_pages planted_unwatched; do args="$args --scenario $s"; done
+    args=""; for s in planted_oob planted_inside planted_uninit planted_race planted_barrier planted_shared planted_pages planted_unwatched; do args="$args --gpu-memsafety-scenario $s"; done
     run calib 400 PYTEST_ARGS="$args" ;;
   flake)
     for k in 1 2; do run "n8-$k" 200 MODE=both PYTEST_ARGS="-n 8"; done
@@ -165,7 +165,7 @@ for path in runs:
         firsts[kind] = (path.parent.name, cases)
     if base is not None and run.get("mode") == base_doc["run"].get("mode"):
         against.append(("baseline", base))
-    selected = any(a in ("--scenario", "-k") for a in run.get("argv") or [])
+    selected = any(a in ("--gpu-memsafety-scenario", "-k") for a in run.get("argv") or [])
     for name, other in against:   # a run of some scenarios only is compared on the cases both ran
         ids = set(other) & set(cases) if selected else set(other) | set(cases)
         differ = sorted(i for i in ids if (other.get(i) or {}).get("outcome") != (cases.get(i) or {}).get("outcome"))

@@ -8,7 +8,7 @@
 #                 compare.txt lists every case whose outcome differs between the two, and each run's counts.
 #   PART=planted  scenarios/planted_unwatched.py (Triton and CUDA; only the output is watched) in modes both,
 #                 memcheck, guard, poison and guard_page with every buffer covered, then memcheck with
-#                 --cover watched (the old blind spot: the overread must be missed there).
+#                 --gpu-memsafety-cover watched (the old blind spot: the overread must be missed there).
 #   PART=all      planted, then matrix (one device call holds at most 600 s: with cold caches run PART=matrix and
 #                 PART=planted as two calls; BUDGET caps every step so that the summary is always written).
 # Carried (see ci/gpu/README.md): .vendor/ (make upstream's output) and .devwhl/ (apache-tvm-ffi 0.1.11).
@@ -23,7 +23,7 @@
 # back_guard), the overread not applicable. poison: the overread found by poison (x past_end, 4 B), the overwrite
 # by the markers. guard_page: n4096 overread -> a fault naming x among the buffers on guard pages; n4000 overread
 # not applicable (x's alignment tail); the overwrite seen by the markers in scratch's alignment tail. memcheck
-# --cover watched: both bugs unexpectedly clean ("... was not covered ..."), clean stays clean.
+# --gpu-memsafety-cover watched: both bugs unexpectedly clean ("... was not covered ..."), clean stays clean.
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
 OUT=${OUT:-/tmp/out}; R=/tmp/cover-r; mkdir -p "$OUT" "$R"
@@ -36,15 +36,15 @@ source "$(dirname "$0")/steps.sh"
 planted() {  # planted NAME LIMIT pytest-args...
   local name=$1 limit=$2; shift 2
   step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n auto --dist loadgroup \
-    --scenario planted_unwatched --report-dir "$R/$name" "$@"
+    --gpu-memsafety-scenario planted_unwatched --gpu-memsafety-report-dir "$R/$name" "$@"
 }
 if [ "$PART" = planted ] || [ "$PART" = all ]; then
-  planted planted-both 120 --mode both
-  planted planted-memcheck 60 --mode memcheck
-  planted planted-guard 40 --mode guard
-  planted planted-poison 60 --mode poison
-  planted planted-guard_page 60 --mode guard_page
-  planted planted-memcheck-watched 60 --mode memcheck --cover watched
+  planted planted-both 120 --gpu-memsafety-mode both
+  planted planted-memcheck 60 --gpu-memsafety-mode memcheck
+  planted planted-guard 40 --gpu-memsafety-mode guard
+  planted planted-poison 60 --gpu-memsafety-mode poison
+  planted planted-guard_page 60 --gpu-memsafety-mode guard_page
+  planted planted-memcheck-watched 60 --gpu-memsafety-mode memcheck --gpu-memsafety-cover watched
 fi
 if [ "$PART" = matrix ] || [ "$PART" = all ]; then
   # A cover named twice runs twice (matrix-all, then matrix-all-2): COVERS="all watched all" times cover=all again
@@ -52,7 +52,7 @@ if [ "$PART" = matrix ] || [ "$PART" = all ]; then
   for cover in $COVERS; do
     name="matrix-$cover"; k=1
     while [ -e "$R/$name" ]; do k=$((k + 1)); name="matrix-$cover-$k"; done
-    step "$name" 560 make sanitize REPORTS="$R/$name" PYTEST_ARGS="$MATRIX_ARGS --cover $cover"
+    step "$name" 560 make sanitize REPORTS="$R/$name" PYTEST_ARGS="$MATRIX_ARGS --gpu-memsafety-cover $cover"
   done
 fi
 python3 ci/gpu/summarize.py "$R" > "$R/summary.txt" 2>&1

@@ -20,9 +20,9 @@ LOGS="$R"
 source "$(dirname "$0")/steps.sh"
 scen() {  # scen NAME LIMIT MODE SCENARIO...
   local name=$1 limit=$2 mode=$3; shift 3
-  local sel=(); for s in "$@"; do sel+=(--scenario "$s"); done
-  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" "${sel[@]}" \
-    --report-dir "$R/$name"
+  local sel=(); for s in "$@"; do sel+=(--gpu-memsafety-scenario "$s"); done
+  step "$name" "$limit" python3 -m pytest scenarios -p no:cacheprovider -q -rA --gpu-memsafety-mode "$mode" "${sel[@]}" \
+    --gpu-memsafety-report-dir "$R/$name"
 }
 { nvidia-smi -L; python3 -m gpu_memsafety env; } > "$R/env.txt" 2>&1
 # The two CUDA extensions are built once here (nvcc, ~35 s each cold), so the timed runs below are warm.

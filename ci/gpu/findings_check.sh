@@ -22,8 +22,8 @@ LOGS="$OUT/r"
 source "$(dirname "$0")/steps.sh"
 scen() {  # scen NAME LIMIT MODE
   local name=$1 limit=$2 mode=$3
-  step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --mode "$mode" \
-    --scenario planted_oob --report-dir "$OUT/r/$name"
+  step "$name" "$limit" .venv/bin/python -m pytest scenarios -p no:cacheprovider -q -rA --gpu-memsafety-mode "$mode" \
+    --gpu-memsafety-scenario planted_oob --gpu-memsafety-report-dir "$OUT/r/$name"
 }
 { nvidia-smi -L; python3 -m gpu_memsafety env; } > "$OUT/r/env.txt" 2>&1
 step bootstrap 90 make .venv/.bootstrap-gpu

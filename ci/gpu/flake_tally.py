@@ -4,7 +4,7 @@
     python3 ci/gpu/flake_tally.py ../evidence-archive/evidence/h200 > results/h200/flake-tally.md
 
 Every report under H200_DIR/run*/ that is `make sanitize` in the default mode (complete) on the whole default
-matrix (no --scenario, -k or other selection in its argv, as many cases as the baseline) is one row: its workers,
+matrix (no --gpu-memsafety-scenario, -k or other selection in its argv, as many cases as the baseline) is one row: its workers,
 wall time, status, failed cases, the cases whose outcome differs from the baseline (run 27's cold report), the cases
 whose findings differ from the baseline's (by identity: detector, kind, kernel, buffer, region, and bytes where
 exact) and the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BASELINE = Path("run27-default-after-fix") / "cold" / "report.json.gz"     # relative to the H200 folder
-SELECTING = ("--scenario", "-k", "--lf", "--deselect")
+SELECTING = ("--scenario", "--gpu-memsafety-scenario", "-k", "--lf", "--deselect")
 FIRST_RUN = 27   # run 27 (ae963db) fixed the last flake found; earlier runs are the history that led there
 
 

@@ -13,8 +13,8 @@
 #     2. planted_oob in guard_page mode: overread n=4096 -> src/past_end named (no more "src|dst"); overwrite n=4000
 #        extra=200 -> dst/past_end named; planted_unwatched in guard_page mode (cover's calibration) for comparison.
 #   PART=matrix   (two runs of the default matrix; one call fits with warm caches)
-#     3. the whole default matrix in guard_page mode with every buffer covered (--cover all) and only watched ones
-#        (--cover watched), `make sanitize MODE=guard_page PYTEST_ARGS="-n 4 --cover ..."`, each timed: the same
+#     3. the whole default matrix in guard_page mode with every buffer covered (--gpu-memsafety-cover all) and only watched ones
+#        (--gpu-memsafety-cover watched), `make sanitize MODE=guard_page PYTEST_ARGS="-n 4 --gpu-memsafety-cover ..."`, each timed: the same
 #        expected findings, no new failure, and the wall-time cost of covering every buffer plus the second pass and
 #        the reruns (summary.txt: each step's wall_s, outcome counts, every case that reran with its reruns and times,
 #        the cases whose outcome differs between the two).
@@ -30,19 +30,19 @@ PART=${PART:-all}; BUDGET_S=${BUDGET:-570}
 } > "$R/env.txt" 2>&1
 if [ "$PART" = planted ] || [ "$PART" = all ]; then
   step build 120 python3 -c "import torch; from gpu_memsafety.kernels.planted import pages, cuda; cc = torch.cuda.get_device_capability(); pages._cuda_module(cc); print(cuda.build(cc))"
-  step pages 120 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_pages \
-    --report-dir "$R/pages"
+  step pages 120 python3 -m pytest scenarios -p no:cacheprovider -q -rA --gpu-memsafety-mode guard_page --gpu-memsafety-scenario planted_pages \
+    --gpu-memsafety-report-dir "$R/pages"
   step gpu-test 90 python3 -m pytest tests/gpu/test_pages.py -p no:cacheprovider -q -rA
   step oob-reach 40 python3 -m gpu_memsafety repro planted_oob --variant overread --set impl=triton --set n=4096 --set extra=1 \
     --mode guard_page --json "$R/oob-reach.json"
   step oob-cross 40 python3 -m gpu_memsafety repro planted_oob --variant overwrite --set impl=triton --set n=4000 --set extra=200 \
     --mode guard_page --json "$R/oob-cross.json"
-  step unwatched 90 python3 -m pytest scenarios -p no:cacheprovider -q -rA --mode guard_page --scenario planted_unwatched \
-    --report-dir "$R/unwatched"
+  step unwatched 90 python3 -m pytest scenarios -p no:cacheprovider -q -rA --gpu-memsafety-mode guard_page --gpu-memsafety-scenario planted_unwatched \
+    --gpu-memsafety-report-dir "$R/unwatched"
 fi
 if [ "$PART" = matrix ] || [ "$PART" = all ]; then
   for cover in all watched; do
-    step "matrix-$cover" 280 make sanitize MODE=guard_page REPORTS="$R/matrix-$cover" PYTEST_ARGS="-n 4 --cover $cover"
+    step "matrix-$cover" 280 make sanitize MODE=guard_page REPORTS="$R/matrix-$cover" PYTEST_ARGS="-n 4 --gpu-memsafety-cover $cover"
   done
 fi
 python3 - "$R" > "$R/summary.txt" 2>&1 <<'PY'

@@ -3,7 +3,7 @@
 # scenarios kept OUTSIDE the repository (carry it as an ignored folder, default .heldout/; each scenario watches
 # only its output and expects nothing), run in every detector mode, then scored against the set's own
 # truth.json by its score.py. Also planted_oob under memcheck and both (the calibration of the placement).
-#   HELDOUT=.heldout MODES="both poison guard_page uninit" RUNS="name:--mode X --extra ..." (optional, extra runs)
+#   HELDOUT=.heldout MODES="both poison guard_page uninit" RUNS="name:--gpu-memsafety-mode X --extra ..." (optional, extra runs)
 # Everything under $OUT: summary.txt (per case), score.md (the held-out table), steps.txt, env.txt, reports.tgz.
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
@@ -17,18 +17,18 @@ run() {  # run NAME LIMIT pytest-args...
   if [ "$limit" -le 10 ]; then echo "[$name] not run: budget spent" | tee -a "$R/steps.txt"; return; fi
   local t0=$(date +%s)
   timeout "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n ${WORKERS:-4} --dist loadgroup \
-    --report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
-  echo "[$name] python3 -m pytest scenarios -p no:cacheprovider -rfEs -n ${WORKERS:-4} --dist loadgroup --report-dir R/$name $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
+    --gpu-memsafety-report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
+  echo "[$name] python3 -m pytest scenarios -p no:cacheprovider -rfEs -n ${WORKERS:-4} --dist loadgroup --gpu-memsafety-report-dir R/$name $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
 }
 for mode in ${MODES:-both poison guard_page uninit}; do
-  run "heldout-$mode" 120 --scenario-path "$HELDOUT" -m heldout --mode "$mode"
+  run "heldout-$mode" 120 --gpu-memsafety-scenario-path "$HELDOUT" -m heldout --gpu-memsafety-mode "$mode"
 done
 if [ -n "${RUNS:-}" ]; then
   IFS=';' read -ra extra <<< "$RUNS"
   for spec in "${extra[@]}"; do run "${spec%%:*}" 150 ${spec#*:}; done
 fi
 for mode in ${PLANTED_MODES:-memcheck both}; do
-  run "planted-$mode" 120 --scenario planted_oob --mode "$mode"
+  run "planted-$mode" 120 --gpu-memsafety-scenario planted_oob --gpu-memsafety-mode "$mode"
 done
 python3 ci/gpu/summarize.py "$R" > "$R/summary.txt" 2>&1
 if [ -f "$HELDOUT/score.py" ]; then

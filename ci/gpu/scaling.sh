@@ -21,15 +21,15 @@ step bootstrap 60 make .venv/.bootstrap-gpu
 # Triton kernels, last_expert_oob_read on triton_kernels copy A), which fits one call. The default matrix has
 # since grown to ~330 cases (sglang copies, triton_kernels copies C and D, the vLLM pad); its 1-GPU run alone
 # would take ~8 minutes here. SCALING_SELECT="" measures all of it (give the call ~20 minutes).
-SCALING_SELECT=${SCALING_SELECT-"--scenario planted_oob --scenario padded_stride_scale_write --scenario last_expert_oob_read -k 'not tkC and not tkD and not sglang and not vllm'"}
+SCALING_SELECT=${SCALING_SELECT-"--gpu-memsafety-scenario planted_oob --gpu-memsafety-scenario padded_stride_scale_write --gpu-memsafety-scenario last_expert_oob_read -k 'not tkC and not tkD and not sglang and not vllm'"}
 # ~400 s expected: warm-up ~60, 1 GPU ~170-220, 2 GPUs ~90-115, shards ~90-115. The shards are skipped (and say
 # so) if the first three took more than 360 s, so that step 2 still runs.
 step scaling 440 .venv/bin/python -m gpu_memsafety bench --out "$OUT/r/bench-scaling" --parts scaling --scaling-budget-s 360 \
   --scaling-args "$SCALING_SELECT"
-SMALL="--case last_expert_oob_read[padded-tkA-gptoss20b-down-tp4-K768-E32-N2880]
-       --case last_expert_oob_read[padded-tkA-gptoss120b-down-tp4-K768-E128-N2880]
-       --case last_expert_oob_read[unpadded-tkA-gptoss20b-down-tp4-K768-E32-N2880]
-       --case last_expert_oob_read[unpadded-tkA-gptoss120b-down-tp4-K768-E128-N2880]"
+SMALL="--gpu-memsafety-case last_expert_oob_read[padded-tkA-gptoss20b-down-tp4-K768-E32-N2880]
+       --gpu-memsafety-case last_expert_oob_read[padded-tkA-gptoss120b-down-tp4-K768-E128-N2880]
+       --gpu-memsafety-case last_expert_oob_read[unpadded-tkA-gptoss20b-down-tp4-K768-E32-N2880]
+       --gpu-memsafety-case last_expert_oob_read[unpadded-tkA-gptoss120b-down-tp4-K768-E128-N2880]"
 # shellcheck disable=SC2086
 step guard-small 90 .venv/bin/python -m gpu_memsafety bench --out "$OUT/r/bench-guard" --parts bandwidth,cases \
   --sizes-mib 64,256 --reps 40 --case-modes "" $SMALL

@@ -2,7 +2,7 @@
 render (`python -m gpu_memsafety COMMAND --help`).
 
 Every command that reads scenarios sees the same set as pytest and `make sanitize`: the repository's
-scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `scenario_paths` ini option
+scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `gpu_memsafety_scenario_paths` ini option
 of the pytest configuration file (`--config FILE`, default: the one pytest finds from the current directory)
 and the `gpu_memsafety.scenarios` entry points (harness/scenario/registry.py).
 """
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="GPUs (NVML), driver, compute-sanitizer, package versions",
                    description="What this machine has: GPUs (NVML), driver, compute-sanitizer, torch, triton, triton_kernels.")
     lst = sub.add_parser("list", help="scenarios and their case ids",
-                         description="List scenarios and their case ids (the ids `repro`, `pytest --case` and baselines take).")
+                         description="List scenarios and their case ids (the ids `repro`, `pytest --gpu-memsafety-case` and baselines take).")
     _scenario_options(lst, suppress=True)
     lst.add_argument("--scenario", action="append", default=[], metavar="NAME", help="only this scenario (repeatable)")
     lst.add_argument("--tag", action="append", default=[], metavar="TAG", help="only cases with this tag (repeatable)")
@@ -68,7 +68,7 @@ def _scenario_options(parser: argparse.ArgumentParser, suppress: bool = False) -
                         type=text_arg_type(input_path, "--scenario-path"),
                         help="also load the scenarios in DIR (a directory or a scenario file; repeatable)")
     parser.add_argument("--config", type=arg_type(input_file, "--config"), default=default, metavar="FILE",
-                        help="pytest configuration file whose `scenario_paths` to use (default: the one pytest "
+                        help="pytest configuration file whose `gpu_memsafety_scenario_paths` to use (default: the one pytest "
                              "would find from the current directory)")
 
 
@@ -216,11 +216,10 @@ def _list(ns: argparse.Namespace) -> int:
     scenarios = registry.all_scenarios()
     unknown = [n for n in ns.scenario if n not in scenarios]
     if unknown:
-        print(f"error: --scenario: no scenario {', '.join(map(repr, unknown))}; known: {', '.join(sorted(scenarios))}",
-              file=sys.stderr)
+        print(f"error: --scenario: {registry.unknown_scenarios(unknown, scenarios)}", file=sys.stderr)
         return 2
     shown = 0
-    for name, scenario in sorted(scenarios.items()):
+    for name, scenario in sorted(scenarios.items(), key=lambda item: (registry.is_bundled(item[1]), item[0])):
         if ns.scenario and name not in ns.scenario:
             continue
         cases = [c for c in scenario.build() if (not ns.tag or set(ns.tag) & set(c.tags))
@@ -252,9 +251,23 @@ def _new(ns: argparse.Namespace) -> int:
         print(f"wrote {path}")
     where = shlex.quote(str(written[0].parent.resolve()))
     print(f"run it:  python -m gpu_memsafety repro '{ns.name}[buggy-n1000]' --mode guard --scenario-path {where}\n"
-          f"         make sanitize MODE=guard SCENARIO_PATH={where} PYTEST_ARGS=\"--scenario {ns.name}\"\n"
+          f"         {_sanitize_command(ns.name, where)}\n"
           f"test it: python -m pytest {shlex.quote(str(written[2]))}")
     return 0
+
+
+def _sanitize_command(name: str, where: str) -> str:
+    """The whole-run command for a new scenario: `make sanitize` where this directory's Makefile has that target
+    (the harness's checkout), else pytest's own options, which work in any repository."""
+    import re
+    makefile = Path.cwd() / "Makefile"
+    try:
+        has_target = bool(re.search(r"^sanitize\s*:", makefile.read_text(errors="replace"), flags=re.M))
+    except OSError:
+        has_target = False
+    if has_target:
+        return f"make sanitize MODE=guard SCENARIO_PATH={where} PYTEST_ARGS=\"--gpu-memsafety-scenario {name}\""
+    return f"python -m pytest --gpu-memsafety-scenario-path {where} --gpu-memsafety-scenario {name} --gpu-memsafety-mode guard"
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ SCENARIO_DOC = '''"""`{name}`: does the kernel write outside `out`? (generated b
 docs/writing-a-scenario.md in the harness for every field)
 
 Run it:   python -m gpu_memsafety repro '{name}[buggy-n1000]' --mode guard --scenario-path {path}
-          make sanitize MODE=guard SCENARIO_PATH={path} PYTEST_ARGS="--scenario {name}"
+          python -m pytest --gpu-memsafety-scenario-path {path} --gpu-memsafety-scenario {name} --gpu-memsafety-mode guard
 """
 '''
 # The example's names, and what each becomes in a scaffold named NAME.

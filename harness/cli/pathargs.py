@@ -3,8 +3,8 @@
 Why this exists: an empty path is not "no path". `Path("")` is the current directory, so `merge -o ''` wrote
 into whatever directory the job happened to run in; a path with a NUL byte, or an output directory that is
 an existing file, fails only after the work. Every command-line path (merge's -o and reports, repro's --keep
-and --json, bench's --out, new's --path, --scenario-path, --config; the pytest options --report-dir,
---baseline, --cost-file, --scenario-path) goes through one of these checks, and a bad one is a usage error
+and --json, bench's --out, new's --path, --scenario-path, --config; the pytest options --gpu-memsafety-report-dir,
+--gpu-memsafety-baseline, --gpu-memsafety-cost-file, --gpu-memsafety-scenario-path) goes through one of these checks, and a bad one is a usage error
 naming the option and the value.
 """
 from __future__ import annotations

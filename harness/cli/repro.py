@@ -6,6 +6,9 @@ Picks the case (variant, --set NAME=VALUE pins parameters; values not in the gri
 against the scenario's parameter ranges), runs it in each requested mode, and prints the kernel, buffer,
 bytes past the end, logical place, first thread and block and source line. `--keep` leaves the worker logs,
 the sanitizer XML, the job files and `rerun.sh`, which reruns exactly that case.
+
+Exit status: 0 checked in every mode asked, no failure; 1 a failure; 2 a usage error; 3 no failure, but the case
+was not checked in some mode (it could not run here: no GPU, not applicable), as the last line says.
 """
 from __future__ import annotations
 
@@ -22,10 +25,14 @@ from typing import Any
 
 from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
 from gpu_memsafety.model import CaseResult, Outcome
+from gpu_memsafety.report.document import outcome_ran
 from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.engine.modes import DEFAULT_MODE
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
+
+# Exit status of a repro whose case was not checked in some mode (it could not run here), without a failure.
+NOT_CHECKED = 3
 
 ALL_MODES = ("complete", "guard_page", "poison", "stress")
 
@@ -96,7 +103,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--scenario-path", action="append", default=[], metavar="DIR",
                     type=text_arg_type(input_path, "--scenario-path"), help="also load the scenarios in DIR (repeatable)")
     ap.add_argument("--config", metavar="FILE", type=text_arg_type(input_file, "--config"),
-                    help="pytest configuration file whose scenario_paths to use")
+                    help="pytest configuration file whose gpu_memsafety_scenario_paths to use (default: the one pytest would use here)")
     args = ap.parse_args(argv)
     from gpu_memsafety.sanitizer import tool as sanitizer
     from gpu_memsafety.cli.env import discover
@@ -119,7 +126,7 @@ def main(argv: list[str]) -> int:
     lookup = sanitizer.locate()
     workdir = Path(tempfile.mkdtemp(prefix="repro-"))
     print(f"case {case.id}\n  params: {json.dumps(dict(case.params))}\n  GPUs: {disc.summary}")
-    results, failed = [], False
+    results, failed, unchecked = [], False, []
     for mode in modes:
         options = RunOptions(mode=MODES[mode], workdir=workdir / mode, gpu_available=bool(disc.gpus),
                              sanitizer=lookup, iterations=args.loop, cover=args.cover)
@@ -130,16 +137,27 @@ def main(argv: list[str]) -> int:
             results.append({"mode": "stress", **stats, "wall_s": round(seconds, 3)})
             print(stress_answer(case.id, stats, seconds))
             failed |= stats["runs"] == 0 and Outcome.from_label(stats["outcome"]).is_failure
+            if stats["runs"] == 0:
+                unchecked.append(f"{mode}: {stats['outcome']}")
             continue
         (result,) = Runner(options).run([(scenario, case)])
         seconds = time.perf_counter() - t0
         results.append({**result.to_json(), "wall_s": round(seconds, 3)})
         failed |= result.failed
+        if not outcome_ran(result.outcome):
+            unchecked.append(f"{mode}: {result.outcome.label}")
         print(answer(result, seconds))
     if args.json:
         from gpu_memsafety.util.fsutil import atomic_write_json
         atomic_write_json(args.json, {"case": case.to_json(), "results": results})
     code = 1 if failed else 0
+    if not failed and unchecked:
+        # Nothing was checked in these modes (no GPU, not applicable here): never a success, as pytest's
+        # "no tests ran" is not (exit 5); a failure stays exit 1.
+        print(f"the case did not run here ({'; '.join(unchecked)}): nothing was checked; its reason is above. "
+              f"Run it where it can run (`python -m gpu_memsafety env` shows what this machine has), or choose "
+              f"another --mode", file=sys.stderr)
+        code = NOT_CHECKED
     if args.keep:
         try:
             keep(args.keep, workdir, rerun_argv(scenario, case, args.mode, loop=args.loop, cover=args.cover))

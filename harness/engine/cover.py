@@ -13,7 +13,7 @@ COVER_OPTIONS = (COVER_SCENARIO, *COVERS)
 
 
 def resolve_cover(option: str, scenario_cover: str) -> str:
-    """What a case covers: the run-wide option (`--cover`), unless it defers to the scenario's own `cover`."""
+    """What a case covers: the run-wide option (`--gpu-memsafety-cover`), unless it defers to the scenario's own `cover`."""
     if option not in COVER_OPTIONS:
         raise ValueError(f"cover option {option!r} is not one of {', '.join(COVER_OPTIONS)}")
     return _known(scenario_cover if option == COVER_SCENARIO else option)

@@ -82,6 +82,10 @@ class Evidence:
     tensors: list[TensorUse] = field(default_factory=list)   # its Triton launches' tensor arguments, by name
     markers_checked: bool = False   # complete mode: its markers pass finished it (hits are that pass's)
     detector_notes: list[str] = field(default_factory=list)  # what a pass could not do, said in the verdict
+    # The gpu_memsafety_guarded fixture's own check at the test's teardown (any device, a CPU too): how many guarded
+    # tensors it checked, and what changed. Independent of the mode's allocator, so it counts where that cannot run.
+    fixture_checked: int = 0
+    fixture_findings: list[Finding] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"test": self.test, "mode": self.mode, "arch": self.arch,
@@ -92,7 +96,9 @@ class Evidence:
                 "unavailable": self.unavailable, "missing": self.missing, "context_lost": self.context_lost, "earlier_loss": self.earlier_loss,
                 "guarded_blocks": self.guarded_blocks, "allocated": self.allocated, "guard_off": self.guard_off,
                 "crashed": self.crashed, "tensors": [t.to_json() for t in self.tensors],
-                "markers_checked": self.markers_checked, "detector_notes": list(self.detector_notes)}
+                "markers_checked": self.markers_checked, "detector_notes": list(self.detector_notes),
+                "fixture_checked": self.fixture_checked,
+                "fixture_findings": [f.to_json() for f in self.fixture_findings]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -110,7 +116,9 @@ class Evidence:
                    crashed=str(data.get("crashed", "")),
                    tensors=[TensorUse.from_json(t) for t in data.get("tensors", ())],
                    markers_checked=bool(data.get("markers_checked", False)),
-                   detector_notes=[str(n) for n in data.get("detector_notes", ())])
+                   detector_notes=[str(n) for n in data.get("detector_notes", ())],
+                   fixture_checked=int(data.get("fixture_checked", 0)),
+                   fixture_findings=[Finding.from_json(f) for f in data.get("fixture_findings", ())])
 
 
 def first_line(text: str) -> str:

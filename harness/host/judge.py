@@ -4,7 +4,9 @@ The same closed outcomes as a scenario case (model.Outcome), decided here in one
 rule in tests/test_host_judge.py):
  1. the mode could not run in this process: without a GPU, NOT_APPLICABLE; on a GPU machine (the allocator could not
     be built or installed, memory was allocated before it could be, no compute-sanitizer) COULD_NOT_RUN, a failure;
-    both say what was needed and what was found, and the test ran unguarded.
+    both say what was needed and what was found, and the test ran unguarded. Unless the test's own
+    gpu_memsafety_guarded tensors were checked (they need no allocator, and work on a CPU): then the verdict is
+    theirs (rule 8), and the message says the mode itself did not run.
  2. the test's gpu_memsafety marker turned guarding off: NOT_APPLICABLE, with the marker's reason.
  3. the CUDA context was lost before the test started: NOT_APPLICABLE (an earlier test's crash is that test's).
  4. its process died, or the CUDA context was lost while it ran, and no finding explains it (a guard-page fault, a
@@ -188,15 +190,21 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
     def result(outcome: Outcome, message: str, findings: Sequence[Finding] = ()) -> CaseResult:
         return _case(ev, own, marker, outcome, message, list(findings), runs)
 
-    if ev.unavailable:
+    if ev.unavailable and not ev.fixture_checked:
         outcome = Outcome.COULD_NOT_RUN if ev.missing else Outcome.NOT_APPLICABLE
         return result(outcome, f"{ev.mode} mode could not run here: {ev.unavailable}; the test ran unguarded")
+    if ev.unavailable:
+        outcome, message = _verdict(ev, list(ev.fixture_findings), marker, fixture_only=True)
+        if ev.missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING):
+            outcome = Outcome.COULD_NOT_RUN
+        return result(outcome, f"{message}; {ev.mode} mode could not run here ({ev.unavailable}): only the "
+                               f"gpu_memsafety_guarded tensors were checked", ev.fixture_findings)
     if not marker.guard:
         return result(Outcome.NOT_APPLICABLE, f"not guarded: its gpu_memsafety marker says guard=False"
                                              f"{': ' + marker.reason if marker.reason else ''}")
     if ev.earlier_loss:
         return result(Outcome.NOT_APPLICABLE, f"not checked: {ev.earlier_loss}")
-    findings = fold(ev.findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors))
+    findings = fold(ev.findings + ev.fixture_findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors))
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
     if lost and not any(f.detector in EXPLAINS_LOSS for f in findings):
@@ -205,7 +213,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
         return result(Outcome.NOT_APPLICABLE, "; ".join(b.reason() for b in ev.breaks))
     if ev.detector_problem:
         return result(Outcome.UNRESOLVED, f"{ev.detector_problem}; nothing it saw is trusted", findings)
-    if not findings and not ev.allocated:
+    if not findings and not ev.allocated and not ev.fixture_checked:
         why = f" ({own.outcome}: {own.message})" if own.outcome != "passed" and own.message else ""
         live = (f"; {ev.guarded_blocks} allocation(s) of earlier tests, still live, were checked and unchanged"
                 if ev.guarded_blocks else "")
@@ -261,8 +269,9 @@ def _narrow(findings: list[Finding], sites: Sequence[str]) -> tuple[list[Finding
     return kept, len(findings) - len(kept)
 
 
-def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker) -> tuple[Outcome, str]:
-    seeable = {k for d in MODE_DETECTORS[ev.mode] for k in SEES[d]}
+def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker,
+             fixture_only: bool = False) -> tuple[Outcome, str]:
+    seeable = set(SEES[GUARD]) if fixture_only else {k for d in MODE_DETECTORS[ev.mode] for k in SEES[d]}
     unexpected = [f for f in findings if not any(e.matches(f, dict(f.details)) for e in marker.expected)]
     visible = [e for e in marker.expected if e.kind in seeable]
     missing = [e for e in visible if not any(e.matches(f, dict(f.details)) for f in findings)]
@@ -278,6 +287,8 @@ def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker) -> tuple
                                             f"{issue}: the bug may be fixed (or the test no longer reaches it)" + blind)
     if findings:
         return Outcome.EXPECTED_FINDING, "; ".join(_short(f) for f in findings) + issue + blind
+    if fixture_only:
+        return Outcome.CLEAN, f"clean: {ev.fixture_checked} gpu_memsafety_guarded tensor(s) checked" + blind
     checked = f"{ev.guarded_blocks} allocation(s) checked" if ev.mode not in host_modes.SANITIZED else "no memcheck record"
     return Outcome.CLEAN, f"clean under {'/'.join(MODE_DETECTORS[ev.mode])} ({checked})" + blind
 
@@ -303,6 +314,9 @@ def _detector_runs(ev: Evidence) -> list[DetectorRun]:
         else:
             runs.append(DetectorRun(det, True, {GUARD: "markers verified at teardown", MEMCHECK: "compute-sanitizer ran",
                                                 GUARD_PAGE: "VMM guard pages"}[det]))
+    if ev.fixture_checked and not any(r.detector == GUARD and r.ran for r in runs):
+        fixture = DetectorRun(GUARD, True, f"gpu_memsafety_guarded: {ev.fixture_checked} tensor(s) checked at teardown")
+        runs = [r for r in runs if r.detector != GUARD] + [fixture]
     return runs
 
 

@@ -12,7 +12,7 @@ them up:
 3. otherwise one verdict from every stage's assessment (gpu_memsafety.judge.verdict.conclude): an expected finding is seen
    when any stage saw it, missed when a stage could check it and none saw it;
 4. a detector that should have run and could not (no compute-sanitizer, no GPU): on a machine with a GPU a pass
-   becomes "could not run" (a failure, unless --allow-unsupported); without one the verdict of what ran stands and
+   becomes "could not run" (a failure, unless --gpu-memsafety-allow-unsupported); without one the verdict of what ran stands and
    the case is marked partial (details.partial: the detectors that did not run and why), which the report's
    headline says.
 Pure: no torch, no processes.
@@ -81,7 +81,7 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
         why = "; ".join(f"{name} could not run: {detail}" for name, detail in missing.items())
         if gpu and not allow_unsupported:
             outcome, message = Outcome.COULD_NOT_RUN, (f"{why} (what ran: {message})\n(on a machine with a GPU this "
-                                                       f"fails; --allow-unsupported accepts it)")
+                                                       f"fails; --gpu-memsafety-allow-unsupported accepts it)")
         else:
             partial = dict(missing)
             message = f"{message} (partial: {why})"

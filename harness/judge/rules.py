@@ -11,7 +11,7 @@ and if not, could it have) and a list of `Finding`s. A sanitizer tool's records 
 `Evidence.sanitizer_findings`. This module keeps only the rules.
 
 The rules, in order (each has a test in tests/test_judge.py):
- 1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --allow-unsupported, else
+ 1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --gpu-memsafety-allow-unsupported, else
     UNSUPPORTED); not_applicable: NOT_APPLICABLE; oom and error: UNRESOLVED, nothing was checked.
  2. a fault (lost context, or a death in the launch) that no detector turned into a finding: CRASHED.
  3. nothing guarded (no buffer through the context, or none covered for a detector that needs one: every buffer
@@ -316,10 +316,18 @@ class Judge:
         verdict = conclude(expectation, [assessed])
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
+        partial: dict[str, str] = {}
         if missing and outcome in (Outcome.CLEAN, Outcome.EXPECTED_FINDING, Outcome.UNSUPPORTED):
             why = "; ".join(f"{d.detector} could not run: {d.detail}" for d in missing)
-            seen = f" (what ran: {message})" if outcome is not Outcome.UNSUPPORTED else ""
-            return self.cannot_run(scenario, case, why + seen, res, runs, findings)
+            if (self.machine.gpu and not self.machine.allow_unsupported) or not any(d.ran for d in runs):
+                seen = f" (what ran: {message})" if outcome is not Outcome.UNSUPPORTED else ""
+                return self.cannot_run(scenario, case, why + seen, res, runs, findings)
+            # As a staged mode does (judge.combine, rule 4): the verdict of the detectors that ran stands and the
+            # case is partial, which the headline counts as ran ("memcheck did not run on N").
+            partial = {d.detector: d.detail for d in missing}
+            message = f"{message} (partial: {why})"
+        elif missing:
+            partial = {d.detector: d.detail for d in missing}    # a failure judged on part of its detectors
         if outcome is Outcome.UNSUPPORTED:
             outcome = Outcome.NOT_APPLICABLE
         if void and outcome is Outcome.NOT_APPLICABLE:      # say why poison did not count, not that it did not run
@@ -331,6 +339,8 @@ class Judge:
         result = self._result(scenario, case, outcome, message, findings, runs, res)
         if verdict.missing:
             result.details["missing_expected"] = list(verdict.missing)   # a baseline never hides these
+        if partial:
+            result.details["partial"] = partial
         return result
 
     def _died(self) -> str:
@@ -416,7 +426,7 @@ class Judge:
                    runs: list[DetectorRun] | None = None, findings: list[Finding] | None = None) -> CaseResult:
         """A case that should have run here and could not: a failure on a GPU machine, unless allowed."""
         if self.machine.gpu and not self.machine.allow_unsupported:
-            outcome, why = Outcome.COULD_NOT_RUN, f"{why}\n(on a machine with a GPU this fails; --allow-unsupported accepts it)"
+            outcome, why = Outcome.COULD_NOT_RUN, f"{why}\n(on a machine with a GPU this fails; --gpu-memsafety-allow-unsupported accepts it)"
         else:
             outcome = Outcome.UNSUPPORTED
         return self._result(scenario, case, outcome, why, findings or [], runs if runs is not None else self._not_started(scenario), res)

@@ -1,6 +1,6 @@
 """The baseline as a report shows it: which findings a baseline accepted, and which of its entries are stale.
 
-A run given `--baseline FILE` records two things (gpu_memsafety.judge.baseline writes them): in each case
+A run given `--gpu-memsafety-baseline FILE` records two things (gpu_memsafety.judge.baseline writes them): in each case
 whose findings the baseline accepted, `details.baseline` (the accepted entries: finding key, reason,
 upstream), and in `run.baseline` the file and its entries that matched nothing: `stale` (the case ran and the
 finding is gone, or the case no longer exists) and `unchecked` (the case was not run to the end here, so

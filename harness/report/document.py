@@ -61,7 +61,7 @@ def new_run_id(now: float | None = None) -> str:
 
 
 def shard_record(index: int, count: int, group: str = "") -> dict[str, Any]:
-    """run.shard: this report is shard `index` of `count` (1-based, as in `--shard 2/4`) of run group `group`."""
+    """run.shard: this report is shard `index` of `count` (1-based, as in `--gpu-memsafety-shard 2/4`) of run group `group`."""
     if not 1 <= index <= count:
         raise ValueError(f"shard {index}/{count}: the index must be between 1 and the count")
     record: dict[str, Any] = {"index": index, "count": count}

@@ -34,7 +34,7 @@ MAX_GROUP_CHARS = 200
 
 class Manifest(TypedDict):
     group: str              # the run group every shard of this run was given
-    group_source: str       # where it came from: --run-group, GPU_MEMSAFETY_RUN_GROUP, GITHUB_RUN_ID, ...
+    group_source: str       # where it came from: --gpu-memsafety-run-group, GPU_MEMSAFETY_RUN_GROUP, GITHUB_RUN_ID, ...
     matrix: list[str]       # every case id of the unsharded run, sorted
     matrix_hash: str        # sha256 of the ids (ids_hash)
     mode: str
@@ -74,9 +74,9 @@ class RunGroupError(ValueError):
 
 
 def run_group(explicit: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(group, where it came from): --run-group, else GPU_MEMSAFETY_RUN_GROUP, else a CI run id; ("", "") if none."""
+    """(group, where it came from): --gpu-memsafety-run-group, else GPU_MEMSAFETY_RUN_GROUP, else a CI run id; ("", "") if none."""
     env = os.environ if environ is None else environ
-    for value, source in [(explicit, "--run-group"), (env.get(RUN_GROUP_ENV), RUN_GROUP_ENV),
+    for value, source in [(explicit, "--gpu-memsafety-run-group"), (env.get(RUN_GROUP_ENV), RUN_GROUP_ENV),
                           *((env.get(var), var) for var in CI_RUN_VARS)]:
         if value is not None and value != "":
             return check_group(value, source), source

@@ -101,7 +101,7 @@ def headline(report: Mapping[str, Any]) -> Headline:
 
 def _partial(case: Mapping[str, Any]) -> bool:
     """Part of the run did not run for this case: the case could not run here and that was accepted (no GPU,
-    --allow-unsupported), or some of its detectors could not (details.partial: memcheck without a GPU)."""
+    --gpu-memsafety-allow-unsupported), or some of its detectors could not (details.partial: memcheck without a GPU)."""
     return case["outcome"] == "unsupported" or bool((case.get("details") or {}).get("partial"))
 
 

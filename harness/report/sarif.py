@@ -5,9 +5,11 @@ and one per failing outcome that has no finding of its own (`outcome/unexpectedl
 ...), so that every failing case is a result somewhere. One result per finding, located at the kernel's
 source line when the sanitizer named one inside the run's root, else at the scenario's definition
 (gpu_memsafety.report.locate); its buffer and kernel are a logical location, its byte ranges and the
-scenario's words for them are properties. A finding that does not fail the run is a result with a
-suppression: `external` with the scenario's known-bug expectation, or the baseline's reason, as the
-justification, so a code-scanning tool shows it as dismissed, not as a new alert. Stale baseline entries are
+scenario's words for them are properties. A known bug (a finding its case expects, of a case that does not fail)
+and a finding the baseline accepts are left out of the results, every one of them, and counted in the run's
+properties (`knownFindings`: how many, and the cases): GitHub code scanning reads neither `suppressions` nor
+`baselineState`, so each would open an alert, and SARIF 2.1.0 §3.27.23 does not allow some results with
+`suppressions` and others without; report.json, the HTML and the summary keep them. Stale baseline entries are
 tool execution notifications. `partialFingerprints` carry the case id and Finding.key(), stable across runs.
 
 The log is validated against the SARIF 2.1.0 JSON schema in the tests (tests/data/sarif/).
@@ -53,7 +55,8 @@ class SarifRenderer(Renderer):
     def log(self, report: Mapping[str, Any]) -> dict[str, Any]:
         run = report["run"]
         rules: dict[str, dict[str, Any]] = {}
-        results = [r for case in report["cases"] for r in self.case_results(case, run, rules)]
+        known: list[str] = []
+        results = [r for case in report["cases"] for r in self.case_results(case, run, rules, known)]
         ordered = sorted(rules)
         index = {rule: i for i, rule in enumerate(ordered)}
         for result in results:
@@ -64,7 +67,10 @@ class SarifRenderer(Renderer):
             "invocations": [self.invocation(report)],
             "results": results,
             "properties": {"headline": self.text(headline(report).text), "status": report["summary"]["status"],
-                           "runId": str(run.get("id", "")), "mode": str(run.get("mode", ""))},
+                           "runId": str(run.get("id", "")), "mode": str(run.get("mode", "")),
+                           "knownFindings": {"count": len(known), "cases": sorted(set(known)),
+                                             "why": "known bugs and baseline-accepted findings: not alerts; every "
+                                                    "one is in report.json"}},
         }
         if run.get("id"):
             sarif_run["automationDetails"] = {"id": f"{TOOL}/{self.text(str(run.get('mode') or 'run'))}/{run['id']}"}
@@ -75,11 +81,15 @@ class SarifRenderer(Renderer):
 
     # ---------------------------------------------------------------------------------------- results
 
-    def case_results(self, case: Mapping[str, Any], run: Mapping[str, Any],
-                     rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def case_results(self, case: Mapping[str, Any], run: Mapping[str, Any], rules: dict[str, dict[str, Any]],
+                     known: list[str]) -> list[dict[str, Any]]:
+        """The case's results; the ids of its known (expected or accepted) findings, left out, go to `known`."""
         out = []
         accepted = accepted_reasons(case)
         for raw, finding in zip(case["findings"], case_findings(case)):
+            if not case["failed"] and (finding.key() in accepted or case["outcome"] == "expected finding"):
+                known.append(self.text(case["id"]))
+                continue
             rule = f"{finding.detector}/{finding.kind}"
             rules.setdefault(rule, _finding_rule(finding.detector, finding.kind))
             result = self.result(case, rule, f"{case['id']}: {describe_finding(finding)}",
@@ -92,10 +102,6 @@ class SarifRenderer(Renderer):
                                          "bytes": finding.bytes, "key": self.text(finding.key()),
                                          "ranges": [{"region": self.text(r.region), "start": r.start, "end": r.end,
                                                      "logical": self.text(r.logical)} for r in finding.ranges]})
-            why = accepted.get(finding.key()) or (_known_bug(case) if case["outcome"] == "expected finding" else "")
-            if why and not case["failed"]:
-                result["level"] = "note"
-                result["suppressions"] = [{"kind": "external", "status": "accepted", "justification": self.text(why)}]
             out.append(result)
         if case["failed"] and not case["findings"]:
             rule = "outcome/" + case["outcome"].replace(" ", "-")
@@ -166,11 +172,6 @@ def _outcome_rule(outcome: str) -> dict[str, Any]:
             "fullDescription": {"text": f"The case ended '{outcome}', a failure of the run with no finding of its own "
                                         "(its message says why)."},
             "defaultConfiguration": {"level": "error"}, "properties": {"outcome": outcome}}
-
-
-def _known_bug(case: Mapping[str, Any]) -> str:
-    upstream = upstream_of(case)
-    return f"known bug{' ' + upstream if upstream else ''}: {case['expected']}"
 
 
 def _camel(words: str) -> str:

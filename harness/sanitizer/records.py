@@ -68,7 +68,7 @@ class SanitizerRun:
 
     def not_started(self, detector: str) -> DetectorRun | None:
         """A sanitizer that never attached could not start its detector: 'could not run' (rule 6: a failure on a GPU
-        machine unless --allow-unsupported; what the other detectors saw is kept), naming what was needed and
+        machine unless --gpu-memsafety-allow-unsupported; what the other detectors saw is kept), naming what was needed and
         what was found. Its missing XML and ERROR SUMMARY follow from that. None when it attached."""
         if self.attached:
             return None

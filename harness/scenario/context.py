@@ -9,7 +9,7 @@ own (placement `exact`), so memcheck sees the first byte past its end and the fi
 an unmapped page; in the other modes every buffer has front and back guards. `watch=True` is a hint: it marks
 a buffer whose bounds the scenario is about (poison mode surveys watched buffers first), and it becomes the
 selection when the scenario narrows cover to watched buffers (`Scenario(cover="watched")`, or a run with
-`--cover watched`): then only watched buffers are placed for memcheck or the guard page, and the others keep
+`--gpu-memsafety-cover watched`): then only watched buffers are placed for memcheck or the guard page, and the others keep
 their front and back guards, where memcheck and the guard page cannot see past their end.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ class RunContext:
     seed: use `randn`/`generator` for data, so every run and device sees the same inputs.
     watch_placement: where covered buffers go in this mode (set by the harness, not the adapter).
     cover: which buffers are covered: "all" (every buffer) or "watched" (those allocated with `watch=True`);
-        set by the harness from the scenario's `cover` and the run's `--cover` (gpu_memsafety.engine.modes.resolve_cover).
+        set by the harness from the scenario's `cover` and the run's `--gpu-memsafety-cover` (gpu_memsafety.engine.modes.resolve_cover).
     production: stress mode: plain torch allocations, no guards, caching allocator on.
     watched: names of the buffers allocated with `watch=True`.
     covered: (property) names of the buffers that got `watch_placement` (none where it is the guarded placement).

@@ -75,7 +75,7 @@ class Variant:
 @dataclass(frozen=True)
 class Case:
     """One case: a variant of a scenario at one point of its parameter grid. Its id, `scenario[variant-label]`,
-    is the one case-id scheme used everywhere (pytest node names, `--case`, `repro`, reports, baselines)."""
+    is the one case-id scheme used everywhere (pytest node names, `--gpu-memsafety-case`, `repro`, reports, baselines)."""
 
     scenario: str
     variant: str                    # a variant's name (a Variant given here is replaced by its name)
@@ -133,7 +133,7 @@ class Scenario:
     expect_on_arch: Callable[[Case, str], Expectation] | None = None
     # Which buffers the modes that need a watched buffer (memcheck, guard_page) place where they can see past
     # their end: "all" (every buffer the adapter allocates through the context), or "watched" (only those
-    # allocated with watch=True). `--cover` overrides it for a whole run (gpu_memsafety.engine.modes.resolve_cover).
+    # allocated with watch=True). `--gpu-memsafety-cover` overrides it for a whole run (gpu_memsafety.engine.modes.resolve_cover).
     cover: str = COVER_ALL
     _validated: list[Case] = field(default_factory=list, compare=False, repr=False)
     _source: list[Any] = field(default_factory=list, compare=False, repr=False)

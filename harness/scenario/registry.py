@@ -3,12 +3,14 @@
 A scenario is a Python file that defines `SCENARIO = Scenario(...)` at top level. They are found in:
 
 1. the repository's `scenarios/` directory;
-2. directories given with `--scenario-path DIR` (pytest, `python -m gpu_memsafety list|repro|bench|new`;
+2. directories given with `--scenario-path DIR` (`python -m gpu_memsafety list|repro|bench|new`; pytest's
+   `--gpu-memsafety-scenario-path DIR`;
    `make sanitize SCENARIO_PATH=DIR`), and in the `GPU_MEMSAFETY_SCENARIO_PATH` environment variable
    (os.pathsep-separated; the entry points set it for their child processes, so workers and benchmark
    children see the same set);
-3. the ini option `scenario_paths` of the pytest configuration file in use (pytest.ini, pyproject.toml's
-   [tool.pytest.ini_options], tox.ini, setup.cfg), relative to that file;
+3. the ini option `gpu_memsafety_scenario_paths` of the pytest configuration file in use (pytest.toml, pytest.ini,
+   pyproject.toml's [tool.pytest.ini_options], tox.ini, setup.cfg: found and read by pytest's own discovery),
+   relative to that file;
 4. installed packages that declare an entry point in the group `gpu_memsafety.scenarios`: its value names a
    module that defines SCENARIO, or a package whose directory holds scenario files.
 
@@ -22,7 +24,6 @@ A name defined twice is an error naming both files.
 from __future__ import annotations
 
 import ast
-import configparser
 import hashlib
 import importlib
 import importlib.util
@@ -39,7 +40,7 @@ from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
 
 ENV_VAR = "GPU_MEMSAFETY_SCENARIO_PATH"
 ENTRY_POINT_GROUP = "gpu_memsafety.scenarios"
-INI_OPTION = "scenario_paths"
+INI_OPTION = "gpu_memsafety_scenario_paths"
 _REPO_PACKAGE = "gpu_memsafety.scenarios"
 
 
@@ -85,69 +86,39 @@ def configure(paths: Iterable[str | Path] = ()) -> list[Path]:
     return extra
 
 
-INI_NAMES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+def pytest_config(start: Path, config: str | None = None) -> tuple[Path | None, list[Path]]:
+    """The configuration file pytest itself would use when run from `start` with no arguments (or `config`, as
+    `pytest -c FILE`), and its gpu_memsafety_scenario_paths resolved against that file's directory. Found and read
+    by pytest's own discovery (_pytest.config.findpaths.determine_setup): pytest.toml (pytest 9), pytest.ini,
+    .pytest.ini, pyproject.toml, tox.ini and setup.cfg, each parsed as pytest parses it, never by a parser of ours."""
+    import inspect
 
-
-def find_inifile(start: Path) -> Path | None:
-    """The configuration file pytest would use when run from `start` without arguments: the first of
-    pytest.ini, .pytest.ini, pyproject.toml (with a [tool.pytest.ini_options] table), tox.ini ([pytest])
-    or setup.cfg ([tool:pytest]) in `start` or the nearest directory above it."""
-    for directory in (start.resolve(), *start.resolve().parents):
-        for name in INI_NAMES:
-            path = directory / name
-            if path.is_file() and _ini_section(path) is not None:
-                return path
-    return None
-
-
-def _ini_section(path: Path) -> dict[str, Any] | None:
-    """The pytest section of a configuration file as a dict, or None when the file has none."""
-    if path.name == "pyproject.toml":
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ScenarioError(str(path), INI_OPTION, f"cannot read {path}: {exc}") from None
-        table = data.get("tool", {}).get("pytest", {})
-        return table.get("ini_options", table or None) if isinstance(table, dict) else None
-    parser = configparser.ConfigParser(interpolation=None)
+    from _pytest.config import findpaths
+    kwargs: dict[str, Any] = {"inifile": config, "args": [], "rootdir_cmd_arg": None, "invocation_dir": start.resolve()}
+    if "override_ini" in inspect.signature(findpaths.determine_setup).parameters:      # pytest 9
+        kwargs["override_ini"] = None
     try:
-        parser.read(path, encoding="utf-8")
-    except (OSError, configparser.Error) as exc:
-        raise ScenarioError(str(path), INI_OPTION, f"cannot read {path}: {exc}") from None
-    for section in ("pytest", "tool:pytest"):
-        if path.name == "setup.cfg" and section == "pytest":
-            continue
-        if parser.has_section(section):
-            return dict(parser.items(section))
-    return {} if path.name in ("pytest.ini", ".pytest.ini") else None
-
-
-def ini_paths(inifile: Path | None) -> list[Path]:
-    """`scenario_paths` of a pytest configuration file, resolved against the file's directory."""
-    if inifile is None:
-        return []
-    section = _ini_section(inifile) or {}
-    value = section.get(INI_OPTION)
-    if value is None:
-        return []
+        _, inifile, values, *_ = findpaths.determine_setup(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - pytest's UsageError or a parse error: said with the file
+        raise ScenarioError(str(config or start), INI_OPTION, f"pytest cannot read its configuration: {exc}") from None
+    value = values.get(INI_OPTION)
+    value = getattr(value, "value", value)      # pytest 9 wraps each value (ConfigValue); 8 gives it bare
+    if inifile is None or value is None:
+        return inifile, []
     entries = value.split() if isinstance(value, str) else value
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         raise ScenarioError(str(inifile), INI_OPTION, f"expected a list of directories, got {value!r}")
-    return [(inifile.parent / e).resolve() for e in entries]
+    return inifile, [(inifile.parent / e).resolve() for e in entries]
 
 
 def configure_from_command_line(paths: Sequence[str], config: str | None) -> None:
     """A command's `--scenario-path DIR...` and `--config FILE`: make this process and its children see the
-    scenarios of `paths` and of the configuration file's scenario_paths (FILE, else the file pytest would use
+    scenarios of `paths` and of the configuration file's gpu_memsafety_scenario_paths (FILE, else the file pytest would use
     from the current directory). A bad path or a name defined twice is reported here, before any work."""
-    inifile = Path(config) if config else find_inifile(Path.cwd())
-    if config and not inifile.is_file():
+    if config and not Path(config).is_file():
         raise ScenarioError(str(config), "--config", f"{config} is not a file")
-    configure([*paths, *ini_paths(inifile)])
+    _, from_config = pytest_config(Path.cwd(), config)
+    configure([*paths, *from_config])
     all_scenarios()
 
 
@@ -383,10 +354,25 @@ def scenario_modules() -> list[str]:
     return sorted(s.module for s in _dir_sources(SCENARIO_DIR, "") if s.module)
 
 
+# What to do when a scenario is not found: where the harness looks for a user's own.
+WHERE_TO_ADD = (f"a scenario of your own is found through --scenario-path DIR (the gpu-memsafety commands), "
+                f"--gpu-memsafety-scenario-path DIR (pytest) or {INI_OPTION} in your pytest configuration")
+
+
+def unknown_scenarios(names: Iterable[str], known: Iterable[str]) -> str:
+    """'no scenario 'x'; known: a, b; a scenario of your own is found through --scenario-path ...'."""
+    return f"no scenario {', '.join(map(repr, names))}; known: {', '.join(sorted(known))}; {WHERE_TO_ADD}"
+
+
+def is_bundled(scenario: Scenario) -> bool:
+    """One of the harness's own scenarios (its scenarios/ folder), not the user's: `list` prints the user's first."""
+    return scenario.source is not None and Path(scenario.source.file).resolve().is_relative_to(SCENARIO_DIR.resolve())
+
+
 def get(name: str) -> Scenario:
     scenarios = all_scenarios()
     if name not in scenarios:
-        raise ScenarioError(name, "name", f"no such scenario; known: {sorted(scenarios)}")
+        raise ScenarioError(name, "name", f"no such scenario; known: {', '.join(sorted(scenarios))}; {WHERE_TO_ADD}")
     return scenarios[name]
 
 

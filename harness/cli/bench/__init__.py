@@ -15,7 +15,7 @@ Parts (each one's results are written to bench.json as soon as it ends, so a cra
   with the caches warm (what a second run or a second xdist worker pays).
 - batching: the same cases under `make sanitize`'s mode (memcheck + guards) batched in one sanitized
   process per scenario, then one sanitized process per case; wall times and whether the outcomes agree.
-- matrix: the wall time of `pytest scenarios -n auto --dist loadgroup --mode both` (what `make sanitize` runs).
+- matrix: the wall time of `pytest scenarios -n auto --dist loadgroup --gpu-memsafety-mode both` (what `make sanitize` runs).
 - scaling: the same matrix on one GPU and on all the machine's GPUs in one bench run, after a warm-up pass
   (guard mode, every GPU) that fills the Triton and CUDA-extension caches; the speedup, and whether both runs
   gave every case the same outcome. Then the matrix as 2 shards run at once on one machine (one GPU each,
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cases part: the modes timed in their own child besides bare/guard/poison (guard_page, memcheck)")
     ap.add_argument("--scaling-budget-s", type=_positive, default=None,
                     help="scaling part: skip the shards comparison when the part has run longer than this")
-    ap.add_argument("--scaling-args", default="", help="extra pytest arguments for the scaling part's runs (e.g. --scenario X)")
+    ap.add_argument("--scaling-args", default="", help="extra pytest arguments for the scaling part's runs (e.g. --gpu-memsafety-scenario X)")
     ap.add_argument("--scaling-workers", type=_positive, default=None,
                     help="run the scaling part with this many workers without GPUs (tests the plumbing on a CPU machine)")
     args = ap.parse_args(args_list)

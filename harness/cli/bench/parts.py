@@ -248,7 +248,7 @@ class Bench:
             groups.setdefault(s.name, []).append((s, c))
         processes = 0
         for name, group in groups.items():
-            for start in range(0, len(group), self.args.batch_size):   # as the plugin batches: per file, --batch-size
+            for start in range(0, len(group), self.args.batch_size):   # as the plugin batches: per file, --gpu-memsafety-batch-size
                 runner = Runner(RunOptions(workdir=self.out / "work" / "batching" / f"batched-{name}-{start}", **opts))
                 batched.update({r.case_id: r.outcome.label for r in runner.run(group[start : start + self.args.batch_size])})
                 processes += 1
@@ -275,7 +275,7 @@ class Bench:
         """argv and environment of one `pytest scenarios` run for the scaling part."""
         out = self.out / "scaling" / name
         argv = [sys.executable, "-m", "pytest", str(SCENARIO_DIR), "-p", "gpu_memsafety", "-p", "no:cacheprovider", "-q", "-n", str(workers),
-                "--dist", "loadgroup", "--mode", mode, "--report-dir", str(out), *extra, *shlex.split(self.args.scaling_args)]
+                "--dist", "loadgroup", "--gpu-memsafety-mode", mode, "--gpu-memsafety-report-dir", str(out), *extra, *shlex.split(self.args.scaling_args)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -331,7 +331,7 @@ class Bench:
             return result
         group = f"bench-{os.getpid()}-{int(time.time())}"      # the two shards are one run (the merge checks it)
         shard_runs = {f"shard{k}": self._matrix_run(f"shard{k}", workers=1, gpus=None if forced else [devices[(k - 1) % n]],
-                                                    mode=mode, extra=["--shard", f"{k}/2", "--run-group", group])
+                                                    mode=mode, extra=["--gpu-memsafety-shard", f"{k}/2", "--gpu-memsafety-run-group", group])
                       for k in (1, 2)}
         shards = self._timed(shard_runs)
         reports = [self.out / "scaling" / name / "report.json" for name in shard_runs]
@@ -351,7 +351,7 @@ class Bench:
     def part_matrix(self) -> dict[str, Any]:
         out = self.out / "matrix"
         argv = [sys.executable, "-m", "pytest", str(SCENARIO_DIR), "-p", "gpu_memsafety", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadgroup",
-                "--mode", self.args.batch_mode, "--report-dir", str(out), "-q"]
+                "--gpu-memsafety-mode", self.args.batch_mode, "--gpu-memsafety-report-dir", str(out), "-q"]
         self.log("matrix: " + " ".join(argv[1:]))
         t0 = time.perf_counter()
         with open(self.out / "matrix.log", "wb") as log:
