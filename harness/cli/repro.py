@@ -26,6 +26,7 @@ from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.engine.modes import DEFAULT_MODE
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
+from gpu_memsafety.util import jsonio
 
 ALL_MODES = ("complete", "guard_page", "poison", "stress")
 
@@ -239,7 +240,7 @@ def keep(dest: Path, workdir: Path, rerun: list[str]) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         marker = dest / KEEP_MARKER
         if marker.is_file():
-            for name in _json.loads(marker.read_text() or "{}").get("entries", []):
+            for name in jsonio.loads(marker.read_text() or "{}").get("entries", []):
                 old = dest / name
                 if old.is_dir() and not old.is_symlink():
                     shutil.rmtree(old)
