@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from gpu_memsafety.report.document import unchecked_reasons
 from gpu_memsafety.report.load import ReportError, load_report
 from gpu_memsafety.report.render import plural
 from gpu_memsafety.report.svg import line_plot
@@ -32,6 +33,7 @@ class Run:
     finished: bool = True
     shards: set[int] = field(default_factory=set)
     shard_count: int = 0
+    unchecked: list[str] = field(default_factory=list)           # report.unchecked_reasons of its files
 
     @property
     def label(self) -> str:
@@ -85,6 +87,7 @@ def _add(runs: dict[str, Run], report: Mapping[str, Any], file: str) -> None:
     run.files.append(file)
     run.started = min(filter(None, [run.started, str(meta.get("started") or "")]), default="")
     run.finished = run.finished and bool(meta.get("finished"))
+    run.unchecked += unchecked_reasons(report)
     if shard:
         run.shards.add(int(shard["index"]))
         run.shard_count = max(run.shard_count, int(shard["count"]))
@@ -137,6 +140,7 @@ class History:
         for run in self.runs:
             if not run.finished:
                 lines.append(f"  run {run.label} did not finish: its cases have no result there")
+            lines += [f"  run {run.label}: {why}" for why in dict.fromkeys(run.unchecked)]
             if run.missing_shards:
                 lines.append(f"  run {run.label}: shard(s) {', '.join(map(str, run.missing_shards))} of "
                              f"{run.shard_count} missing: their cases read as absent")
