@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from gpu_memsafety.report.document import unchecked_reasons
 from gpu_memsafety.report.load import ReportError, load_report
-from gpu_memsafety.report.render import plural
+from gpu_memsafety.report.render import plural, visible
 from gpu_memsafety.report.svg import line_plot
 
 REPORT_NAME = "report.json"
@@ -147,7 +147,7 @@ class History:
         changes = self.changes()
         if not changes:
             lines.append(f"no case changed outcome over these runs (last run: {last.label})")
-            return "\n".join(lines) + "\n"
+            return _shown(lines)
         groups: dict[tuple[str, str, str, str], list[Change]] = {}
         for change in changes:
             groups.setdefault((change.before, change.now, change.since.key, change.before_since.key), []).append(change)
@@ -158,7 +158,12 @@ class History:
             lines.append(f"  {c.before} -> {c.now} since run {c.since.label} ({lasted}; {c.before} since run "
                          f"{c.before_since.label}), {plural(len(members), 'case')}:")
             lines += [f"      {m.case}" for m in members]
-        return "\n".join(lines) + "\n"
+        return _shown(lines)
+
+
+def _shown(lines: Sequence[str]) -> str:
+    """Every line from a report's own text (run ids, case ids, outcomes of a forged file) made one visible line."""
+    return "".join(visible(line, newlines=False) + "\n" for line in lines)
 
 
 def _streak_start(line: Sequence[str], end: int) -> int:
