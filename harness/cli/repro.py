@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
+from gpu_memsafety.util import bounds
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.engine.modes import DEFAULT_MODE
@@ -87,7 +88,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--variant")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--mode", default=DEFAULT_MODE, help=f"a mode, a comma list, or 'all' ({', '.join(ALL_MODES)})")
-    ap.add_argument("--loop", type=int, default=20, help="stress mode: iterations")
+    ap.add_argument("--loop", type=bounds.arg_type("--loop"), default=20, help="stress mode: iterations")
     ap.add_argument("--cover", default=COVER_SCENARIO, choices=COVER_OPTIONS,
                     help="which buffers memcheck and guard-page modes place so that they see past their end: "
                          "scenario (its own `cover`; every buffer unless it narrows), all, or watched (watch=True only)")
@@ -112,9 +113,8 @@ def main(argv: list[str]) -> int:
         return 2
     modes = list(ALL_MODES) if args.mode == "all" else args.mode.split(",")
     unknown = [m for m in modes if m not in MODES]
-    if unknown or args.loop <= 0:
-        print(f"error: --mode {','.join(unknown)} unknown (known: {', '.join(MODES)}, all)" if unknown
-              else "error: --loop must be positive", file=sys.stderr)
+    if unknown:
+        print(f"error: --mode {','.join(unknown)} unknown (known: {', '.join(MODES)}, all)", file=sys.stderr)
         return 2
     disc = discover()
     lookup = sanitizer.locate()
