@@ -119,7 +119,7 @@ def test_merged_markdown_pivots_kernels_by_arch(two_runners: list[Path]) -> None
 
 
 def test_two_runners_of_one_arch_fold_into_one_cell(tmp_path: Path) -> None:
-    clean = [case("padded_stride_scale_write[packed-H2304-T5]", Outcome.CLEAN, "pre_dispatch_packed", "sm_90")]
+    clean = [case("padded_stride_scale_write[packed-H2304-T9]", Outcome.CLEAN, "pre_dispatch_packed", "sm_90")]
     first = write_report(tmp_path / "a.json", clean, "h100", "NVIDIA H100", "sm_90")
     second = write_report(tmp_path / "b.json", h100_results(), "h100", "NVIDIA H100", "sm_90")
     merged = merge_reports([first, second])
@@ -373,3 +373,10 @@ def test_a_new_finding_kind_shows_in_the_merged_cell(tmp_path: Path) -> None:
                         "h", "H200", "sm_90")
     text = render_merge_markdown(merge_reports([path]))
     assert "❌ failure (1 case, 1 failed)<br>1 race, 4 B" in text
+
+
+def test_one_case_on_one_arch_in_two_reports_is_refused_even_when_they_agree(tmp_path: Path) -> None:
+    first = write_report(tmp_path / "a.json", h100_results(), "h100", "NVIDIA H100", "sm_90")
+    second = write_report(tmp_path / "b.json", h100_results(), "h100-2", "NVIDIA H100", "sm_90")
+    with pytest.raises(ReportError, match="appear in two reports for the same architecture"):
+        merge_reports([first, second])

@@ -85,15 +85,29 @@ def test_shards_cut_from_different_cost_data_are_inconsistent_and_name_every_cas
     nowhere = sorted(set(MATRIX) - set(first) - set(second))
     twice = sorted(set(first) & set(second))
     assert nowhere and twice, "the two cost tables must cut the matrix differently"
-    code, merged, err = merged_of(tmp_path, [shard_doc(1, 2, first), shard_doc(2, 2, second, costs=other)], capsys)
+    code = main([*write(tmp_path, [shard_doc(1, 2, first), shard_doc(2, 2, second, costs=other)]),
+                 "-o", str(tmp_path / "out")])
+    assert code == 2 and "appear in two reports for the same architecture" in capsys.readouterr().err
+    # the cost data alone, without a case twice
+    code, merged, err = merged_of(tmp_path / "costs", [shard_doc(1, 2, first),
+                                                       shard_doc(2, 2, [c for c in second if c not in twice],
+                                                                 costs=other)], capsys)
     assert code == 1 and merged["summary"]["status"] == "inconsistent"
     assert "the shards disagree on the cost data" in err
-    # the same cut, with the manifests claiming one cost table: the cases themselves tell
-    code, merged, err = merged_of(tmp_path, [shard_doc(1, 2, first), shard_doc(2, 2, second)], capsys)
-    assert code == 1 and merged["summary"]["status"] == "inconsistent"
+    # the same cut, with the manifests claiming one cost table: the cases themselves tell; a case in two shards
+    # is refused outright (merge._reject_repeated_cases), naming the cases, and nothing is written
+    code = main([*write(tmp_path / "same", [shard_doc(1, 2, first), shard_doc(2, 2, second)]),
+                 "-o", str(tmp_path / "same-out")])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "same-out").exists()
+    assert f"{len(twice)} case(s) appear in two reports for the same architecture" in err
+    assert twice[0] in err
+    # without the repeated cases, the ones that ran nowhere are named
+    code, merged, err = merged_of(tmp_path / "nowhere", [shard_doc(1, 2, first),
+                                                         shard_doc(2, 2, [c for c in second if c not in twice])], capsys)
+    assert code == 1 and merged["summary"]["status"] == "incomplete"
     assert merged["shards"]["ran_nowhere"] == {"nightly-17": nowhere}
-    assert sorted(merged["shards"]["ran_twice"]["nightly-17"]) == twice
-    for cid in nowhere + twice:
+    for cid in nowhere:
         assert cid in err
     assert f"{len(nowhere)} of the matrix's {len(MATRIX)} cases ran in no shard" in err
 
@@ -180,6 +194,10 @@ def test_no_bad_set_ever_reads_passed(tmp_path: Path, capsys: pytest.CaptureFixt
     sets = [[good[1], good[2]], [good[1], good[3]], [good[1], good[2], other[3]], [good[1], other[2], good[3]],
             [good[1], good[2], shard_doc(3, 3, parts[3] + parts[1][:1])], [good[1], good[2], shard_doc(3, 3, [])]]
     for n, docs in enumerate(sets):
+        if n == 4:   # a case in two shards: refused outright, nothing written (merge._reject_repeated_cases)
+            assert main([*write(tmp_path / str(n), docs), "-o", str(tmp_path / str(n) / "out")]) == 2
+            assert not (tmp_path / str(n) / "out").exists()
+            continue
         code, merged, _ = merged_of(tmp_path / str(n), docs, capsys)
         assert code == 1 and merged["summary"]["status"] in ("incomplete", "inconsistent"), n
 
@@ -191,13 +209,15 @@ def test_incomplete_and_inconsistent_merges_match_the_published_schemas(tmp_path
     report_schema = json.loads((docs / "report.schema.json").read_text())
     parts = cut(COSTS, 3)
     sets = {"whole": [shard_doc(k, 3, parts[k]) for k in (1, 2, 3)], "missing": [shard_doc(k, 3, parts[k]) for k in (1, 3)],
-            "twice": [shard_doc(1, 3, parts[1]), shard_doc(2, 3, parts[2] + parts[1][:1]), shard_doc(3, 3, parts[3])]}
+            "other cost data": [shard_doc(1, 3, parts[1]), shard_doc(2, 3, parts[2], costs={c: 2.0 for c in COSTS}),
+                                shard_doc(3, 3, parts[3])]}
     for name, docs_ in sets.items():
         for doc in docs_:
             jsonschema.validate(doc, report_schema)
         merged = json.loads(report_json_text(merge_reports(write(tmp_path / name, docs_))))
         jsonschema.validate(merged, merged_schema)
-        assert merged["summary"]["status"] == {"whole": "passed", "missing": "incomplete", "twice": "inconsistent"}[name]
+        assert merged["summary"]["status"] == {"whole": "passed", "missing": "incomplete",
+                                               "other cost data": "inconsistent"}[name]
 
 
 # ------------------------------------------------------------------------------------------------ --shard K/N
@@ -230,3 +250,21 @@ def test_negative_costs_from_a_cost_file_do_not_skew_the_cut() -> None:
     skewed = {**costs, "s[c0]": -1e9}
     counts = [list(schedule.shard_of(jobs(skewed), 3).values()).count(k) for k in (1, 2, 3)]
     assert max(counts) <= 3, counts
+
+
+@pytest.mark.parametrize("disagree", [False, True])
+def test_a_full_run_merged_with_its_own_shards_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           disagree: bool) -> None:
+    """The attack: a full run merged with its shards gave exit 0 with every case twice, both kept even when they
+    disagreed (crashed and clean). Refused whether or not the two records agree; never both kept."""
+    parts = cut(COSTS, 2)
+    full = build_report([result(cid) for cid in MATRIX], {"hostname": "h200-full", "archs": ["sm_90"]},
+                        started="s", finished="f", argv=["make", "sanitize"], mode="guard")
+    shards = [shard_doc(1, 2, parts[1], failed=tuple(parts[1][:1]) if disagree else ()), shard_doc(2, 2, parts[2])]
+    code = main([*write(tmp_path, [full, *shards]), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "out").exists(), err
+    assert f"{len(MATRIX)} case(s) appear in two reports for the same architecture" in err
+    assert "merge either a full run or its shards" in err
+    with pytest.raises(ReportError, match="appear in two reports"):
+        merge_reports(write(tmp_path / "again", [full, *shards]))

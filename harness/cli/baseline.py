@@ -8,7 +8,9 @@ bugs too), each entry with the finding in words (`seen`) and an empty `reason`: 
 (`--baseline`) until every reason says why its finding is accepted. Rewriting an existing file keeps the
 reasons and upstream issues of the entries that are still there. `check` splits the report's findings against
 a baseline: new ones (exit 1), accepted ones, and stale entries (the case ran and the finding is gone, or the
-case no longer exists) and unchecked ones, which never fail.
+case no longer exists) and unchecked ones, which never fail. A report that was interrupted, checked nothing or
+has a case that failed without a finding (crashed, timed out, ...) fails `check` whatever its findings, and
+`write` refuses it: findings alone never say such a run passed (report.unchecked_reasons).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 from gpu_memsafety.judge.baseline import (BaselineError, baseline_from_results, compare, load_baseline, render_diff,
                                           write_baseline)
 from gpu_memsafety.model import CaseResult
-from gpu_memsafety.report import ReportError, cases_from_report, load_report
+from gpu_memsafety.report import ReportError, cases_from_report, load_report, unchecked_reasons, visible
 from gpu_memsafety.scenario import registry
 
 
@@ -36,15 +38,27 @@ def main(argv: list[str]) -> int:
     check.add_argument("--baseline", type=Path, required=True)
     args = ap.parse_args(argv)
     try:
-        results = cases_from_report(load_report(args.report))
+        report = load_report(args.report)
+        results = cases_from_report(report)
         if args.action == "write":
+            unchecked = unchecked_reasons(report)
+            if unchecked:   # entries for what was never seen would be missing, and nothing would say so
+                _say_unchecked(args.report, unchecked, "no baseline written: rerun to the end and write from that report")
+                return 1
             return _write(results, args.output, args.include_expected)
         diff = compare(results, load_baseline(args.baseline), known_cases=known_case_ids())
     except (ReportError, BaselineError) as exc:   # BaselineError is a ReportError: both name the file
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(str(exc))}", file=sys.stderr)
         return 2
     sys.stdout.write(render_diff(diff))
-    return 1 if diff.failed else 0
+    unchecked = unchecked_reasons(report, findings_judged=True)
+    if unchecked:   # findings alone never pass a run that was cut short, checked nothing or crashed
+        _say_unchecked(args.report, unchecked, "the baseline check fails")
+    return 1 if diff.failed or unchecked else 0
+
+
+def _say_unchecked(path: Path, reasons: list[str], verdict: str) -> None:
+    print(visible(f"error: {path}: " + "; ".join(reasons) + f": {verdict}"), file=sys.stderr)
 
 
 def _write(results: list[CaseResult], output: Path, include_expected: bool) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpu_memsafety.report.history import History, find_reports, read_runs
 from gpu_memsafety.util.fsutil import atomic_write_text
+from gpu_memsafety.util.neutral import visible
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +31,7 @@ def main(argv: list[str]) -> int:
         return 2
     runs, problems = read_runs(find_reports(args.reports))
     for problem in problems:
-        print(f"skipped {problem}", file=sys.stderr)
+        print(visible(f"skipped {problem}", newlines=False), file=sys.stderr)
     if not runs:
         print("error: no readable report.json among " + ", ".join(map(str, args.reports)), file=sys.stderr)
         return 2

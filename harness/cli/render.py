@@ -5,7 +5,8 @@
 Loads and validates the report (another runner's, last month's), then writes every format of the set
 (report.json, junit.xml, summary.md, report.sarif, report.html, gl-code-quality-report.json) into DIR as one
 set; `--pictures` also writes each finding's buffer picture as an SVG file and as text
-(pictures/<case>-<n>.svg, pictures/<case>-<n>.txt), to attach or commit on their own.
+(pictures/<case>-<n>.svg, pictures/<case>-<n>.txt), to attach or commit on their own. The exit status is 1
+when the report was interrupted or checked nothing (the set is still written, the reason printed).
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from gpu_memsafety.report.document import unchecked_reasons
 from gpu_memsafety.report.findings import case_findings
 from gpu_memsafety.report.load import ReportError, load_report
+from gpu_memsafety.report.render import visible
 from gpu_memsafety.report.picture import BUFFERS, drawable, picture, strip
 from gpu_memsafety.report.svg import picture_svg
 from gpu_memsafety.report.write import ReportDirError, write_reports
@@ -45,7 +48,10 @@ def main(argv: list[str]) -> int:
         return 2
     for kind, path in written.items():
         print(f"{kind}: {path}")
-    return 0
+    unchecked = unchecked_reasons(report)
+    if unchecked:   # the set is written; the exit status still says the run it shows checked nothing complete
+        print(visible(f"error: {args.report}: " + "; ".join(unchecked)), file=sys.stderr)
+    return 1 if unchecked else 0
 
 
 def picture_files(report: Mapping[str, Any]) -> dict[str, str]:

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
+from gpu_memsafety.util import bounds
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.report.document import outcome_ran
 from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.engine.modes import DEFAULT_MODE
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
+from gpu_memsafety.util import jsonio
 
 # Exit status of a repro whose case was not checked in some mode (it could not run here), without a failure.
 NOT_CHECKED = 3
@@ -93,7 +95,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--variant")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--mode", default=DEFAULT_MODE, help=f"a mode, a comma list, or 'all' ({', '.join(ALL_MODES)})")
-    ap.add_argument("--loop", type=int, default=20, help="stress mode: iterations")
+    ap.add_argument("--loop", type=bounds.arg_type("--loop"), default=20, help="stress mode: iterations")
     ap.add_argument("--cover", default=COVER_SCENARIO, choices=COVER_OPTIONS,
                     help="which buffers memcheck and guard-page modes place so that they see past their end: "
                          "scenario (its own `cover`; every buffer unless it narrows), all, or watched (watch=True only)")
@@ -118,9 +120,8 @@ def main(argv: list[str]) -> int:
         return 2
     modes = list(ALL_MODES) if args.mode == "all" else args.mode.split(",")
     unknown = [m for m in modes if m not in MODES]
-    if unknown or args.loop <= 0:
-        print(f"error: --mode {','.join(unknown)} unknown (known: {', '.join(MODES)}, all)" if unknown
-              else "error: --loop must be positive", file=sys.stderr)
+    if unknown:
+        print(f"error: --mode {','.join(unknown)} unknown (known: {', '.join(MODES)}, all)", file=sys.stderr)
         return 2
     disc = discover()
     lookup = sanitizer.locate()
@@ -257,7 +258,7 @@ def keep(dest: Path, workdir: Path, rerun: list[str]) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         marker = dest / KEEP_MARKER
         if marker.is_file():
-            for name in _json.loads(marker.read_text() or "{}").get("entries", []):
+            for name in jsonio.loads(marker.read_text() or "{}").get("entries", []):
                 old = dest / name
                 if old.is_dir() and not old.is_symlink():
                     shutil.rmtree(old)

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gpu_memsafety.fixtures import schedule
+from gpu_memsafety.util import bounds
+from gpu_memsafety.util.neutral import visible
 
 
 @dataclass(frozen=True)
@@ -91,24 +93,26 @@ def predict(costs: Costs, gpus: int, per_gpu: int, max_batch: int = 32) -> Predi
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu-memsafety simulate", description=__doc__.split("\n\n")[0])
     ap.add_argument("report", type=Path, help="report.json of a measured run")
-    ap.add_argument("--gpus", default="1,2,4,8", help="comma-separated GPU counts (default 1,2,4,8)")
-    ap.add_argument("--workers-per-gpu", type=int, default=0,
+    ap.add_argument("--gpus", default=[1, 2, 4, 8], type=bounds.arg_type("--gpus", bounds.numbers),
+                    help="comma-separated GPU counts (default 1,2,4,8)")
+    ap.add_argument("--workers-per-gpu", type=bounds.arg_type("--workers-per-gpu"), default=0,
                     help="workers on each GPU (default: what the measured run used per GPU)")
     args = ap.parse_args(argv)
     from gpu_memsafety.report import ReportError, load_report
     try:
         doc = load_report(args.report)
-        counts = [int(x) for x in args.gpus.split(",") if x.strip()]
-    except (ReportError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ReportError as exc:
+        print(f"error: {visible(str(exc))}", file=sys.stderr)
         return 2
-    if not counts or min(counts) < 1 or args.workers_per_gpu < 0:
-        print("error: --gpus takes positive counts, --workers-per-gpu a positive number", file=sys.stderr)
-        return 2
+    counts = args.gpus
     run = doc.get("run", {})
     gpus_used = len({(b.get("gpu") or {}).get("uuid") for b in run.get("batches") or []} - {None}) or 1
     per_gpu = args.workers_per_gpu or max(1, int(run.get("workers") or 1) // gpus_used)
     costs = costs_of(doc)
+    if not any(job.cost > 0 for job in costs.jobs):
+        print(f"error: {args.report}: no case with a measured duration (the report lists {len(doc['cases'])} "
+              "case(s)): nothing to simulate; give the report.json of a run that ran cases", file=sys.stderr)
+        return 2
     measured = run.get("wall_s")
     print(f"{len(costs.jobs)} cases with a cost, {sum(j.cost for j in costs.jobs):.1f} s of cases and restarts in all; "
           f"{costs.per_process:.2f} s a worker process (median measured start-up and exit); {per_gpu} worker(s) per GPU")

@@ -33,6 +33,7 @@ from gpu_memsafety.engine.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: 
 from gpu_memsafety.util import procs
 from gpu_memsafety.util.paths import inherited_pythonpath
 from gpu_memsafety.scenario.definition import Case, Scenario
+from gpu_memsafety.util import jsonio
 
 # Python + torch import, CUDA init, and under a sanitizer its attach: the time allowed before the first case starts.
 STARTUP_S = 120.0
@@ -321,14 +322,14 @@ class Runner:
         for index in range(len(items)):
             result_path = out / f"{index}.json"
             if result_path.exists():
-                batch.results[index] = WorkerResult.from_json(json.loads(result_path.read_text()))
+                batch.results[index] = WorkerResult.from_json(jsonio.loads(result_path.read_text()))
             elif (out / f"{index}.started").exists() and index not in batch.timed_out:
                 why = f"worker exited with code {batch.returncode} while running this case"
                 buffers = out / f"{index}.buffers.json"
                 if buffers.exists():
                     # Died in the launch with its buffers known: judged like a fault (memcheck may explain it).
                     batch.results[index] = WorkerResult.from_json({"case_id": items[index][1].id, "status": FAULT,
-                                                                   "message": why, **json.loads(buffers.read_text())})
+                                                                   "message": why, **jsonio.loads(buffers.read_text())})
                 else:
                     batch.crashed[index] = why
         return batch
@@ -485,7 +486,7 @@ def unfinished(workdir: Path, *, lines: int = 40) -> dict[str, str]:
     if not jobs:
         return {}
     try:
-        cases = json.loads(jobs[0].read_text())["cases"]
+        cases = jsonio.loads(jobs[0].read_text())["cases"]
     except (OSError, ValueError, KeyError):
         return {}
     out = jobs[0].parent

@@ -27,6 +27,7 @@ from gpu_memsafety.errors import NotApplicable, Unsupported
 from gpu_memsafety.util import procs
 from gpu_memsafety.engine.cover import COVER_ALL, resolve_cover
 from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.util import jsonio
 
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
 CONTEXT_LOST = 75
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m gpu_memsafety.engine.worker JOB.json", file=sys.stderr)
         return 2
-    job = J.Job.from_json(json.loads(Path(args[0]).read_text()))
+    job = J.Job.from_json(jsonio.loads(Path(args[0]).read_text()))
     return Worker(job).run()
 
 

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+from gpu_memsafety.util import jsonio
 
 PLAN, MARKS, REPORTS, LOG, XML = "plan.json", "marks.jsonl", "reports.jsonl", "child.log", "sanitizer.xml"
 START, END, MISSING, READY = "start", "end", "missing", "ready"
@@ -71,7 +72,7 @@ def write_plan(directory: Path, plan: Plan) -> Path:
 
 
 def read_plan(directory: Path) -> Plan:
-    return Plan.from_json(json.loads((directory / PLAN).read_text(encoding="utf-8")))
+    return Plan.from_json(jsonio.loads((directory / PLAN).read_text(encoding="utf-8")))
 
 
 def append_line(path: Path, data: Mapping[str, Any]) -> None:
@@ -89,7 +90,7 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            value = json.loads(line)
+            value = jsonio.loads(line)
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):

@@ -240,20 +240,25 @@ def run_record(path: Path, results: Sequence[CaseResult], known_cases: Collectio
 
 def render_diff(diff: BaselineDiff) -> str:
     """Plain text for the terminal: what fails, what is accepted, what the baseline can lose."""
+    v = _one_line   # case ids, keys, reasons and kernel names come from the report and the baseline file
     sections = [
         _section("NEW findings (not in the baseline; these fail the run)",
-                 [f"{s.case}: {describe_finding(s.finding)}\n      key = {s.key}" for s in diff.new]),
+                 [f"{v(s.case)}: {v(describe_finding(s.finding))}\n      key = {v(s.key)}" for s in diff.new]),
         _section("Accepted by the baseline",
-                 [f"{s.case}: {s.key} (accepted: {a.reason}{_up(a.upstream)})" for s, a in diff.accepted]),
+                 [v(f"{s.case}: {s.key} (accepted: {a.reason}{_up(a.upstream)})") for s, a in diff.accepted]),
         _section("STALE entries: the case ran and the finding is gone (remove them from the baseline)",
-                 [f"{a.case}: {a.finding}" for a in diff.disappeared]),
+                 [v(f"{a.case}: {a.finding}") for a in diff.disappeared]),
         _section("STALE entries: no such case any more (remove them from the baseline)",
-                 [f"{a.case}: {a.finding}" for a in diff.removed]),
+                 [v(f"{a.case}: {a.finding}") for a in diff.removed]),
         _section("Accepted entries not checked (case absent or did not finish)",
-                 [f"{a.case}: {a.finding}" for a in diff.unchecked]),
+                 [v(f"{a.case}: {a.finding}") for a in diff.unchecked]),
     ]
-    text = "\n\n".join(s for s in sections if s) + "\n" if any(sections) else "baseline: nothing to report\n"
-    return visible(text)  # reasons from the baseline file, kernel names: control characters shown as escapes
+    return "\n\n".join(s for s in sections if s) + "\n" if any(sections) else "baseline: nothing to report\n"
+
+
+def _one_line(text: str) -> str:
+    """Foreign text as one visible line: a newline in a key or a reason can never start a line of its own."""
+    return visible(text, newlines=False)
 
 
 def _section(title: str, lines: Sequence[str]) -> str:

@@ -45,6 +45,7 @@ from gpu_memsafety.report.document import (
     runner_arch,
     shard_record,
     summarize,
+    unchecked_reasons,
     upstream_of,
     worst_verdict,
 )

@@ -14,8 +14,9 @@ command early or start another one.
 """
 from __future__ import annotations
 
+import errno
 import os
-from pathlib import Path
+import stat
 from typing import Any, Callable, Mapping
 
 from gpu_memsafety.report.baselines import baseline_run, stale_entries, stale_line
@@ -88,9 +89,23 @@ def emit_github(report: Mapping[str, Any], write_line: Callable[[str], None],
         write_line("::warning title=gpu-memsafety::GITHUB_STEP_SUMMARY is not set: the job summary was not written")
         return True
     try:
-        with Path(target).open("a", encoding="utf-8") as handle:
-            handle.write(render_markdown(report) + "\n")
+        append_summary(target, render_markdown(report) + "\n")
     except OSError as exc:
         write_line(command("warning", f"could not append the summary to GITHUB_STEP_SUMMARY ({target}): "
-                                      f"{exc.strerror or exc}", title="gpu-memsafety"))
+                                      f"{exc.strerror or exc}; the job summary was not written", title="gpu-memsafety"))
     return True
+
+
+def append_summary(target: str, text: str) -> None:
+    """Append to the step summary file, never blocking: it is opened without waiting (O_NONBLOCK: a FIFO with no
+    reader would hold the end of the run forever) and must be a regular file, else OSError says what it is."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(target, flags, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket): skipped")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "a", encoding="utf-8", closefd=False) as handle:
+            handle.write(text)
+    finally:
+        os.close(fd)

@@ -155,6 +155,31 @@ def run_status(*, failed: int, ran: int, interrupted: bool) -> str:
     return FAILED if failed else (PASSED if ran else EMPTY)
 
 
+def unchecked_reasons(report: Mapping[str, Any], *, findings_judged: bool = False) -> list[str]:
+    """Why a validated report cannot stand for a checked run, one sentence each (none: it can): it was
+    interrupted, it checked nothing, or (with `findings_judged`: a judgement made on findings alone, such as a
+    baseline check) a case failed without a finding, so no comparison of findings can say it passed. The one
+    reading of a report's status that every command judging a report uses (baseline check and write, merge,
+    history, render)."""
+    results = cases_from_report(report)
+    not_run = report.get("not_run", [])
+    interrupted = str(report["run"].get("interrupted") or "")
+    status = summarize(results, not_run=not_run, interrupted=interrupted)["status"]
+    reasons = []
+    if status == INTERRUPTED:
+        reasons.append(f"the run was interrupted ({interrupted or 'cases never started'}): "
+                       f"{len(not_run)} case(s) never started, so what was not seen is unknown")
+    elif status == EMPTY:
+        reasons.append("the run checked nothing: no case ran (every case was skipped, or none was collected)")
+    if findings_judged:
+        broken = [r for r in results if r.failed and r.outcome is not Outcome.FINDING]
+        if broken:
+            named = ", ".join(f"{r.case_id} ({r.outcome.label})" for r in broken[:5])
+            more = f" and {len(broken) - 5} more" if len(broken) > 5 else ""
+            reasons.append(f"{len(broken)} case(s) failed without a finding to compare: {named}{more}")
+    return reasons
+
+
 # Outcomes that mean the case was not checked at all (skipped with the reason). Labels, so that an outcome
 # added to the model under one of these names ("not applicable", "could not run") is counted without a change.
 NOT_RUN_LABELS = frozenset({"unsupported", "not applicable", "could not run"})

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from gpu_memsafety.report.document import unchecked_reasons
 from gpu_memsafety.report.load import ReportError, load_report
-from gpu_memsafety.report.render import plural
+from gpu_memsafety.report.render import plural, visible
 from gpu_memsafety.report.svg import line_plot
 
 REPORT_NAME = "report.json"
@@ -32,6 +33,7 @@ class Run:
     finished: bool = True
     shards: set[int] = field(default_factory=set)
     shard_count: int = 0
+    unchecked: list[str] = field(default_factory=list)           # report.unchecked_reasons of its files
 
     @property
     def label(self) -> str:
@@ -85,6 +87,7 @@ def _add(runs: dict[str, Run], report: Mapping[str, Any], file: str) -> None:
     run.files.append(file)
     run.started = min(filter(None, [run.started, str(meta.get("started") or "")]), default="")
     run.finished = run.finished and bool(meta.get("finished"))
+    run.unchecked += unchecked_reasons(report)
     if shard:
         run.shards.add(int(shard["index"]))
         run.shard_count = max(run.shard_count, int(shard["count"]))
@@ -137,13 +140,14 @@ class History:
         for run in self.runs:
             if not run.finished:
                 lines.append(f"  run {run.label} did not finish: its cases have no result there")
+            lines += [f"  run {run.label}: {why}" for why in dict.fromkeys(run.unchecked)]
             if run.missing_shards:
                 lines.append(f"  run {run.label}: shard(s) {', '.join(map(str, run.missing_shards))} of "
                              f"{run.shard_count} missing: their cases read as absent")
         changes = self.changes()
         if not changes:
             lines.append(f"no case changed outcome over these runs (last run: {last.label})")
-            return "\n".join(lines) + "\n"
+            return _shown(lines)
         groups: dict[tuple[str, str, str, str], list[Change]] = {}
         for change in changes:
             groups.setdefault((change.before, change.now, change.since.key, change.before_since.key), []).append(change)
@@ -154,7 +158,12 @@ class History:
             lines.append(f"  {c.before} -> {c.now} since run {c.since.label} ({lasted}; {c.before} since run "
                          f"{c.before_since.label}), {plural(len(members), 'case')}:")
             lines += [f"      {m.case}" for m in members]
-        return "\n".join(lines) + "\n"
+        return _shown(lines)
+
+
+def _shown(lines: Sequence[str]) -> str:
+    """Every line from a report's own text (run ids, case ids, outcomes of a forged file) made one visible line."""
+    return "".join(visible(line, newlines=False) + "\n" for line in lines)
 
 
 def _streak_start(line: Sequence[str], end: int) -> int:

@@ -17,6 +17,7 @@ import stat
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.model import Outcome, key_bytes
+from gpu_memsafety.util import jsonio
 from gpu_memsafety.report import manifest
 from gpu_memsafety.report.document import (
     NOT_APPLICABLE,
@@ -75,7 +76,9 @@ def read_json_file(
     except UnicodeDecodeError as exc:
         raise error(path, f"not UTF-8 text (byte {exc.start}); expected a JSON document") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = jsonio.loads(text)
+    except jsonio.DuplicateKeyError as exc:
+        raise error(path, f"not usable JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise error(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
                           "truncated or not a JSON file?") from None
@@ -111,10 +114,6 @@ def _check_text(text: str, where: str, fail: Callable[[str], ReportError]) -> No
     except UnicodeEncodeError as exc:
         raise fail(f"{where or 'top level'}: bad unicode: lone surrogate \\u{ord(text[exc.start]):04x} "
                    "(not text any UTF-8 writer produces)") from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _read_bounded(path: str | os.PathLike[str], limit: int, error: Callable[..., ReportError]) -> bytes:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypedDict
 
+from gpu_memsafety.util import jsonio
+
 # Fields every shard of one group must agree on, and what they are called in messages.
 SHARED = {"count": "shard count", "matrix_hash": "matrix (case ids)", "mode": "mode", "cover": "cover",
           "harness_version": "harness version", "commit": "harness commit", "cost_hash": "cost data"}
@@ -171,7 +173,7 @@ def _check_group(group: str, items: list[ShardReport], result: ShardCheck) -> No
             values[json.dumps(item.value(key))].append(f"{item.label} (shard {_index(item)})")
         if len(values) > 1:
             agreed = False
-            seen = "; ".join(f"{json.loads(v)!r} in {', '.join(labels)}" for v, labels in values.items())
+            seen = "; ".join(f"{jsonio.loads(v)!r} in {', '.join(labels)}" for v, labels in values.items())
             result.inconsistent.append(f"{name}: the shards disagree on the {what}: {seen}")
     counts = sorted({int(item.shard["count"]) for item in items})
     present = {item.shard["index"] for item in items}

@@ -8,8 +8,9 @@ The inputs are artifacts from other machines, so each is validated by load_repor
 fields, stored summary against its cases) and only ever opened: no path from the command line or inside a
 file reaches a shell, and nothing inside a file is followed. Every number in the merge is recomputed from the
 cases, never taken from a file's summary or matrix. One file given twice (under another name, a hard or
-symbolic link, or a copy: the run id tells) is refused, since its cases would count twice; so is a file that
-lists one case twice (load_report), or one whose case contradicts itself (a `clean` case with findings). Shards
+symbolic link, or a copy: the run id tells) is refused, since its cases would count twice; so is a case id in two
+reports of one architecture (a full run with its own shards: `_reject_repeated_cases`), a file that lists one case
+twice (load_report), or one whose case contradicts itself (a `clean` case with findings). Shards
 carry `run.shard` with the manifest of their run (gpu_memsafety.report.manifest): a group of shards is merged as
 complete only when their manifests agree (mode, cover, matrix, harness version and commit, cost data, count) and
 every case of the matrix ran in exactly one of them; otherwise the merge is "incomplete" (a shard or a case
@@ -51,6 +52,7 @@ from gpu_memsafety.report import (
     sanitizer_searched,
     sanitizer_text,
     summarize,
+    unchecked_reasons,
     verdict_badge,
     visible,
     worst_verdict,
@@ -92,6 +94,7 @@ def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
     loaded = [Loaded(Path(p), load_report(p)) for p in paths]
     _reject_same_run(loaded)
     _reject_repeated_shards(loaded)
+    _reject_repeated_cases(loaded)
     loaded = _labelled(loaded)
     cells = merge_cells([(item.label, item.report) for item in loaded])
     shards = manifest.check([(str(item.path), item.report) for item in loaded])
@@ -153,6 +156,34 @@ def _reject_repeated_shards(loaded: Sequence[Loaded]) -> None:
             raise ReportError(item.path, f"is shard {shard['index']}/{shard['count']}{_group_text(key[0])} again "
                                          f"(so is {seen[key]}); give one report per shard")
         seen[key] = item.path
+
+
+# Case ids a repeated-case error names before "and N more".
+REPEATED_SHOWN = 5
+
+
+def _reject_repeated_cases(loaded: Sequence[Loaded]) -> None:
+    """One record per case and architecture: a case id in two reports of one architecture (a full run merged with
+    its own shards, one shard cut twice, two runs of one machine) would count twice, or keep a crash beside a pass.
+    Refused even when both records agree: which of the two stands is not the merge's to choose."""
+    seen: dict[tuple[str, str], Path] = {}
+    repeated: dict[tuple[Path, Path], list[str]] = {}
+    for item in loaded:
+        fallback = runner_arch(item.report["environment"])
+        records = [(c["id"], c["arch"] or fallback) for c in item.report["cases"]]
+        records += [(cid, fallback) for cid in item.report.get("not_run", [])]
+        for case_id, arch in records:
+            first = seen.setdefault((case_id, arch), item.path)
+            if first != item.path:
+                repeated.setdefault((first, item.path), []).append(f"{case_id} ({arch or 'no architecture'})")
+    if repeated:
+        (first, second) = next(iter(repeated))
+        ids = [case for cases in repeated.values() for case in cases]
+        total = len(ids)
+        more = f" and {total - REPEATED_SHOWN} more" if total > REPEATED_SHOWN else ""
+        raise ReportError(second, f"{total} case(s) appear in two reports for the same architecture (also in "
+                                  f"{first}): {', '.join(ids[:REPEATED_SHOWN])}{more}; merge either a full run or "
+                                  "its shards, one report per shard, never both: each case once")
 
 
 def shard_group(shard: Mapping[str, Any]) -> str:
@@ -377,7 +408,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="gpu-memsafety merge",
         description="Merge report.json files from several runners or shards into one kernel x architecture "
                     "matrix. Exit status: 0 merged, 1 merged but incomplete or inconsistent (a shard or a case missing, "
-                    "a case twice, shards of different runs, modes or matrices: each is named), 2 a bad file or usage.")
+                    "a case twice, shards of different runs, modes or matrices: each is named) or a runner's report was "
+                    "interrupted or checked nothing, 2 a bad file or usage.")
     parser.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per runner or shard")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", type=arg_type(output_dir, "-o/--output"),
                         help="directory for merged.json and merged.md")
@@ -405,7 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind in (INCONSISTENT, INCOMPLETE):
         for text in merged["shards"][kind]:
             print(f"harness merge: {kind}: {visible(text)}", file=sys.stderr)
-    return 1 if merged["summary"]["status"] in (INCOMPLETE, INCONSISTENT) else 0
+    unchecked = [(path, why) for path in args.reports for why in unchecked_reasons(load_report(path))]
+    for path, why in unchecked:   # a runner that was cut short or checked nothing is no complete merge
+        print(f"harness merge: not checked: {visible(f'{path}: {why}')}", file=sys.stderr)
+    return 1 if merged["summary"]["status"] in (INCOMPLETE, INCONSISTENT) or unchecked else 0
 
 
 if __name__ == "__main__":

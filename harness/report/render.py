@@ -6,14 +6,14 @@ what ran, what did not and why; known bugs grouped per kernel; cases not run gro
 here, so the terminal, Markdown and JUnit can never tell different stories. Everything is driven by the
 data: an outcome or finding kind added to the model renders without a change here.
 
-Text inside a report comes from kernels, adapters and files from other machines. `visible` turns control
-characters (terminal escapes, NUL, carriage returns, bidirectional overrides) into escapes a reader can see;
-each renderer adds its own format's escaping on top.
+Text inside a report comes from kernels, adapters and files from other machines. `visible`
+(gpu_memsafety.util.neutral, the one function for it) turns control characters (terminal escapes, NUL, carriage
+returns, bidirectional overrides) into escapes a reader can see and breaks a line that would start a CI workflow
+command; each renderer adds its own format's escaping on top.
 """
 from __future__ import annotations
 
 import abc
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -21,27 +21,12 @@ from typing import Any, ClassVar, Mapping, Sequence
 from gpu_memsafety.report.baselines import is_accepted, stale_entries
 from gpu_memsafety.report.document import EMPTY, FAILED, INTERRUPTED, PASSED, outcome_ran, upstream_of
 from gpu_memsafety.report.findings import case_findings, finding_signature
+from gpu_memsafety.util.neutral import visible
 
 # A reason quoted in a headline is cut here; the full text is in the section below it.
 HEADLINE_REASON_CHARS = 80
 # Distinct kinds of known-bug finding named on a kernel's one line before "and N more".
 SIGNATURES_SHOWN = 2
-
-# C0 and C1 controls but tab and newline, DEL, and the invisible characters that reorder or hide text
-# (bidirectional overrides and isolates, line/paragraph separators, BOM).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
-_CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\n]")
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text: str, *, newlines: bool = True) -> str:
-    """`text` with every control character shown as an escape (`\\x1b`, `\\u202e`); newlines kept or escaped."""
-    return (_CONTROL if newlines else _CONTROL_OR_NEWLINE).sub(_escape_char, text)
-
 
 def plural(n: int, word: str) -> str:
     if n != 1 and word.endswith("y") and word[-2:-1] not in "aeiou":

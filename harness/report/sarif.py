@@ -62,18 +62,18 @@ class SarifRenderer(Renderer):
         for result in results:
             result["ruleIndex"] = index[result["ruleId"]]
         sarif_run: dict[str, Any] = {
-            "tool": {"driver": {"name": TOOL, "version": str(run.get("harness_version") or "0"),
+            "tool": {"driver": {"name": TOOL, "version": self.text(str(run.get("harness_version") or "0")),
                                 "rules": [rules[r] for r in ordered]}},
             "invocations": [self.invocation(report)],
             "results": results,
             "properties": {"headline": self.text(headline(report).text), "status": report["summary"]["status"],
-                           "runId": str(run.get("id", "")), "mode": str(run.get("mode", "")),
+                           "runId": self.text(str(run.get("id", ""))), "mode": self.text(str(run.get("mode", ""))),
                            "knownFindings": {"count": len(known), "cases": sorted(set(known)),
                                              "why": "known bugs and baseline-accepted findings: not alerts; every "
                                                     "one is in report.json"}},
         }
         if run.get("id"):
-            sarif_run["automationDetails"] = {"id": f"{TOOL}/{self.text(str(run.get('mode') or 'run'))}/{run['id']}"}
+            sarif_run["automationDetails"] = {"id": f"{TOOL}/{self.text(str(run.get('mode') or 'run'))}/{self.text(run['id'])}"}
         root = run.get("root")
         if isinstance(root, str) and root.startswith("/"):
             sarif_run["originalUriBaseIds"] = {ROOT_ID: {"uri": "file://" + _uri_path(root.rstrip("/") + "/")}}
@@ -136,7 +136,7 @@ class SarifRenderer(Renderer):
         }
         for key, field in (("started", "startTimeUtc"), ("finished", "endTimeUtc")):
             if run.get(key):
-                invocation[field] = run[key]
+                invocation[field] = self.text(run[key])
         return invocation
 
     def run_notification(self, report: Mapping[str, Any]) -> list[dict[str, Any]]:

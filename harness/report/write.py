@@ -55,6 +55,10 @@ def render_files(report: Mapping[str, Any]) -> dict[str, str]:
     return {REPORT_JSON: report_json_text(report), **{r.filename: r.render(report) for r in RENDERERS}}
 
 
+def render_files_names() -> list[str]:
+    return [REPORT_JSON, *(r.filename for r in RENDERERS)]
+
+
 def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> dict[str, Path]:
     """Validate, render, then write the set atomically; keys: json and each renderer's name (REPORT_FILES).
 
@@ -68,6 +72,8 @@ def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) 
         raise ReportDirError(directory, f"the run's report failed its own checks ({exc}): a harness bug, please "
                                         f"report it; {kept}") from exc
     texts = render_files(report)
+    check_owned(directory, texts)
+    texts[MARKER] = _marker_text(texts)
     try:
         written = atomic_write_set(directory, texts)
     except OSError as exc:
@@ -77,6 +83,38 @@ def write_reports(report: Mapping[str, Any], directory: str | os.PathLike[str]) 
 
 
 INVALID_JSON = "report.invalid.json"
+# Written with every set: the files of the folder that the harness wrote, and so may write over. A file of the set
+# that is there and not listed (the user's own summary.md or junit.xml) is never overwritten without a word.
+MARKER = ".gpu-memsafety-reports.json"
+MARKER_SCHEMA = "gpu-memsafety-report-files/1"
+
+
+def _marker_text(texts: Mapping[str, str]) -> str:
+    return json.dumps({"schema": MARKER_SCHEMA, "files": sorted(n for n in texts if n != MARKER)}, indent=1) + "\n"
+
+
+def owned_files(directory: str | os.PathLike[str]) -> set[str]:
+    """The names the marker of `directory` lists: what the harness itself wrote there (none without a marker)."""
+    from gpu_memsafety.util import jsonio
+    try:
+        data = jsonio.loads((Path(directory) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    files = data.get("files") if isinstance(data, dict) and data.get("schema") == MARKER_SCHEMA else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+
+
+def check_owned(directory: str | os.PathLike[str], names: Sequence[str] | Mapping[str, str]) -> None:
+    """Refuse to write over a file of the set that the harness did not write (no marker lists it)."""
+    folder = Path(directory)
+    owned = owned_files(folder)
+    foreign = [name for name in names if name != MARKER and name not in owned
+               and ((folder / name).is_symlink() or (folder / name).exists())]
+    if foreign:
+        raise ReportDirError(folder / foreign[0], f"exists and was not written by gpu-memsafety (no {MARKER} beside it "
+                                                  f"lists it{'; nor ' + ', '.join(foreign[1:]) if foreign[1:] else ''}): "
+                                                  "it is left as it is; choose another folder for the reports "
+                                                  "(--report-dir, --gpu-memsafety-report-dir, render -o) or move it away")
 
 
 def _keep_invalid(report: Mapping[str, Any], directory: str | os.PathLike[str]) -> str:
@@ -120,6 +158,7 @@ def start_report_dir(directory: str | os.PathLike[str], *, run_id: str, started:
                      environment: Mapping[str, Any], mode: str = "") -> Path:
     """Check the directory, then replace any previous reports with this run's "did not finish" set."""
     path = check_report_dir(directory)
+    check_owned(path, render_files_names())
     placeholder = build_report([], environment, started=started, finished="", argv=list(argv), mode=mode,
                                run_id=run_id, interrupted=NOT_FINISHED)
     write_reports(placeholder, path)

@@ -15,10 +15,11 @@ from pathlib import Path
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.vetting import Effects, watch
 from gpu_memsafety.util import procs
+from gpu_memsafety.util import jsonio
 
 
 def main(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
+    job = jsonio.loads(Path(job_path).read_text())
     procs.subreaper()          # orphans of what an import starts become ours, so they are found and killed
     with open(job["log"], "a", buffering=1) as log:
         for data in job["sources"]:

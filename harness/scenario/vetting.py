@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from gpu_memsafety.util import procs
+from gpu_memsafety.util import jsonio
 
 VETTED_ENV = "GPU_MEMSAFETY_VETTED"
 TIMEOUT_ENV = "GPU_MEMSAFETY_IMPORT_TIMEOUT"
@@ -265,7 +266,7 @@ def _log_lines(log: Path) -> list[dict[str, Any]]:
         return []
     for line in text.splitlines():
         try:
-            entry = json.loads(line)
+            entry = jsonio.loads(line)
         except ValueError:
             continue        # a line cut by the kill
         if isinstance(entry, dict) and isinstance(entry.get("file"), str):

@@ -23,6 +23,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from gpu_memsafety.util import jsonio
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CACHE_ENV = "GPU_MEMSAFETY_CACHE"
@@ -129,7 +130,7 @@ def _default_entries(python: str) -> frozenset[str]:
     try:
         out = subprocess.run([python, "-c", "import json, sys; print(json.dumps(sys.path))"], env=env, cwd="/",
                              capture_output=True, text=True, timeout=60, check=True).stdout
-        return frozenset(os.path.realpath(p) for p in json.loads(out) if p)
+        return frozenset(os.path.realpath(p) for p in jsonio.loads(out) if p)
     except (OSError, subprocess.SubprocessError, ValueError):
         keys = ("stdlib", "platstdlib", "purelib", "platlib")
         found = {os.path.realpath(p) for p in (sysconfig.get_paths().get(k) for k in keys) if p}

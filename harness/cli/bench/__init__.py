@@ -32,6 +32,7 @@ import sys
 from gpu_memsafety.cli.bench.child import child_main
 from gpu_memsafety.cli.bench.parts import Bench
 from gpu_memsafety.cli.pathargs import arg_type, output_dir
+from gpu_memsafety.util import bounds
 
 PARTS = ("bandwidth", "cases", "cache", "batching", "matrix", "scaling")
 
@@ -46,18 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     ap.add_argument("--case", action="append", default=[], help="time these case ids (default: gpt-oss and smoke cases)")
     ap.add_argument("--scenario", action="append", default=[], help="only cases of these scenarios")
-    ap.add_argument("--reps", type=_positive, default=20, help="timed launches per measurement (default 20)")
+    ap.add_argument("--reps", type=bounds.arg_type("--reps"), default=20, help="timed launches per measurement (default 20)")
     ap.add_argument("--sizes-mib", default="64,256,1024", help="buffer sizes for the bandwidth part (MiB)")
-    ap.add_argument("--sample", type=_positive, default=36, help="cases in the batched vs per-process comparison")
-    ap.add_argument("--batch-size", type=_positive, default=32, help="cases per sanitized process when batched (as make sanitize)")
+    ap.add_argument("--sample", type=bounds.arg_type("--sample"), default=36, help="cases in the batched vs per-process comparison")
+    ap.add_argument("--batch-size", type=bounds.arg_type("--batch-size"), default=32, help="cases per sanitized process when batched (as make sanitize)")
     ap.add_argument("--batch-mode", default="both", choices=("both", "memcheck"), help="mode of the batching and matrix parts")
-    ap.add_argument("--child-timeout", type=_positive, default=1800, help="seconds before a measuring child is killed")
+    ap.add_argument("--child-timeout", type=bounds.arg_type("--child-timeout"), default=1800, help="seconds before a measuring child is killed")
     ap.add_argument("--case-modes", default="guard_page,memcheck",
                     help="cases part: the modes timed in their own child besides bare/guard/poison (guard_page, memcheck)")
-    ap.add_argument("--scaling-budget-s", type=_positive, default=None,
+    ap.add_argument("--scaling-budget-s", type=bounds.arg_type("--scaling-budget-s"), default=None,
                     help="scaling part: skip the shards comparison when the part has run longer than this")
     ap.add_argument("--scaling-args", default="", help="extra pytest arguments for the scaling part's runs (e.g. --gpu-memsafety-scenario X)")
-    ap.add_argument("--scaling-workers", type=_positive, default=None,
+    ap.add_argument("--scaling-workers", type=bounds.arg_type("--scaling-workers"), default=None,
                     help="run the scaling part with this many workers without GPUs (tests the plumbing on a CPU machine)")
     args = ap.parse_args(args_list)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -65,11 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not parts:
         ap.error(f"--parts: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(PARTS)}")
     try:
-        args.sizes_mib = [int(x) for x in args.sizes_mib.split(",") if x.strip()]
-    except ValueError:
-        ap.error(f"--sizes-mib: expected comma-separated integers, got {args.sizes_mib!r}")
-    if not args.sizes_mib or any(x <= 0 for x in args.sizes_mib):
-        ap.error("--sizes-mib: sizes must be positive")
+        args.sizes_mib = bounds.numbers("--sizes-mib", args.sizes_mib)
+    except bounds.BoundError as exc:
+        ap.error(str(exc))
     args.parts = parts
     args.case_modes = [m.strip() for m in args.case_modes.split(",") if m.strip()]
     if set(args.case_modes) - {"guard_page", "memcheck"}:
@@ -83,11 +82,3 @@ def main(argv: list[str] | None = None) -> int:
             except ScenarioError as exc:
                 ap.error(f"--case: {exc}")
     return Bench(args).run()
-
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return number
-

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 from gpu_memsafety.cli.bench.timing import gpu_busy, time_calls, time_interleaved, wall
 from gpu_memsafety.scenario.definition import Case, Scenario
 from gpu_memsafety.util.fsutil import atomic_write_json
+from gpu_memsafety.util import jsonio
 
 MIB = 1 << 20
 
@@ -285,4 +286,4 @@ def child_main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m gpu_memsafety.cli.bench child JOB.json", file=sys.stderr)
         return 2
-    return Child(json.loads(Path(argv[0]).read_text())).run()
+    return Child(jsonio.loads(Path(argv[0]).read_text())).run()

@@ -20,6 +20,7 @@ from gpu_memsafety.scenario.registry import all_scenarios
 from gpu_memsafety.util.fsutil import atomic_write_json, atomic_write_text
 from gpu_memsafety.util.paths import SCENARIO_DIR, inherited_pythonpath
 from gpu_memsafety.util.progress import track, watch
+from gpu_memsafety.util import jsonio
 
 
 # ------------------------------------------------------------------------------------------- selection
@@ -114,7 +115,7 @@ class Bench:
         with watch(f"bench {what}", expected, lambda: sum((out / f"{i}.json").exists() for i in range(expected)),
                    unit="cases"):
             self._attempts(argv, env, out, what, case_ids, expected)
-        return [json.loads((out / f"{i}.json").read_text()) for i in range(expected)]
+        return [jsonio.loads((out / f"{i}.json").read_text()) for i in range(expected)]
 
     def _attempts(self, argv: list[str], env: dict[str, str], out: Path, what: str, case_ids: list[str],
                   expected: int) -> None:
@@ -361,7 +362,7 @@ class Bench:
         report = out / "report.json"
         cases = 0
         if report.exists():
-            doc = json.loads(report.read_text())
+            doc = jsonio.loads(report.read_text())
             for r in doc.get("cases", []):
                 counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
                 cases += 1
@@ -372,7 +373,7 @@ def _report_facts(path: Path) -> dict[str, Any]:
     """Outcomes per case and where the time went (batch start-up vs cases) from one run's report.json."""
     if not path.exists():
         return {"outcomes": {}, "problem": f"{path} was not written"}
-    doc = json.loads(path.read_text())
+    doc = jsonio.loads(path.read_text())
     batches = doc.get("run", {}).get("batches") or []
     procs = [p for b in batches for p in b.get("processes", [])]
     total = lambda key: round(sum(p.get(key) or 0.0 for p in procs), 3)  # noqa: E731
