@@ -52,7 +52,6 @@ from gpu_memsafety.report import (
     sanitizer_searched,
     sanitizer_text,
     summarize,
-    unchecked_reasons,
     verdict_badge,
     visible,
     worst_verdict,
@@ -408,8 +407,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="gpu-memsafety merge",
         description="Merge report.json files from several runners or shards into one kernel x architecture "
                     "matrix. Exit status: 0 merged, 1 merged but incomplete or inconsistent (a shard or a case missing, "
-                    "a case twice, shards of different runs, modes or matrices: each is named) or a runner's report was "
-                    "interrupted or checked nothing, 2 a bad file or usage.")
+                    "a case twice, shards of different runs, modes or matrices: each is named), a runner's report was "
+                    "interrupted or no runner checked anything, 2 a bad file or usage.")
     parser.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per runner or shard")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", type=arg_type(output_dir, "-o/--output"),
                         help="directory for merged.json and merged.md")
@@ -437,9 +436,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind in (INCONSISTENT, INCOMPLETE):
         for text in merged["shards"][kind]:
             print(f"harness merge: {kind}: {visible(text)}", file=sys.stderr)
-    unchecked = [(path, why) for path in args.reports for why in unchecked_reasons(load_report(path))]
-    for path, why in unchecked:   # a runner that was cut short or checked nothing is no complete merge
-        print(f"harness merge: not checked: {visible(f'{path}: {why}')}", file=sys.stderr)
+    # a runner cut short, or a merge that checked nothing, is no complete merge (one runner may check nothing:
+    # every case of its architecture not applicable, say)
+    unchecked = [f"{r['file']}: interrupted: {r['summary']['not_run']} case(s) never started" for r in merged["runners"]
+                 if r["summary"]["status"] == INTERRUPTED]
+    if merged["summary"]["status"] == EMPTY:
+        unchecked.append("the merged runs checked nothing: no case ran on any runner")
+    for why in unchecked:
+        print(f"harness merge: not checked: {visible(why)}", file=sys.stderr)
     return 1 if merged["summary"]["status"] in (INCOMPLETE, INCONSISTENT) or unchecked else 0
 
 
