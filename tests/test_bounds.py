@@ -65,12 +65,12 @@ def test_no_numeric_option_escapes_the_table() -> None:
     assert not raw, raw
 
 
-@pytest.mark.parametrize("argv", [["--batch-size", "1000000000"], ["--iterations", "0"],
+@pytest.mark.parametrize("argv", [["--gpu-memsafety-batch-size", "1000000000"], ["--gpu-memsafety-iterations", "0"],
                                   ["--gpu-memsafety", "--gpu-memsafety-timeout", "99999999999"]])
 def test_pytest_options_out_of_range_are_usage_errors(tmp_path: Path, argv: list[str]) -> None:
     test = tmp_path / "test_x.py"
     test.write_text("def test_x():\n    pass\n")
-    args = [*argv, str(test)] if "--gpu-memsafety" in argv else [*argv, "--scenario", "planted_oob", "--co"]
+    args = [*argv, str(test)] if "--gpu-memsafety" in argv else [*argv, "--gpu-memsafety-scenario", "planted_oob", "--co"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True,
                           text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 4, proc.stdout + proc.stderr
