@@ -374,3 +374,70 @@ def test_the_guarded_fixture_works_in_an_ordinary_run(tmp_path: Path) -> None:
     assert outcomes(proc.stdout) == {"test_inside": "PASSED", "test_two_bytes_past_the_end": "ERROR+PASSED"}
     assert "out: 2 marker byte(s) changed (past_end bytes 10..11)" in proc.stdout
 
+
+
+ENDS_ITSELF = '''import os
+import host_fake
+
+
+def test_a_clean():
+    host_fake.allocate(100).write(0, b"x" * 100)
+
+
+def test_a_forked_child_may_end_itself():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+
+
+def test_b_ends_the_process():
+    host_fake.allocate(8)
+    os.{call}
+
+
+def test_c_never_runs():
+    host_fake.allocate(4000).write(4000, b"\\\\0\\\\0\\\\0\\\\0")
+'''
+
+
+@pytest.mark.parametrize("call, how, code", [
+    ("_exit(0)", "os._exit(0)", 1),
+    ("_exit(3)", "os._exit(3)", 3),
+    ("execv('/bin/true', ['true'])", "os.execv('/bin/true', ...)", 1),
+])
+def test_a_test_that_ends_the_process_fails_the_run_and_is_named(tmp_path: Path, call: str, how: str, code: int) -> None:
+    """Issue 44: in markers mode the tests run in pytest's own process; `os._exit(0)` in a test ended it with 0
+    (a green job) while the reports said "did not finish". host/exit_guard.py: the run exits non-zero and the
+    reports, written at that moment, say which test ended it and how; the tests that finished keep their results."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (suite / "test_suite.py").write_text(ENDS_ITSELF.replace("{call}", call))
+    proc = run(suite, "-p", "host_fake", "--gpu-memsafety=markers", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
+               "-q", "-p", "no:randomly")
+    assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"test test_suite.py::test_b_ends_the_process ended the pytest process with {how}" in proc.stderr
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert doc["summary"]["status"] == "interrupted"
+    assert f"test_suite.py::test_b_ends_the_process ended the pytest process with {how}" in json.dumps(doc["run"])
+    cases = report(tmp_path / "r")
+    assert cases["test_a_clean"]["outcome"] == "clean" and "test_c_never_runs" not in cases
+    assert cases["test_a_forked_child_may_end_itself"]["details"]["test"]["outcome"] == "passed"
+    assert "test_b_ends_the_process" in (tmp_path / "r" / "summary.md").read_text()
+
+
+def test_the_exit_guard_lets_exits_between_tests_through() -> None:
+    from gpu_memsafety.host.exit_guard import ExitGuard
+    calls: list[tuple[str, str]] = []
+    guard = ExitGuard(lambda test, how: calls.append((test, how)))
+    real = os._exit
+    guard.install()
+    try:
+        assert os._exit is not real and guard.saved
+        guard.running(None)
+        import posix
+        assert posix._exit is os._exit
+    finally:
+        guard.uninstall()
+    assert os._exit is real and not calls

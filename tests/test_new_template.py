@@ -57,3 +57,63 @@ def test_an_example_without_its_anchor_line_is_refused_naming_it(monkeypatch: py
     (tmp_path / "scale_kernel.py").unlink()
     with pytest.raises(ScenarioError, match=r"the guide's example .*scale_kernel.py cannot be read"):
         new.files_for("gone", Path("d"))
+
+
+@pytest.mark.parametrize("name", ["torch", "os", "pytest", "gpu_memsafety", "json", "sys", "test", "numpy", "triton"])
+def test_a_name_that_would_shadow_a_module_is_refused_before_anything_is_written(name: str, tmp_path: Path) -> None:
+    """Issue 44: NAME.py goes into a folder that is put on sys.path: `new torch` would make every `import torch`
+    in that process get the scaffold. Any standard-library or importable top-level name is refused."""
+    import importlib.util
+    import sys
+    if name not in sys.stdlib_module_names and importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not importable here")
+    with pytest.raises(ScenarioError, match=rf"{name}\.py would shadow .*'{name}'.*choose another name"):
+        new.write_scenario(name, tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_generated_module_name_that_shadows_is_refused_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NAME_kernel.py and test_NAME.py are modules on sys.path as well."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "fresh_scn_kernel.py").write_text("")
+    (lib / "test_other_scn.py").write_text("")
+    monkeypatch.syspath_prepend(str(lib))
+    with pytest.raises(ScenarioError, match=r"fresh_scn_kernel\.py would shadow the importable module 'fresh_scn_kernel'"):
+        new.write_scenario("fresh_scn", tmp_path / "s")
+    with pytest.raises(ScenarioError, match=r"test_other_scn\.py would shadow"):
+        new.write_scenario("other_scn", tmp_path / "s")
+    assert new.shadowed_module("unused_scn", tmp_path) == ""
+
+
+def test_a_scaffold_written_before_does_not_shadow_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "again_scn"
+    new.write_scenario("again_scn", target)
+    monkeypatch.syspath_prepend(str(target))         # its folder on sys.path, as when its scenarios load
+    monkeypatch.syspath_prepend(str(tmp_path))       # and the folder above (the package `again_scn`)
+    assert new.write_scenario("again_scn", target, force=True)
+
+
+def test_nothing_is_written_through_a_symbolic_link(tmp_path: Path) -> None:
+    """Issue 44: a dangling link named like a generated file made `new` create the file wherever the link pointed."""
+    target = tmp_path / "mine"
+    target.mkdir()
+    outside = tmp_path / "elsewhere" / "planted.py"
+    outside.parent.mkdir()
+    (target / "linked_scn_kernel.py").symlink_to(outside)
+    with pytest.raises(ScenarioError, match=r"linked_scn_kernel.py -> .*planted.py: a symbolic link is in the way"):
+        new.write_scenario("linked_scn", target)
+    with pytest.raises(ScenarioError, match="a symbolic link is in the way"):
+        new.write_scenario("linked_scn", target, force=True)
+    assert not outside.exists() and not (target / "linked_scn.py").exists()
+    (tmp_path / "dir_link").symlink_to(tmp_path / "nowhere")                         # the folder itself
+    with pytest.raises(ScenarioError, match="dir_link -> .*nowhere: a symbolic link"):
+        new.write_scenario("linked_scn", tmp_path / "dir_link")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_the_command_line_refuses_a_dangling_link_as_the_folder(tmp_path: Path) -> None:
+    from gpu_memsafety.cli.pathargs import PathArgError, output_dir
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(PathArgError, match="is a dangling symbolic link"):
+        output_dir(tmp_path / "gone", "--path")

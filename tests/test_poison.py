@@ -276,7 +276,7 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
     from gpu_memsafety.judge.verdict import decide
     fake = ROOT / "tests" / "fake_kernels"
     scenario = registry.load_source(registry.Source(str(fake / "fake_scenarios" / "fake_poison.py")))
-    cases = scenario.build()
+    cases = [c for c in scenario.build() if c.variant.startswith("undeclared")]
     job = {"cases": [registry.case_job(scenario, c) for c in cases], "out_dir": str(tmp_path), "mode": "poison",
            "watch_placement": L.GUARDED, "seed": 0, "guard": L.DEFAULT_GUARD, "flush_backend": "torch", "iterations": 1}
     (tmp_path / "job.json").write_text(json.dumps(job))
@@ -408,3 +408,45 @@ def test_the_rest_of_a_buffer_that_holds_a_declared_output_is_compared() -> None
     assert poison._changed_own(base, moved, "out", spans["out"]) == {
         "buffer out (outside its declared outputs)": {"elements": 8, "of": 8}}
     assert poison._changed_own(base, ctx_with(1.0)[0], "out", spans["out"]) == {}
+
+
+def test_a_result_the_context_did_not_allocate_is_never_called_clean(tmp_path: Any, worker_env: Any) -> None:
+    """Issue 44: the adapter writes its result into a tensor of its own (torch.empty) and declares none, or declares
+    a persistent workspace handed back by every run. Poison compared nothing known to be the result: the verdict
+    says so and is no pass; a persistent output is copied at the baseline, so an overread that changes it is seen."""
+    from pathlib import Path
+
+    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.engine.runner import RunOptions, Runner
+    from gpu_memsafety.model import Outcome
+    from gpu_memsafety.scenario import registry
+    from gpu_memsafety.util.paths import CHECKOUT as ROOT
+    fake = registry.load_source(registry.Source(str(ROOT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_poison.py"),
+                                                None, "tests"))
+    wanted = ("foreign_undeclared", "foreign_kept", "foreign_declared", "undeclared_clean", "undeclared_overread")
+    cases = [c for c in fake.build() if c.variant in wanted]
+    runner = Runner(RunOptions(mode=MODES["poison"], workdir=Path(tmp_path) / "w", gpu_available=False,
+                               timeout_scale=0.5))
+    got = {r.variant: r for r in runner.run([(fake, c) for c in cases])}
+    for variant in ("foreign_undeclared", "undeclared_clean"):
+        result = got[variant]
+        assert result.outcome is Outcome.UNRESOLVED and result.failed, (variant, result.outcome, result.message)
+        assert "poison compared nothing known to be the kernel's result" in result.message
+        assert "declared no output" in result.message
+        [run] = [d for d in result.detectors if d.detector == POISON]
+        assert "compared nothing" in run.detail
+    for variant in ("foreign_kept", "foreign_declared", "undeclared_overread"):
+        result = got[variant]
+        assert result.outcome is Outcome.EXPECTED_FINDING, (variant, result.outcome, result.message)
+        assert [(f.buffer, f.region) for f in result.findings] == [("x", "past_end")]
+
+
+def test_declared_outputs_without_an_element_compare_nothing() -> None:
+    report = {"regions": [], "outputs": ["out"], "output_elements": 0, "compared_buffers": ["x"], "runs": 4}
+    assert "the declared outputs out hold no element" in poison.nothing_compared(report)
+    assert poison.nothing_compared({**report, "output_elements": 8}) == ""
+    assert poison.nothing_compared({**report, "regions": [{"buffer": "x"}]}) == ""      # a change was compared
+    assert poison.nothing_compared({"regions": [], "outputs": ["out"], "compared_buffers": []}) == ""  # older report
+    from types import SimpleNamespace
+    ev = SimpleNamespace(of=lambda _: report, result=SimpleNamespace(notes={}))
+    assert "compared nothing" in poison.DETECTOR.ran(ev).detail  # type: ignore[arg-type]

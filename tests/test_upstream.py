@@ -38,7 +38,7 @@ def stamp(folder: Path, art: U.Artifact) -> None:
     """A stamp as extract writes it, for the first pinned wheel of `art`."""
     name = next(n for n in U.WHEEL_SHA256 if n.startswith(art.wheel_prefix))
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / U.STAMP).write_text(f"{name}\n{U.WHEEL_SHA256[name]}\n1 files\n")
+    (folder / U.STAMP).write_text(U.stamp_text(name, U.WHEEL_SHA256[name], U.manifest_of(folder)))
 
 
 def sglang_files() -> dict[str, str]:
@@ -153,8 +153,9 @@ def test_main_reports_each_failure_and_fails(monkeypatch: pytest.MonkeyPatch, tm
     assert U.main(["--only", "sglang-0.5.18", "--only", "tk-A"]) == 1
     err = capsys.readouterr().err
     assert "FAILED: sglang 0.5.18: download failed" in err and "FAILED: sgl-kernel 0.3.21: download failed" in err
-    with pytest.raises(U.UpstreamError, match="unknown upstream artifact 'nope'"):
+    with pytest.raises(SystemExit) as info:                     # an unknown key is a usage error, no traceback
         U.main(["--only", "nope"])
+    assert info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
 
 
 def test_tvm_ffi_problem_names_what_was_needed_and_found(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -278,3 +279,89 @@ def test_tvm_ffi_is_installed_only_with_its_pinned_hashes(monkeypatch: pytest.Mo
     assert requirement.startswith("apache-tvm-ffi==0.1.11 --hash=sha256:")
     cp311 = "apache_tvm_ffi-0.1.11-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl"
     assert f"--hash=sha256:{U.WHEEL_SHA256[cp311]}" in requirement
+
+
+def test_a_tampered_unpacked_file_under_a_forged_stamp_is_refused_naming_it(tmp_path: Path, pin) -> None:  # type: ignore[no-untyped-def]
+    """A shared vendor folder: the wheel is pinned, yet a file unpacked from it is edited, one is added, or the
+    stamp is rewritten by hand; every use checks the tree against the manifest written at unpack time."""
+    art = U.artifact("tk-A")
+    pip = FakePip(pin(fake_wheel(tmp_path / "index", art, {"triton_kernels/__init__.py": "x = 1",
+                                                          "triton_kernels/matmul.py": "ok = True"})))
+    kw = dict(cache=tmp_path / "cache", vendor=tmp_path / "vendor", log=lambda _: None)
+    folder = U.fetch(art, run=pip, **kw)
+    assert U.unpacked(art, tmp_path / "vendor") == folder
+    good_stamp = (folder / U.STAMP).read_text()
+    assert f"{hashlib.sha256(b'ok = True').hexdigest()}  triton_kernels/matmul.py" in good_stamp.splitlines()
+    (folder / "triton_kernels" / "matmul.py").write_text("ok = False")                    # tampered
+    with pytest.raises(U.TamperedError) as info:
+        U.unpacked(art, tmp_path / "vendor")
+    text = str(info.value)
+    assert str(folder / "triton_kernels" / "matmul.py") in text and "differs from what was unpacked" in text
+    assert f"--only {art.key}" in text                                                      # how to refetch
+    # the forged stamp of the issue: the old three-line stamp over the tampered tree is not "present"
+    (folder / U.STAMP).write_text("\n".join(good_stamp.splitlines()[:2]) + "\n2 files\n")
+    assert U.unpacked(art, tmp_path / "vendor") is None
+    (folder / U.STAMP).write_text("\n".join(good_stamp.splitlines()[:2]) + "\n0 files\n")   # a manifest of nothing
+    with pytest.raises(U.TamperedError, match="is not in the manifest"):
+        U.unpacked(art, tmp_path / "vendor")
+    (folder / U.STAMP).write_text(good_stamp)
+    (folder / "triton_kernels" / "matmul.py").write_text("ok = True")
+    (folder / "triton_kernels" / "evil.py").write_text("import os")                       # added
+    with pytest.raises(U.TamperedError, match=r"evil.py is not in the manifest \(added after unpacking\)"):
+        U.unpacked(art, tmp_path / "vendor")
+    (folder / "triton_kernels" / "evil.py").unlink()
+    (folder / "triton_kernels" / "matmul.py").unlink()
+    (folder / "triton_kernels" / "matmul.py").symlink_to(tmp_path / "index")                # a link in its place
+    with pytest.raises(U.TamperedError, match="not a regular file"):
+        U.unpacked(art, tmp_path / "vendor")
+    (folder / "triton_kernels" / "matmul.py").unlink()
+    with pytest.raises(U.TamperedError, match="matmul.py is missing"):
+        U.unpacked(art, tmp_path / "vendor")
+    assert U.fetch(art, run=FakePip(None, code=1), **kw) == folder                         # make upstream redoes it
+    assert U.unpacked(art, tmp_path / "vendor") == folder
+    assert (folder / "triton_kernels" / "matmul.py").read_text() == "ok = True"
+
+
+def test_a_tampered_tree_stops_the_kernel_that_would_use_it(tmp_path: Path, pin, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Re-verified before use: the adapter's own lookup (U.unpacked) raises, it never loads the edited file."""
+    art = U.artifact("sglang-0.5.18")
+    pip = FakePip(pin(fake_wheel(tmp_path / "index", art, sglang_files())))
+    folder = U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
+    monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "v"))
+    (folder / U.PRE_DISPATCH_CUH).write_text("// kernel with the bounds check removed")
+    with pytest.raises(U.TamperedError, match="mega_moe_pre_dispatch.cuh differs"):
+        U.unpacked(art)
+    assert "TAMPERED" in _main_out(["--list"], monkeypatch, tmp_path)[1]
+
+
+def _main_out(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+              capsys: pytest.CaptureFixture[str] | None = None) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = U.main(argv)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_a_file_as_the_wheel_folder_and_an_unknown_key_end_in_messages(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(U, "has_gpu", lambda: False)
+    monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "vendor"))
+    code, text = _main_out(["--only", "no-such-thing", "--no-tvm-ffi"], monkeypatch, tmp_path)
+    assert code == 2 and "invalid choice: 'no-such-thing'" in text and "tk-C" in text and "Traceback" not in text
+    (tmp_path / "wheels").write_text("a file, not a folder")
+    monkeypatch.setenv(U.WHEELS_ENV, str(tmp_path / "wheels"))
+    code, text = _main_out(["--only", "tk-C", "--no-tvm-ffi"], monkeypatch, tmp_path)
+    assert code == 2 and f"{tmp_path / 'wheels'} is not a folder; set {U.WHEELS_ENV} to a folder" in text
+    monkeypatch.setenv(U.WHEELS_ENV, str(tmp_path / "wheels" / "sub"))
+    code, text = _main_out(["--only", "tk-C", "--no-tvm-ffi"], monkeypatch, tmp_path)
+    assert code == 2 and "is not a folder" in text
+    monkeypatch.setenv(U.WHEELS_ENV, str(tmp_path / "wheels2"))
+    monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "wheels"))                          # the file as vendor folder
+    code, text = _main_out(["--list"], monkeypatch, tmp_path)
+    assert code == 2 and "the vendor folder" in text and U.VENDOR_ENV in text and "Traceback" not in text

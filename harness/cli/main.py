@@ -111,12 +111,17 @@ def configure_scenarios(paths: list[str], config: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     _cwd_on_import_path()
+    from gpu_memsafety.util.signals import stop_as_interrupt
+    stop_as_interrupt()      # SIGTERM, SIGHUP: cleaned up like Ctrl-C (children killed, temporary folders removed)
     from gpu_memsafety.scenario.definition import ScenarioError
     try:
         return _main(args)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:       # Ctrl-C, or SIGTERM/SIGHUP (util.signals): after every cleanup ran
+        print(f"interrupted ({exc or 'Ctrl-C'})", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly; point stdout at devnull so the interpreter's final
         # flush does not raise again.

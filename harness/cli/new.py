@@ -10,11 +10,16 @@ Writes three files into DIR (default ./NAME):
 They follow docs/writing-a-scenario.md: the Triton scenario and kernel are the guide's own example
 (harness/cli/example/scale_store.py, scale_kernel.py) renamed, one copy of that code; --cuda swaps in a CUDA C++
 kernel. Replace the kernel with yours and the expectation with what your kernel must (or must not) do.
-Nothing is overwritten without --force.
+Nothing is overwritten without --force, nothing is written through a symbolic link, and a name whose files would
+shadow a module (`os`, `torch`, `pytest`, `gpu_memsafety`: any standard-library or importable top-level name) is
+refused.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import sys
 from pathlib import Path
 
 from gpu_memsafety.util.paths import EXAMPLE_DIR
@@ -163,15 +168,40 @@ def test_fixed_variant_is_clean(tmp_path: Path) -> None:
 '''
 
 
-def files_for(name: str, path: Path, kind: str = "triton") -> dict[Path, str]:
-    """The generated files, by path (nothing written)."""
-    import sys
+def shadowed_module(module: str, path: Path) -> str:
+    """What the top-level module `module` would shadow ("" when nothing): a module of the standard library or a
+    built-in one, or one this Python can import (torch, pytest, gpu_memsafety...). A scenario folder goes on sys.path
+    when its scenarios load, so a file named like such a module is imported in its place, by the harness and by
+    every library that imports it. What is found in `path` itself (a scaffold written before) shadows nothing."""
+    if module in sys.stdlib_module_names or module in sys.builtin_module_names:
+        return f"the standard library's module {module!r}"
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):      # a module that fails to be found is still a name in use
+        return f"the importable module {module!r}"
+    if spec is None:
+        return ""
+    here = os.path.realpath(path)
+    places = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
+    places += list(spec.submodule_search_locations or [])
+    if places and all(os.path.realpath(p) == here or os.path.realpath(p).startswith(here + os.sep) for p in places):
+        return ""
+    return f"the importable module {module!r} ({places[0] if places else spec.origin})"
 
+
+def files_for(name: str, path: Path, kind: str = "triton") -> dict[Path, str]:
+    """The generated files, by path (nothing written); a name whose files would shadow a module is refused."""
     from gpu_memsafety.util.paths import EXAMPLE_DIR
     if not _NAME.match(name):
         raise ScenarioError(name, "name", "must be lower_snake_case (letters, digits, _; starting with a letter)")
     if kind not in ("triton", "cuda"):
         raise ScenarioError(name, "kind", f"{kind!r} is not triton or cuda")
+    for module in (name, f"{name}_kernel", f"test_{name}"):
+        shadowed = shadowed_module(module, path)
+        if shadowed:
+            raise ScenarioError(name, "name", f"the file {module}.py would shadow {shadowed}: the scenario's folder "
+                                              f"goes on sys.path, and every import of {module!r} would get it; "
+                                              f"choose another name (e.g. {name}_check)")
     shown = str(path)
     lines = {"    summary=": f'    summary="{name}: a {"Triton" if kind == "triton" else "CUDA"} kernel whose buggy twin '
                                f'stores one element past the end of out",'}
@@ -197,6 +227,11 @@ def write_scenario(name: str, path: Path | None = None, *, kind: str = "triton",
     from gpu_memsafety.scenario import registry
     path = Path(name) if path is None else path
     files = files_for(name, path, kind)
+    links = [p for p in (path, *files) if p.is_symlink()]
+    if links:      # dangling or not, a link would make the scaffold land wherever it points
+        raise ScenarioError(name, "--path", f"{', '.join(f'{p} -> {os.readlink(p)}' for p in links)}: a symbolic link "
+                                            f"is in the way (nothing is written through one); remove it or choose "
+                                            f"another --path")
     existing = [p for p in files if p.exists()]
     if existing and not force:
         raise ScenarioError(name, "--path", f"{', '.join(map(str, existing))} exist(s) already; use --force to overwrite")
@@ -209,7 +244,10 @@ def write_scenario(name: str, path: Path | None = None, *, kind: str = "triton",
     try:
         path.mkdir(parents=True, exist_ok=True)
         for file, text in files.items():
-            file.write_text(text, encoding="utf-8")
+            # O_NOFOLLOW: a link put in place after the check above is refused too, never followed
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
     except OSError as exc:
         raise ScenarioError(name, "--path", f"cannot write into {path}: {exc.strerror or exc}") from None
     return list(files)

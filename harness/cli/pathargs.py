@@ -32,6 +32,9 @@ def _text(value: str | os.PathLike[str], option: str) -> str:
 def output_dir(value: str | os.PathLike[str], option: str) -> Path:
     """A directory to write into: created later if missing, never an existing file."""
     path = Path(_text(value, option))
+    if path.is_symlink() and not path.exists():
+        raise PathArgError(f"{option}: {path} is a dangling symbolic link (to {os.readlink(path)}); nothing is "
+                           f"written through it: remove it or give another directory")
     if path.exists() and not path.is_dir():
         raise PathArgError(f"{option}: {path}: is not a directory (a file is in the way); give a directory")
     return path

@@ -126,46 +126,48 @@ def main(argv: list[str]) -> int:
     disc = discover()
     lookup = sanitizer.locate()
     workdir = Path(tempfile.mkdtemp(prefix="repro-"))
-    print(f"case {case.id}\n  params: {json.dumps(dict(case.params))}\n  GPUs: {disc.summary}")
-    results, failed, unchecked = [], False, []
-    for mode in modes:
-        options = RunOptions(mode=MODES[mode], workdir=workdir / mode, gpu_available=bool(disc.gpus),
-                             sanitizer=lookup, iterations=args.loop, cover=args.cover)
-        t0 = time.perf_counter()
-        if mode == "stress":
-            stats = stress(options, scenario, case, args.loop)
+    try:
+        print(f"case {case.id}\n  params: {json.dumps(dict(case.params))}\n  GPUs: {disc.summary}")
+        results, failed, unchecked = [], False, []
+        for mode in modes:
+            options = RunOptions(mode=MODES[mode], workdir=workdir / mode, gpu_available=bool(disc.gpus),
+                                 sanitizer=lookup, iterations=args.loop, cover=args.cover)
+            t0 = time.perf_counter()
+            if mode == "stress":
+                stats = stress(options, scenario, case, args.loop)
+                seconds = time.perf_counter() - t0
+                results.append({"mode": "stress", **stats, "wall_s": round(seconds, 3)})
+                print(stress_answer(case.id, stats, seconds))
+                failed |= stats["runs"] == 0 and Outcome.from_label(stats["outcome"]).is_failure
+                if stats["runs"] == 0:
+                    unchecked.append(f"{mode}: {stats['outcome']}")
+                continue
+            (result,) = Runner(options).run([(scenario, case)])
             seconds = time.perf_counter() - t0
-            results.append({"mode": "stress", **stats, "wall_s": round(seconds, 3)})
-            print(stress_answer(case.id, stats, seconds))
-            failed |= stats["runs"] == 0 and Outcome.from_label(stats["outcome"]).is_failure
-            if stats["runs"] == 0:
-                unchecked.append(f"{mode}: {stats['outcome']}")
-            continue
-        (result,) = Runner(options).run([(scenario, case)])
-        seconds = time.perf_counter() - t0
-        results.append({**result.to_json(), "wall_s": round(seconds, 3)})
-        failed |= result.failed
-        if not outcome_ran(result.outcome):
-            unchecked.append(f"{mode}: {result.outcome.label}")
-        print(answer(result, seconds))
-    if args.json:
-        from gpu_memsafety.util.fsutil import atomic_write_json
-        atomic_write_json(args.json, {"case": case.to_json(), "results": results})
-    code = 1 if failed else 0
-    if not failed and unchecked:
-        # Nothing was checked in these modes (no GPU, not applicable here): never a success, as pytest's
-        # "no tests ran" is not (exit 5); a failure stays exit 1.
-        print(f"the case did not run here ({'; '.join(unchecked)}): nothing was checked; its reason is above. "
-              f"Run it where it can run (`python -m gpu_memsafety env` shows what this machine has), or choose "
-              f"another --mode", file=sys.stderr)
-        code = NOT_CHECKED
-    if args.keep:
-        try:
-            keep(args.keep, workdir, rerun_argv(scenario, case, args.mode, loop=args.loop, cover=args.cover))
-        except KeepError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            code = 2
-    shutil.rmtree(workdir, ignore_errors=True)
+            results.append({**result.to_json(), "wall_s": round(seconds, 3)})
+            failed |= result.failed
+            if not outcome_ran(result.outcome):
+                unchecked.append(f"{mode}: {result.outcome.label}")
+            print(answer(result, seconds))
+        if args.json:
+            from gpu_memsafety.util.fsutil import atomic_write_json
+            atomic_write_json(args.json, {"case": case.to_json(), "results": results})
+        code = 1 if failed else 0
+        if not failed and unchecked:
+            # Nothing was checked in these modes (no GPU, not applicable here): never a success, as pytest's
+            # "no tests ran" is not (exit 5); a failure stays exit 1.
+            print(f"the case did not run here ({'; '.join(unchecked)}): nothing was checked; its reason is above. "
+                  f"Run it where it can run (`python -m gpu_memsafety env` shows what this machine has), or choose "
+                  f"another --mode", file=sys.stderr)
+            code = NOT_CHECKED
+        if args.keep:
+            try:
+                keep(args.keep, workdir, rerun_argv(scenario, case, args.mode, loop=args.loop, cover=args.cover))
+            except KeepError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                code = 2
+    finally:            # Ctrl-C, SIGTERM, SIGHUP (util.signals) too: no run folder left in /tmp
+        shutil.rmtree(workdir, ignore_errors=True)
     return code
 
 

@@ -15,7 +15,11 @@ Every wheel is checked against the SHA-256 pinned for its file name in cli/upstr
 extracted from it (a cached wheel included: the cache is outside the repository); a wheel without a pin, or
 whose hash differs, is refused naming the file, the pinned hash and the one found. apache-tvm-ffi is
 installed by pip with the same pins (`--require-hashes`). Each unpacked folder carries a stamp (`.complete`:
-wheel name and sha256): a second run does nothing, a half-written folder (no stamp) or one whose stamp names a
+wheel name and sha256, then a manifest: the sha256 of every file unpacked). Every use of the folder
+(`unpacked`) checks each file against that manifest, and that no file was added: a mismatch is TamperedError
+naming the file and how to unpack it again (`make upstream` redoes such a folder). The manifest catches files
+changed or added after unpacking (a shared vendor folder, a forged stamp over edited files); a forger who
+also rewrites the manifest is caught only by unpacking again from the pinned wheel. A second run does nothing, a half-written folder (no stamp) or one whose stamp names a
 wheel that is not pinned is redone, and extraction goes through a temporary folder renamed into place. A
 failure names the artifact and version, what was needed and what was found.
 
@@ -179,16 +183,92 @@ def wheel_cache() -> Path:
 
 
 
+class TamperedError(UpstreamError):
+    """An unpacked folder whose files differ from the manifest written when it was unpacked from its pinned wheel."""
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest_of(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} of every regular file under `folder` but the stamp; a symbolic link, a FIFO or
+    any other non-regular entry is TamperedError (extract writes regular files and folders only)."""
+    found: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if rel == STAMP:
+            continue
+        if path.is_symlink() or not (path.is_dir() or path.is_file()):
+            raise TamperedError(f"{rel} is not a regular file (a link or a special file)")
+        if path.is_file():
+            found[rel] = _sha256_file(path)
+    return found
+
+
+def stamp_text(wheel_name: str, wheel_sha256: str, manifest: dict[str, str]) -> str:
+    """The stamp: the wheel's name and pinned sha256, the file count, then `sha256  path` for every file unpacked
+    (sha256sum's format), so that the tree is tied to the pinned wheel and can be checked file by file."""
+    lines = [wheel_name, wheel_sha256, f"{len(manifest)} files", *(f"{h}  {n}" for n, h in sorted(manifest.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def _refetch(art: Artifact, folder: Path) -> str:
+    return (f"delete {folder} and run `python -m gpu_memsafety.cli.upstream --only {art.key}` (or `make upstream`) "
+            f"to unpack it again from the pinned wheel")
+
+
+def verify_tree(art: Artifact, folder: Path, stamp: Sequence[str]) -> None:
+    """Every file of `folder` is the one the stamp's manifest lists, byte for byte (sha256), and no file was
+    added; else TamperedError naming the file and how to refetch."""
+    expected: dict[str, str] = {}
+    for line in stamp[3:]:
+        digest, sep, name = line.partition("  ")
+        if not sep or not re.fullmatch(r"[0-9a-f]{64}", digest) or not name:
+            raise TamperedError(f"{art.label}: the manifest in {folder / STAMP} has a malformed line {line!r}; "
+                                f"{_refetch(art, folder)}")
+        expected[name] = digest
+    if stamp[2:3] != [f"{len(expected)} files"]:
+        raise TamperedError(f"{art.label}: the manifest in {folder / STAMP} lists {len(expected)} files but says "
+                            f"{stamp[2] if len(stamp) > 2 else 'nothing'}; {_refetch(art, folder)}")
+    try:
+        found = manifest_of(folder)
+    except TamperedError as exc:
+        raise TamperedError(f"{art.label}: {folder}: {exc}; {_refetch(art, folder)}") from None
+    except OSError as exc:
+        raise TamperedError(f"{art.label}: {folder} cannot be read ({exc}); {_refetch(art, folder)}") from None
+    for name in sorted(set(expected) | set(found)):
+        if name not in found:
+            problem = "is missing"
+        elif name not in expected:
+            problem = "is not in the manifest (added after unpacking)"
+        elif found[name] != expected[name]:
+            problem = f"differs from what was unpacked (sha256 {found[name]}, manifest {expected[name]})"
+        else:
+            continue
+        raise TamperedError(f"{art.label}: {folder / name} {problem}: the unpacked tree no longer matches the pinned "
+                            f"wheel {stamp[0]}; {_refetch(art, folder)}")
+
+
 def unpacked(art: Artifact, vendor: Path | None = None) -> Path | None:
     """The artifact's folder under .vendor/ if it is complete: stamped, from a wheel of `art` whose pinned hash
-    the stamp records (a folder unpacked before the pins, or from another wheel, is not); else None."""
+    the stamp records (a folder unpacked before the pins or before manifests, or from another wheel, is not), and
+    every file in it the one the stamp's manifest lists (checked on every call: TamperedError when not); else
+    None."""
     folder = (vendor or vendor_dir()) / art.folder
     try:
         stamp = (folder / STAMP).read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    if len(stamp) < 2 or not stamp[0].startswith(art.wheel_prefix) or WHEEL_SHA256.get(stamp[0]) != stamp[1]:
+    if len(stamp) < 3 or not stamp[0].startswith(art.wheel_prefix) or WHEEL_SHA256.get(stamp[0]) != stamp[1]:
         return None
+    if not re.fullmatch(r"\d+ files", stamp[2]) or (int(stamp[2].split()[0]) > 0 and len(stamp) == 3):
+        return None       # a stamp from before manifests: not present, `make upstream` unpacks it again
+    verify_tree(art, folder, stamp)
     return folder
 
 
@@ -332,7 +412,7 @@ def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     with zf.open(name) as src, dest.open("wb") as out:
                         shutil.copyfileobj(src, out)
-                (staging / STAMP).write_text(f"{wheel.name}\n{digest}\n{len(chosen)} files\n")
+                (staging / STAMP).write_text(stamp_text(wheel.name, digest, manifest_of(staging)))
                 if target.exists():
                     shutil.rmtree(target)
                 staging.rename(target)
@@ -348,7 +428,11 @@ def fetch(art: Artifact, *, cache: Path | None = None, vendor: Path | None = Non
           log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Path:
     """Make `art` present in .vendor/ (idempotent): its folder."""
     vendor = vendor or vendor_dir()
-    have = unpacked(art, vendor)
+    try:
+        have = unpacked(art, vendor)
+    except TamperedError as exc:
+        log(f"upstream: {exc}: unpacking it again")
+        have = None
     if have is not None:
         log(f"upstream: {art.label}: present in {have}")
         return have
@@ -422,20 +506,45 @@ def plan(*, everything: bool, gpu: bool, only: Sequence[str] = ()) -> list[Artif
     return [a for a in ARTIFACTS if everything or gpu or not a.gpu_only]
 
 
+def _state(art: Artifact) -> str:
+    """'present', 'missing' or 'TAMPERED: <what>' for --list and --if-missing."""
+    try:
+        return "present" if unpacked(art) is not None else "missing"
+    except TamperedError as exc:
+        return f"TAMPERED: {exc}"
+
+
+def place_problem(path: Path, what: str, env: str) -> str | None:
+    """None when `path` is a folder or can become one, else a sentence saying what it is and how to choose
+    another (a file, or a dangling link, given as the wheel cache or the vendor folder)."""
+    for up in (path, *path.parents):
+        if up.is_dir():
+            return None
+        if up.exists() or up.is_symlink():
+            kind = "a dangling link" if up.is_symlink() and not up.exists() else "not a folder"
+            return (f"{what} {path} cannot be used: {up} is {kind}; set {env} to a folder (or remove {up})")
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu-memsafety upstream", description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="also the GPU-only wheels on a machine without a GPU")
-    parser.add_argument("--only", action="append", default=[], metavar="KEY", help="one artifact (repeatable)")
+    parser.add_argument("--only", action="append", default=[], metavar="KEY", choices=list(BY_KEY),
+                        help=f"one artifact (repeatable): {', '.join(BY_KEY)}")
     parser.add_argument("--if-missing", action="store_true",
                         help="fetch only what is missing, and only on a GPU machine (what `make sanitize` runs)")
     parser.add_argument("--no-tvm-ffi", action="store_true", help="do not install apache-tvm-ffi")
     parser.add_argument("--list", action="store_true", help="print the catalogue and what is present")
     args = parser.parse_args(argv)
+    problems = [p for p in (place_problem(wheel_cache(), "the wheel cache", WHEELS_ENV),
+                            place_problem(vendor_dir(), "the vendor folder", VENDOR_ENV)) if p]
+    if problems:
+        for problem in problems:
+            print(f"upstream: error: {problem}", file=sys.stderr)
+        return 2
     if args.list:
         for art in ARTIFACTS:
-            have = unpacked(art)
-            print(f"{art.key:16} {art.label:28} {'present' if have else 'missing':8} "
-                  f"{'(GPU only) ' if art.gpu_only else ''}{art.what}")
+            print(f"{art.key:16} {art.label:28} {_state(art):8} {'(GPU only) ' if art.gpu_only else ''}{art.what}")
         print(f"{'tvm-ffi':16} {TVM_FFI_DIST + ' ' + TVM_FFI_VERSION:28} "
               f"{'present' if tvm_ffi_problem() is None else 'missing'}")
         return 0
@@ -444,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0          # a CPU machine fetches nothing by itself; the cases say how to get what they need
     todo = plan(everything=args.all, gpu=gpu, only=args.only)
     if args.if_missing:
-        todo = [a for a in todo if unpacked(a) is None]
+        todo = [a for a in todo if _state(a) != "present"]
         if not todo and tvm_ffi_problem() is None:
             return 0
     from gpu_memsafety.util.progress import progress
@@ -456,14 +565,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fetch(art)
             except UpstreamError as exc:
                 failures.append(str(exc))
+            except OSError as exc:
+                failures.append(f"{art.label}: {exc.strerror or exc}"
+                                f"{f' ({exc.filename})' if exc.filename else ''}: fix that path and run again")
             bar.advance(1, note=art.label)
         if not args.no_tvm_ffi:
             try:
                 install_tvm_ffi()
-            except UpstreamError as exc:
+            except (UpstreamError, OSError) as exc:
                 failures.append(str(exc))
             bar.advance(1, note=f"{TVM_FFI_DIST} {TVM_FFI_VERSION}")
-    skipped = [a for a in ARTIFACTS if a not in todo and unpacked(a) is None]
+    skipped = [a for a in ARTIFACTS if a not in todo and _state(a) != "present"]
     if skipped and not args.only:
         print("upstream: not fetched on this machine (no GPU; `--all` fetches them): "
               + ", ".join(a.label for a in skipped), file=sys.stderr)

@@ -71,6 +71,9 @@ class PoisonDetector:
             return DetectorRun(POISON, False, "not run")
         left = report.get("left_to_memcheck")
         words = f"; the guards of {', '.join(left)} left to memcheck, which watched their ends" if left else ""
+        blind = nothing_compared(report) if not ev.result.notes.get("refused") else ""
+        if blind:
+            return DetectorRun(POISON, True, f"{report.get('runs', 0)} runs, {blind}{words}")
         return DetectorRun(POISON, True, f"{len(TRIED)} patterns compared, "
                                          f"{report.get('runs', 0)} runs{words}")
 
@@ -204,6 +207,28 @@ def pattern_words(pattern: int) -> str:
     return "a ramp of bytes, (37 k + 11) mod 256" if pattern == RAMP else f"{pattern:#04x}"
 
 
+def nothing_compared(poison: Mapping[str, Any] | None) -> str:
+    """Why poison's survey compared nothing known to be the kernel's result ("" when it did): no declared output
+    (RunInfo.outputs) held an element, and no region's poison changed anything. The context's own buffers are
+    compared too, but without a declared output nothing says the result is among them: an adapter whose result sits
+    in a tensor the context did not allocate would otherwise be called clean with its result never looked at. A
+    survey that found a change did compare something, and its findings stand."""
+    if poison is None or any(e for e in poison.get("regions") or ()):
+        return ""
+    elements = poison.get("output_elements")
+    if elements is None:             # a report from before output_elements: its declared outputs' names
+        elements = len(poison.get("outputs") or ())
+    if elements:
+        return ""
+    declared = poison.get("outputs") or []
+    what = (f"the declared outputs {', '.join(declared)} hold no element" if declared
+            else "the adapter declared no output (RunInfo.outputs)")
+    return (f"poison compared nothing known to be the kernel's result: {what}, and no poisoned region changed the "
+            f"context's buffers ({', '.join(poison.get('compared_buffers') or []) or 'none'}), which need not hold "
+            f"it (a result in a tensor the context did not allocate is never seen); declare the kernel's outputs in "
+            f"RunInfo.outputs")
+
+
 def unstable_regions(poison: Mapping[str, Any] | None) -> str:
     """Why poison's evidence cannot be judged ("" when it can): a region whose poison changed an output, where the
     same run with nothing poisoned changed it too."""
@@ -276,6 +301,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
         changed.setdefault(entry["buffer"], {}).update(entry["outputs"])
     result["evidence"][POISON] = {"patterns": [BASELINE, *TRIED], "changed": changed, "regions": regions,
                                   "outputs": sorted(baseline), "compared_buffers": compared, "runs": 1 + runs,
+                                  "output_elements": sum(int(v.numel()) for v in baseline.values()),
                                   "buffers": order, "refine_budget": budgets,
                                   **({"left_to_memcheck": sorted(left)} if left else {})}
     return result
@@ -286,13 +312,16 @@ def _host_outputs(ctx: Any, outputs: dict[str, Any]) -> dict[str, Any]:
     they are (compared exactly: a cursor of 3,145,023 moved by 4 is within a float tolerance, held-out hw_a; and
     past 2^24 fp32 cannot tell neighbouring integers apart). An output that is a view of an arena buffer with marker
     bytes inside it (a `ctx.rows` buffer handed back whole: its row padding and unused rows) has those elements set
-    to 0: they are no result (poisoning them changes them, and that is no overread)."""
+    to 0: they are no result (poisoning them changes them, and that is no overread).
+    Always a copy: an output the context did not allocate (a library's persistent workspace, handed back by every
+    run) would otherwise be the same tensor in the baseline and in each poisoned run, compared with itself."""
+    import torch
     out = {}
     for key, tensor in outputs.items():
         values = tensor.detach()
-        values = values.float() if values.dtype.is_floating_point else values.clone()
+        values = values.to(torch.float32 if values.dtype.is_floating_point else values.dtype, copy=True)
         markers = _marker_elements(ctx, tensor)
-        out[key] = (values.masked_fill(markers, 0) if markers is not None else values).cpu()
+        out[key] = (values.masked_fill(markers, 0) if markers is not None else values).to("cpu", copy=True)
     return out
 
 

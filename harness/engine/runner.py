@@ -398,8 +398,7 @@ class Runner:
         worker died in the case), and every orphan handed to this process (a subreaper) since the worker started
         that descends from it (it carries the worker's SUPERVISOR_ENV: this process's pid): killed, and named in
         the batch's process record. Nothing else this process has as a child is touched."""
-        ours = [p for p in procs.stray_children(before) if procs.carries(p, SUPERVISOR_ENV, str(os.getpid()))]
-        return procs.reap([*procs.group_members(pgid), *ours])
+        return procs.sweep(pgid, before, SUPERVISOR_ENV, str(os.getpid()))
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -385,9 +385,14 @@ class Judge:
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
         """Why the case checked nothing, or cannot be trusted; "" when its evidence stands."""
         res = ev.result
-        unstable = poison.unstable_regions(ev.of(POISON)) if any(d.detector == POISON and d.ran for d in runs) else ""
+        surveyed = any(d.detector == POISON and d.ran for d in runs)
+        unstable = poison.unstable_regions(ev.of(POISON)) if surveyed else ""
         if unstable:
             return unstable
+        # a host-side refusal launches nothing by design: there is no result to compare
+        blind = poison.nothing_compared(ev.of(POISON)) if surveyed and not res.notes.get("refused") else ""
+        if blind:
+            return blind
         ran = {d.detector for d in runs if d.ran}
         if self.mode.guarded and not res.guarded:
             return ("nothing was guarded: the adapter allocated no buffer through the context (ctx.tensor / ctx.rows), "

@@ -219,19 +219,38 @@ def vet(sources: Sequence[Mapping[str, Any]], *, python: str = sys.executable,
     return verdicts
 
 
+# Set in the vetting child's environment (to its temporary folder): its descendants carry it, so a process started at
+# import that left the child's process group is still found and ended (util.procs.sweep).
+VETTING_ENV = "GPU_MEMSAFETY_VETTING"
+
+
 def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pythonpath: str | None) -> list[Verdict]:
+    """The child in a session of its own, its temporary folder removed after it: on a stop signal too (SIGTERM,
+    SIGHUP: util.signals), the child's whole process group is killed and waited for before the folder goes."""
+    from gpu_memsafety.util import procs
     from gpu_memsafety.util.paths import inherited_pythonpath
-    with tempfile.TemporaryDirectory(prefix="gpu-memsafety-vet-") as tmp:
+    from gpu_memsafety.util.signals import stopping
+    procs.subreaper()          # a process a scenario file starts at import and leaves (setsid, double fork) is ours
+    with stopping(), tempfile.TemporaryDirectory(prefix="gpu-memsafety-vet-") as tmp:
         job, log, err = Path(tmp, "job.json"), Path(tmp, "verdicts.jsonl"), Path(tmp, "stderr.txt")
         job.write_text(json.dumps({"sources": todo, "log": str(log)}))
         env = dict(os.environ)
         env["PYTHONPATH"] = inherited_pythonpath(env) if pythonpath is None else pythonpath
-        with open(err, "wb") as stderr:
-            proc = subprocess.Popen([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                    start_new_session=True)
-            timed_out = _wait(proc, deadline_s)
-        _kill_group(proc.pid)
+        env[VETTING_ENV] = tmp           # what the child and everything it starts inherit: how they are found
+        before = procs.snapshot()
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            with open(err, "wb") as stderr:
+                proc = subprocess.Popen([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                        start_new_session=True)
+                timed_out = _wait(proc, deadline_s)
+        finally:
+            if proc is not None:
+                _kill_group(proc.pid)
+                if proc.poll() is None:
+                    proc.wait()
+                procs.sweep(proc.pid, before, VETTING_ENV, tmp)
         return _verdicts(todo, _log_lines(log), proc.returncode, timed_out, deadline_s, err.read_bytes())
 
 

@@ -168,6 +168,15 @@ def stray_children(before: Snapshot) -> list[int]:
     return [p for p in children() if p not in before.pids and _started_since(p, before.ticks)]
 
 
+def sweep(pgid: int, before: Snapshot, key: str, value: str) -> list[ProcessRecord]:
+    """After a child that led process group `pgid` ended (or was killed): whatever is still in its group (what it
+    started), and every orphan handed to this process (a subreaper) since `before` that carries `key=value` in its
+    environment (set in the child's: its descendants inherit it, a daemon that left the group included), killed and
+    named. Nothing else this process has as a child is touched."""
+    ours = [p for p in stray_children(before) if carries(p, key, value)]
+    return reap([*group_members(pgid), *ours])
+
+
 def reap(pids: Iterable[int]) -> list[ProcessRecord]:
     """SIGKILL each of `pids` and everything below it, wait for those that are (or become) our children, and
     return what each was, first the ones named, then their descendants. Only the named processes are waited

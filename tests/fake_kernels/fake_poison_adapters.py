@@ -13,6 +13,8 @@ def run_case(case: Any, ctx: Any) -> Any:
     n = case.params["n"]
     x = ctx.tensor("x", (n,), torch.float32)
     x.fill_(1.0)
+    if case.variant.startswith("foreign"):
+        return _foreign(case, ctx, x, n)
     out = ctx.tensor("out", (n,), torch.float32, watch=True)
     if case.variant == "undeclared_overread":
         buf = ctx.arena.buffers["x"]
@@ -50,3 +52,21 @@ def run_recount(case: Any, ctx: Any) -> Any:
     extra = past.view(torch.float32).sum() if past.numel() == 32 else torch.zeros(())
     out.copy_(x + extra)
     return RunInfo(kernel="fake_recount", outputs={"out": out})
+
+
+_KEPT: dict[int, torch.Tensor] = {}
+
+
+def _foreign(case: Any, ctx: Any, x: Any, n: int) -> Any:
+    """The result in a tensor the context did not allocate (an adapter's own torch.empty, or a library's persistent
+    workspace), x read one float past its end: poison can compare only what it is shown."""
+    buf = ctx.arena.buffers["x"]
+    past = buf.storage[buf.layout.front + buf.layout.nbytes:][:4].view(torch.float32)
+    if case.variant == "foreign_kept":
+        out = _KEPT.setdefault(n, torch.empty(n, dtype=torch.float32, device=x.device))
+    else:
+        out = torch.empty(n, dtype=torch.float32, device=x.device)
+    out.copy_(x + past.sum())
+    if case.variant == "foreign_undeclared":
+        return RunInfo(kernel="fake_foreign")
+    return RunInfo(kernel="fake_foreign", outputs={"out": out})

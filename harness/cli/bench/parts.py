@@ -293,11 +293,26 @@ class Bench:
             procs[name] = (subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL), log, out, argv)
         done: dict[str, dict[str, Any]] = {}
-        for name, (proc, log, out, argv) in procs.items():
-            code = proc.wait()
-            log.close()
-            done[name] = {"argv": argv[3:], "exit_code": code, "wall_s": time.perf_counter() - t0,
-                          **_report_facts(out / "report.json")}
+        try:
+            for name, (proc, log, out, argv) in procs.items():
+                code = proc.wait()
+                log.close()
+                done[name] = {"argv": argv[3:], "exit_code": code, "wall_s": time.perf_counter() - t0,
+                              **_report_facts(out / "report.json")}
+        except BaseException:
+            # Ctrl-C, SIGTERM, SIGHUP (util.signals): each run ends like an interrupted `make sanitize` (SIGTERM: it
+            # kills its workers and writes its reports), then is waited for; none outlives the bench
+            for proc, log, _, _ in procs.values():
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc, log, _, _ in procs.values():
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                log.close()
+            raise
         wall = time.perf_counter() - t0
         for facts in done.values():
             facts["together_wall_s"] = wall

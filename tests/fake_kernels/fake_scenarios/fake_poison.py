@@ -8,11 +8,11 @@ from _fake import fake_scenario
 
 NAME = "fake_poison"
 N = 1000
-VARIANTS = ("undeclared_overread", "undeclared_clean")
+VARIANTS = ("undeclared_overread", "undeclared_clean", "foreign_undeclared", "foreign_declared", "foreign_kept")
 
 
 def _expect(case: Case) -> Expectation:
-    if case.variant == "undeclared_overread":
+    if case.variant == "undeclared_overread" or case.variant in ("foreign_declared", "foreign_kept"):
         return Expectation((ExpectedFinding(OVERREAD, "x", (POISON,), region="past_end"),))
     return Expectation()
 
