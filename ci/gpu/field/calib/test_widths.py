@@ -1,7 +1,8 @@
 """The bare flag's calibration (issue 41): planted reads and writes of known width and place, each declared with the
 bytes `pytest --gpu-memsafety` (no mode: the complete set) must report, so the run's verdicts say it: `expected
-finding` when the bytes are right, `finding` or `unexpectedly clean` when they are not. A plain run passes: every
-planted bug is silent. Triton only (no nvcc build in the budget); the CUDA shared-memory cases are the default
+finding` when the bytes are right, `finding` or `unexpectedly clean` when they are not. In a plain run (H200, field
+call 1) the first three tests pass silently and test_read_4_before_start ends the CUDA context (the read lands before
+a fresh segment of torch's caching allocator: an illegal address), so every later test fails with it. Triton only (no nvcc build in the budget); the CUDA shared-memory cases are the default
 scenario matrix's (planted_shared, planted_race).
 
 N = 1000 fp32 elements: 4,000 B, ending 96 B before a 256-byte boundary."""
