@@ -6,6 +6,8 @@ hand-built buffer maps and, end to end, with the real H200 XML in tests/data/san
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 
