@@ -313,7 +313,7 @@ class Runner:
                 if isinstance(exc, KeyboardInterrupt) and proc.poll() is None:
                     _ask_for_stacks(out)
                 self._kill(proc)
-                proc.wait()
+                procs.collect(proc)          # never proc.wait(): the interrupt may have left its lock held
                 self._sweep(proc.pid, before)
                 raise
         batch.left_behind = self._sweep(proc.pid, before)

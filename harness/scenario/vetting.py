@@ -248,8 +248,7 @@ def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pytho
         finally:
             if proc is not None:
                 _kill_group(proc.pid)
-                if proc.poll() is None:
-                    proc.wait()
+                procs.collect(proc)          # never proc.wait(): an interrupt may have left its lock held
                 procs.sweep(proc.pid, before, VETTING_ENV, tmp)
         return _verdicts(todo, _log_lines(log), proc.returncode, timed_out, deadline_s, err.read_bytes())
 
@@ -260,12 +259,17 @@ def _wait(proc: subprocess.Popen[bytes], deadline_s: float) -> bool:
         return False
     except subprocess.TimeoutExpired:
         _kill_group(proc.pid)
-        proc.wait()
+        _collect(proc)
         return True
     except BaseException:
         _kill_group(proc.pid)
-        proc.wait()
+        _collect(proc)
         raise
+
+
+def _collect(proc: subprocess.Popen[bytes]) -> None:
+    from gpu_memsafety.util import procs
+    procs.collect(proc)
 
 
 def _kill_group(pgid: int) -> None:
