@@ -285,21 +285,18 @@ def _width_words(items: list[PlacedAccess], buf: BufferRef | None) -> str:
     """The full width of the accesses, where the counted bytes are only part of them (an access that straddles the
     tensor's end: an 8-byte load at +3996 counts the 4 B past the end, and says it was 8 B wide), or where they are
     wider than 4 B (a vector load); "" otherwise."""
-    sizes = sorted({max(a.size, 1) for a, *_ in items})
     if buf is None:
         return ""
-    lo = min(a.address - buf.tensor_addr for a, *_ in items)
-    hi = max(a.address - buf.tensor_addr + max(a.size, 1) for a, *_ in items)
+    spans = [(a.address - buf.tensor_addr, a.address - buf.tensor_addr + max(a.size, 1)) for a, *_ in items]
+    sizes = sorted({end - start for start, end in spans})
+    lo, hi = min(start for start, _ in spans), max(end for _, end in spans)
     counted = sum(h - l for l, h in L.merge_runs((l, h) for _, _, l, h, _ in items))
-    straddle = counted < hi - lo and any(a.address - buf.tensor_addr < 0 < a.address - buf.tensor_addr + a.size
-                                         or a.address - buf.tensor_addr < buf.nbytes < a.address - buf.tensor_addr + a.size
-                                         for a, *_ in items)
+    straddle = counted < hi - lo and any(start < 0 < end or start < buf.nbytes < end for start, end in spans)
     if not straddle and sizes[-1] <= 4:
         return ""
     text = f"{'/'.join(str(s) for s in sizes)} B per access"
     if straddle:
-        inside = sum(max(0, min(a.address - buf.tensor_addr + a.size, buf.nbytes) - max(a.address - buf.tensor_addr, 0))
-                     for a, *_ in items)
+        inside = sum(max(0, min(end, buf.nbytes) - max(start, 0)) for start, end in spans)
         text += (f"; the accesses span {lo:+,}..{hi:+,} and straddle the tensor's "
                  f"{'start' if lo < 0 else 'end'}: {inside:,} B of them inside it, not counted")
     return text
