@@ -86,6 +86,11 @@ class Evidence:
     # tensors it checked, and what changed. Independent of the mode's allocator, so it counts where that cannot run.
     fixture_checked: int = 0
     fixture_findings: list[Finding] = field(default_factory=list)
+    # trace mode (no GPU): the test's Triton launches run by the interpreter, and the accesses of theirs checked
+    launches: int = 0
+    accesses: int = 0
+    # detectors of the mode asked for that could not run here (complete without a GPU: memcheck, guard): why
+    partial: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"test": self.test, "mode": self.mode, "arch": self.arch,
@@ -98,7 +103,8 @@ class Evidence:
                 "crashed": self.crashed, "tensors": [t.to_json() for t in self.tensors],
                 "markers_checked": self.markers_checked, "detector_notes": list(self.detector_notes),
                 "fixture_checked": self.fixture_checked,
-                "fixture_findings": [f.to_json() for f in self.fixture_findings]}
+                "fixture_findings": [f.to_json() for f in self.fixture_findings],
+                "launches": self.launches, "accesses": self.accesses, "partial": dict(self.partial)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -118,7 +124,9 @@ class Evidence:
                    markers_checked=bool(data.get("markers_checked", False)),
                    detector_notes=[str(n) for n in data.get("detector_notes", ())],
                    fixture_checked=int(data.get("fixture_checked", 0)),
-                   fixture_findings=[Finding.from_json(f) for f in data.get("fixture_findings", ())])
+                   fixture_findings=[Finding.from_json(f) for f in data.get("fixture_findings", ())],
+                   launches=int(data.get("launches", 0)), accesses=int(data.get("accesses", 0)),
+                   partial={str(k): str(v) for k, v in (data.get("partial") or {}).items()})
 
 
 def first_line(text: str) -> str:

@@ -30,12 +30,12 @@ from gpu_memsafety.host import modes as host_modes
 from gpu_memsafety.host.launches import TensorUse, name_of
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
 from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHECK, OVERREAD, OVERWRITE, PAST_END,
-                                 REGIONS, ByteRange, CaseResult, DetectorRun, Finding, Outcome, placed)
+                                 REGIONS, TRACE, ByteRange, CaseResult, DetectorRun, Finding, Outcome, placed)
 from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
 # The modes and which detectors each runs: host/modes.py, the one table.
 MODE_DETECTORS = host_modes.DETECTORS_OF
-SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE)}
+SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE), TRACE: (OVERREAD, OVERWRITE)}
 STACK_SHOWN = 6
 # Findings that explain a lost CUDA context: a guard-page fault is one; memcheck ends the kernel it reports
 # (--destroy-on-device-error kernel), and the error that leaves is its doing.
@@ -213,12 +213,19 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
         return result(Outcome.NOT_APPLICABLE, "; ".join(b.reason() for b in ev.breaks))
     if ev.detector_problem:
         return result(Outcome.UNRESOLVED, f"{ev.detector_problem}; nothing it saw is trusted", findings)
-    if not findings and not ev.allocated and not ev.fixture_checked:
+    if ev.mode == host_modes.TRACE and not findings and not ev.launches and not ev.fixture_checked:
+        why = f" ({own.outcome}: {own.message})" if own.outcome != "passed" and own.message else ""
+        return result(Outcome.NOT_APPLICABLE, f"nothing to check: the test ran no Triton kernel in Triton's interpreter"
+                                             f"{why} (the trace sees kernels run with TRITON_INTERPRET=1, set before "
+                                             f"the suite imports triton){_partial_note(ev)}")
+    if ev.mode != host_modes.TRACE and not findings and not ev.allocated and not ev.fixture_checked:
         why = f" ({own.outcome}: {own.message})" if own.outcome != "passed" and own.message else ""
         live = (f"; {ev.guarded_blocks} allocation(s) of earlier tests, still live, were checked and unchanged"
                 if ev.guarded_blocks else "")
         return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{why}{live}")
-    outcome, message = _verdict(ev, findings, marker)
+    # trace mode where no kernel ran in the interpreter: only the test's gpu_memsafety_guarded tensors were checked
+    outcome, message = _verdict(ev, findings, marker, fixture_only=ev.mode == host_modes.TRACE and not ev.launches)
+    message += _partial_note(ev)
     if ev.detector_notes:
         message += "; " + "; ".join(ev.detector_notes)
     if ignored:
@@ -289,13 +296,24 @@ def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker,
         return Outcome.EXPECTED_FINDING, "; ".join(_short(f) for f in findings) + issue + blind
     if fixture_only:
         return Outcome.CLEAN, f"clean: {ev.fixture_checked} gpu_memsafety_guarded tensor(s) checked" + blind
-    checked = f"{ev.guarded_blocks} allocation(s) checked" if ev.mode not in host_modes.SANITIZED else "no memcheck record"
+    checked = (f"{ev.accesses:,} accesses of {ev.launches} interpreted Triton launch(es) checked"
+               if ev.mode == host_modes.TRACE else
+               f"{ev.guarded_blocks} allocation(s) checked" if ev.mode not in host_modes.SANITIZED else "no memcheck record")
     return Outcome.CLEAN, f"clean under {'/'.join(MODE_DETECTORS[ev.mode])} ({checked})" + blind
 
 
 def _short(f: Finding) -> str:
     name = f" ({f.detail('tensor')})" if f.detail("tensor") else ""
     return f"{f.detector} {f.kind} of {f.buffer}{name}/{f.region} {f.bytes} B" + (f" by {f.kernel}" if f.kernel else "")
+
+
+def _partial_note(ev: Evidence) -> str:
+    """What the mode asked for could not run here (complete without a GPU), said in the verdict."""
+    if not ev.partial:
+        return ""
+    why = next(iter(ev.partial.values()))
+    fixture = " and the gpu_memsafety_guarded tensors were checked" if ev.fixture_checked else ""
+    return f"; {' and '.join(sorted(ev.partial))} did not run ({why}): {ev.mode} ran instead{fixture}"
 
 
 def _own_words(own: OwnResult) -> str:
@@ -311,12 +329,18 @@ def _detector_runs(ev: Evidence) -> list[DetectorRun]:
             runs.append(DetectorRun(det, False, "; ".join(ev.detector_notes) or "the markers pass did not run this test"))
         elif ev.detector_problem:
             runs.append(DetectorRun(det, False, ev.detector_problem))
+        elif det == TRACE and not ev.launches:
+            runs.append(DetectorRun(det, False, "the test ran no Triton kernel in Triton's interpreter"))
         else:
             runs.append(DetectorRun(det, True, {GUARD: "markers verified at teardown", MEMCHECK: "compute-sanitizer ran",
-                                                GUARD_PAGE: "VMM guard pages"}[det]))
+                                                GUARD_PAGE: "VMM guard pages",
+                                                TRACE: f"{ev.accesses:,} accesses of {ev.launches} interpreted Triton "
+                                                       f"launch(es) checked"}[det]))
     if ev.fixture_checked and not any(r.detector == GUARD and r.ran for r in runs):
         fixture = DetectorRun(GUARD, True, f"gpu_memsafety_guarded: {ev.fixture_checked} tensor(s) checked at teardown")
         runs = [r for r in runs if r.detector != GUARD] + [fixture]
+    # the detectors of the mode asked for that could not run here, where nothing else of theirs ran
+    runs += [DetectorRun(det, False, why) for det, why in ev.partial.items() if all(r.detector != det for r in runs)]
     return runs
 
 
@@ -328,6 +352,9 @@ def _case(ev: Evidence, own: OwnResult, marker: TestMarker, outcome: Outcome, me
         details["breaks"] = [b.to_json() for b in ev.breaks]
     if marker.issue:
         details["upstream"] = marker.issue
+    partial = {r.detector: r.detail for r in runs if not r.ran and r.detector in ev.partial}
+    if partial:
+        details["partial"] = partial
     return CaseResult(case_id=ev.test, scenario=module_of(ev.test), variant=variant_of(ev.test), params={},
                       kernel=module_of(ev.test), arch=ev.arch, mode=ev.mode, outcome=outcome,
                       expected=marker.describe(), findings=findings, detectors=runs,

@@ -79,15 +79,17 @@ def storage_ptr(value: Any) -> int | None:
         return None
 
 
-def variables_of(frame: Any, code: Any) -> dict[int, tuple[str, ...]]:
-    """Storage pointer -> the names the test function's frame (the one running `code`) gives tensors of it."""
+def variables_of(frame: Any, code: Any,
+                 ptr_of: Callable[[Any], int | None] = storage_ptr) -> dict[int, tuple[str, ...]]:
+    """Storage pointer -> the names the test function's frame (the one running `code`) gives tensors of it
+    (`ptr_of`: a value's storage pointer, None for what is not a tensor of interest; CUDA tensors by default)."""
     depth = 0
     while frame is not None and depth < MAX_DEPTH:
         if frame.f_code is code:
             out: dict[int, list[str]] = {}
             for name, value in frame.f_locals.items():
                 for item in (value if isinstance(value, (tuple, list)) and len(value) <= 16 else (value,)):
-                    ptr = storage_ptr(item)
+                    ptr = ptr_of(item)
                     if ptr is not None:
                         out.setdefault(ptr, [])
                         if name not in out[ptr]:

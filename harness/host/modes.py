@@ -6,7 +6,7 @@ pytest run, can name the modes without importing anything else.
 """
 from __future__ import annotations
 
-COMPLETE, MARKERS, MEMCHECK, PAGES = "complete", "markers", "memcheck", "pages"
+COMPLETE, MARKERS, MEMCHECK, PAGES, TRACE = "complete", "markers", "memcheck", "pages", "trace"
 # The bare flag sees everything it can, as `make sanitize` does: reads and writes.
 DEFAULT = COMPLETE
 MODES = {
@@ -19,14 +19,24 @@ MODES = {
               "outside every allocation)",
     PAGES: "an unmapped page right after every CUDA allocation, then before it for a test that faults (sees reads "
            "and writes past the page, at full speed)",
+    TRACE: "no GPU needed: every load, store and atomic of the suite's Triton kernels run by Triton's interpreter "
+           "(TRITON_INTERPRET=1, set by the suite) checked against guarded copies of their tensor arguments (reads and "
+           "writes, exact bytes; what complete runs on a machine without a GPU)",
 }
 # Modes whose tests run in the process pytest runs (the others run them in child processes).
-IN_PROCESS = frozenset({MARKERS})
+IN_PROCESS = frozenset({MARKERS, TRACE})
 CHILD_MODES = frozenset({COMPLETE, MEMCHECK, PAGES})
 # Modes whose children run under compute-sanitizer memcheck, each test's end fenced in its output.
 SANITIZED = frozenset({COMPLETE, MEMCHECK})
 # The allocator placement each mode installs where its tests run (placement/allocator.py).
-PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after"}
+# (trace installs none: its tests run on the CPU.)
+PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after", TRACE: None}
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py
 # checks the spelling).
-DETECTORS_OF = {COMPLETE: ("memcheck", "guard"), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard")}
+DETECTORS_OF = {COMPLETE: ("memcheck", "guard"), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard"),
+                TRACE: ("trace",)}
+# Modes that need a GPU, and what each runs on a machine without one instead: the bare flag sees everything it can
+# (complete: the interpreter's trace, its own detectors said not to have run); a mode asked for by name runs as
+# named or says it could not.
+WITHOUT_GPU = {COMPLETE: TRACE}
+NEEDS_GPU = frozenset({COMPLETE, MARKERS, MEMCHECK, PAGES})

@@ -1,0 +1,260 @@
+"""`pytest --gpu-memsafety` without a GPU: the suite's own Triton launches, run by Triton's interpreter, traced.
+
+Why. On a machine with no GPU neither the guard allocator nor compute-sanitizer can run, yet a suite that sets
+TRITON_INTERPRET=1 runs its Triton kernels on the CPU, and the interpreter computes the address of every load, store
+and atomic. The scenario path judges those addresses against its arena (detectors/trace.py); a host suite has no
+arena, so each launch gets one: every CPU storage its tensor arguments use is copied, for that launch, into a buffer
+with GUARD_BYTES (DEFAULT_GUARD) bytes of 0xA5 on either side (one copy per storage, so views of one storage stay views of one
+copy; 256 B aligned, as cudaMalloc would), the kernel runs on the copies, and the interpreter copies them back into
+the suite's tensors when the launch ends (its own `_restore_args_dev`), so the test sees what it would have.
+
+What counts, with the scenario trace's own rules (detectors/trace.Tracer): a byte of an access outside its
+storage's bytes is an overread or an overwrite of that kernel argument, at its exact offset (past_end or
+before_start, the whole width of the access); an access beyond the guards is blamed on the nearest argument within
+memcheck's distances, else reported by address; such stray lanes are masked off, so a wild access is a finding, not a
+crash. Memory every argument's storage covers is the allocation, as memcheck sees it: a kernel reading another
+part of its storage than the view it was given is not judged. CUDA C++ and torch ops are not traced.
+
+Installed at the first test that finds Triton's interpreter imported (by the suite, never by us), like
+host/launches.py; inert for launches outside a test.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpu_memsafety.host.launches import variables_of
+from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
+from gpu_memsafety.placement import layout as L
+
+GUARD_BYTES = L.DEFAULT_GUARD
+FILL = 0xA5
+
+
+@dataclass
+class _Copy:
+    """One storage's guarded copy for one launch (the fields detectors/trace.Tracer reads from an arena buffer)."""
+
+    name: str
+    alloc_base: int
+    alloc_size: int
+    tensor_addr: int
+    layout: L.GuardLayout
+    keep: Any                     # the numpy array that owns the memory (alive while the launch runs)
+    storage: Any                  # the torch storage of the copy's tensor bytes (exactly the original's size)
+    params: list[str] = field(default_factory=list)
+    variables: tuple[str, ...] = ()
+
+
+@dataclass
+class TestTrace:
+    """What the traced launches of one test saw."""
+
+    findings: list[Finding] = field(default_factory=list)
+    launches: int = 0
+    accesses: int = 0
+    copies: int = 0
+
+
+class _Arena:
+    """The arena a launch's tracer places accesses in: this launch's copies, by name."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, _Copy] = {}
+
+
+def _guarded_copy(name: str, storage: Any) -> _Copy:
+    import numpy as np
+    import torch
+    n = int(storage.nbytes())
+    raw = np.full(GUARD_BYTES + n + GUARD_BYTES + L.ALIGN, FILL, dtype=np.uint8)
+    lead = (-(raw.ctypes.data + GUARD_BYTES)) % L.ALIGN          # the tensor's first byte on a 256 B boundary
+    base = raw.ctypes.data + lead
+    middle = torch.frombuffer(memoryview(raw)[lead + GUARD_BYTES: lead + GUARD_BYTES + n], dtype=torch.uint8)
+    copy = middle.untyped_storage()
+    copy.copy_(storage)
+    return _Copy(name, base, GUARD_BYTES + n + GUARD_BYTES, base + GUARD_BYTES, L.GuardLayout(n, GUARD_BYTES, GUARD_BYTES), raw, copy)
+
+
+def _unwrap(value: Any) -> Any:
+    """The plain tensor under triton's TensorWrapper (a reinterpreted dtype), else the value."""
+    base = getattr(value, "base", None)
+    return base if base is not None and hasattr(base, "set_") and type(value).__name__ == "TensorWrapper" else value
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The host tensors an interpreted launch's argument carries (itself, a TensorDescriptor's base, a tuple's)."""
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    value = _unwrap(value)
+    if hasattr(value, "set_") and hasattr(value, "untyped_storage"):
+        return [value]
+    base = getattr(value, "base", None)
+    return _tensors(base) if base is not None else []
+
+
+def _cpu_ptr(value: Any) -> int | None:
+    storage = getattr(_unwrap(value), "untyped_storage", None)
+    if storage is None or getattr(value, "is_cuda", False):
+        return None
+    try:
+        return int(storage().data_ptr())
+    except Exception:                                  # noqa: BLE001 - a tensor subclass without a real storage
+        return None
+
+
+class _Launch:
+    """One interpreted launch in progress: its tracer, its copies, its kernel's name and parameters."""
+
+    def __init__(self, kernel: str, params: list[tuple[str, Any]], variables: dict[int, tuple[str, ...]]) -> None:
+        from gpu_memsafety.detectors.trace import Tracer
+        self.kernel = kernel
+        self.arena = _Arena()
+        self.tracer = Tracer(self.arena)
+        self.params = params
+        self.variables = variables
+
+    def relocate(self, args_hst: list[Any], kwargs_hst: dict[str, Any]) -> None:
+        """Move the interpreter's host tensors onto guarded copies (one per storage), then tell the tracer the
+        launch's arguments are those copies."""
+        by_storage: dict[int, _Copy] = {}
+        names = [name for name, _ in self.params]
+        names += [f"#{i}" for i in range(len(names), len(args_hst))]
+        originals = {name: value for name, value in self.params}
+        bound = list(zip(names, args_hst)) + list(kwargs_hst.items())
+        for name, value in bound:
+            for tensor in _tensors(value):
+                storage = tensor.untyped_storage()
+                if storage.device.type != "cpu" or not storage.nbytes():
+                    continue
+                key = int(storage.data_ptr())
+                copy = by_storage.get(key)
+                if copy is None:
+                    copy = _guarded_copy(f"{name} of {self.kernel}", storage)
+                    by_storage[key] = copy
+                    self.arena.buffers[copy.name] = copy
+                    ptr = _cpu_ptr(next(iter(_tensors(originals.get(name))), None))
+                    copy.variables = self.variables.get(ptr, ()) if ptr is not None else ()
+                if name not in copy.params:
+                    copy.params.append(name)
+                tensor.set_(copy.storage, tensor.storage_offset(), tensor.size(), tensor.stride())
+        self.tracer.begin(bound)
+
+    def findings(self) -> list[Finding]:
+        from gpu_memsafety.detectors.trace import READ, WRITE
+        from gpu_memsafety.sanitizer import attribute
+        doc = self.tracer.evidence()
+        out: list[Finding] = []
+        for direction, kind in ((READ, OVERREAD), (WRITE, OVERWRITE)):
+            runs = {name: dirs[direction] for name, dirs in doc.get("outside", {}).items() if dirs.get(direction)}
+            for name, ranges in runs.items():
+                copy = self.arena.buffers[name]
+                for r in ranges:
+                    r["logical"] = _where(r["start"], r["end"], copy.layout.nbytes)
+                for f in attribute.guard_findings({name: ranges}, kernel=self.kernel, arch="cpu", detector=TRACE,
+                                                  kind=kind, access=direction):
+                    out.append(_named(f, copy, self.kernel))
+            strays = [ByteRange(UNATTRIBUTED, r["start"], r["end"], r.get("logical", ""))
+                      for r in doc.get("strays", {}).get(direction, [])]
+            if strays:
+                out.append(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
+                                   bytes=sum(r.nbytes for r in strays), count=len(strays), kernel=self.kernel,
+                                   arch="cpu", ranges=tuple(strays), details=(("access", direction),),
+                                   note="memory outside every allocation the launch can reach; the interpreter did "
+                                        "not touch it"))
+        return out
+
+
+def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
+    from dataclasses import replace
+    params = ", ".join(f"`{p}`" for p in copy.params)
+    tensor = f"kernel argument {params} of {kernel}"
+    if copy.variables:
+        tensor += "; test variable " + ", ".join(f"`{v}`" for v in copy.variables)
+    side = "past the end of" if f.region == L.PAST_END else "before the start of"
+    note = (f"{f.bytes} B {side} a {copy.layout.nbytes:,} B CPU storage, seen by Triton's interpreter "
+            f"({'read' if f.kind == OVERREAD else 'written'}; exact bytes of whole accesses)")
+    return replace(f, buffer=copy.params[0] if copy.params else copy.name, note=note,
+                   details=(*f.details, ("tensor", tensor), ("size", str(copy.layout.nbytes)), ("device", "cpu")))
+
+
+def _where(lo: int, hi: int, size: int) -> str:
+    if hi <= 0:
+        return f"{-lo} to {-hi + 1} B before the first byte" if hi < 0 else f"{-lo} B before the first byte"
+    if lo >= size:
+        return f"bytes {lo - size}..{hi - size - 1} past the end (offsets {lo}..{hi - 1})"
+    return f"offsets {lo}..{hi - 1}"
+
+
+class HostTrace:
+    """The running test's interpreted Triton launches, traced (begin .. take)."""
+
+    def __init__(self) -> None:
+        self.code: Any = None
+        self.current = TestTrace()
+        self._restore: Callable[[], None] | None = None
+        self._launch: list[_Launch] = []
+
+    def begin(self, test_function: Any) -> None:
+        self.code = getattr(test_function, "__code__", None)
+        self.current = TestTrace()
+        if self._restore is None and "triton.runtime.interpreter" in sys.modules:
+            self.install()
+
+    def take(self) -> TestTrace:
+        done, self.current = self.current, TestTrace()
+        return done
+
+    @property
+    def installed(self) -> bool:
+        return self._restore is not None
+
+    def install(self) -> bool:
+        """Wrap the interpreter's launch and its copy of the arguments to the host; False without Triton."""
+        try:
+            from triton.runtime import interpreter as I
+        except Exception:                              # noqa: BLE001 - no (working) Triton: nothing to trace
+            return False
+        from gpu_memsafety.detectors import trace
+        trace._install()                               # the four memory operations and the launch's tracer stack
+        call, init = I.GridExecutor.__call__, I.GridExecutor._init_args_hst
+        host = self
+
+        def launch(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            kernel = getattr(getattr(executor, "fn", None), "__name__", "a Triton kernel")
+            names = list(getattr(executor, "arg_names", None) or ())
+            params = list(zip(names, args)) + list(kwargs.items())
+            variables = variables_of(sys._getframe(1), host.code, _cpu_ptr) if host.code is not None else {}
+            current = _Launch(kernel, params, variables)
+            host._launch.append(current)
+            trace._ACTIVE.append(current.tracer)
+            try:
+                return call(executor, *args, **kwargs)
+            finally:
+                trace._ACTIVE.remove(current.tracer)
+                host._launch.remove(current)
+                host.current.launches += 1
+                host.current.accesses += current.tracer.accesses
+                host.current.copies += len(current.arena.buffers)
+                host.current.findings += current.findings()
+
+        def init_args(executor: Any, args_dev: Any, kwargs: Any) -> Any:
+            args_hst, kwargs_hst = init(executor, args_dev, kwargs)
+            if host._launch:
+                host._launch[-1].relocate(args_hst, kwargs_hst)
+            return args_hst, kwargs_hst
+
+        I.GridExecutor.__call__ = launch               # type: ignore[method-assign]
+        I.GridExecutor._init_args_hst = init_args      # type: ignore[method-assign]
+
+        def restore() -> None:
+            I.GridExecutor.__call__ = call             # type: ignore[method-assign]
+            I.GridExecutor._init_args_hst = init       # type: ignore[method-assign]
+        self._restore = restore
+        return True
+
+    def uninstall(self) -> None:
+        if self._restore is not None:
+            self._restore()
+            self._restore = None

@@ -1,0 +1,216 @@
+"""Issue 42 (host-suite mode on a CPU) and 41 (one flag sees everything it can): `pytest --gpu-memsafety` on a machine
+without a GPU traces the suite's own Triton launches that Triton's interpreter runs (host/cpu_trace.py): each
+tensor argument's storage is copied, for that launch, between guard bytes, and every load, store and atomic is
+placed against it. Reads and writes past either end are found at their exact bytes and named by the kernel's
+parameter and the test's variable; a wild access is a finding, never a crash; the suite's results are its own
+(the copies go back into its tensors). The bare flag says memcheck and the markers did not run (a partial run).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpu_memsafety.host import modes
+from gpu_memsafety.host.evidence import Evidence, OwnResult
+from gpu_memsafety.host.judge import TestMarker as Marker, judge
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, Finding, Outcome
+from gpu_memsafety.scenario import registry
+
+CONFTEST = '''
+import os
+os.environ["TRITON_INTERPRET"] = "1"          # the suite's own choice, before it imports triton
+'''
+
+SUITE = '''
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_reads_two_past(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n + 2)             # 2 elements past x's end: 8 B
+    y = tl.load(y_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, tl.where(offs < n, x, 0.0) + y, mask=offs < n)
+
+
+@triton.jit
+def shift_writes_before(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs - 1, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)   # out[-1]: 4 B before
+
+
+@triton.jit
+def wild_write(out_ptr, far, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, offs.to(tl.float32))
+    tl.store(out_ptr + far + offs, offs.to(tl.float32), mask=offs < 1)           # 4 B, 64 MiB away
+
+
+@triton.jit
+def scale_in_place(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def test_overread():
+    a = torch.arange(10, dtype=torch.float32)
+    b = torch.ones(10)
+    c = torch.empty(10)
+    add_reads_two_past[(1,)](a, b, c, 10, BLOCK=16)
+    assert torch.equal(c, a + b)
+
+
+def test_overwrite_before_start():
+    src = torch.arange(8, dtype=torch.float32)
+    dst = torch.zeros(8)
+    shift_writes_before[(1,)](src, dst, 8, BLOCK=8)
+    assert torch.equal(dst[:7], src[1:])
+
+
+def test_wild_write_is_found_not_a_crash():
+    out = torch.zeros(16)
+    wild_write[(1,)](out, 1 << 24, BLOCK=16)
+    assert torch.equal(out, torch.arange(16, dtype=torch.float32))
+
+
+def test_views_of_one_storage_stay_one_and_results_come_back():
+    base = torch.arange(32, dtype=torch.float32)
+    view = base[8:24]                                      # a view with an offset into a larger storage
+    scale_in_place[(1,)](view, 16, BLOCK=16)
+    expected = torch.arange(32, dtype=torch.float32)
+    expected[8:24] *= 2
+    assert torch.equal(base, expected)
+
+
+@pytest.mark.gpu_memsafety(expect="overread", bytes=8, issue="example#1")
+def test_known_overread():
+    a = torch.arange(10, dtype=torch.float32)
+    c = torch.empty(10)
+    add_reads_two_past[(1,)](a, torch.ones(10), c, 10, BLOCK=16)
+
+
+def test_no_kernel():
+    assert torch.ones(3).sum() == 3
+'''
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST", "GITHUB_", "TRITON_")) and k not in ("PYTHONPATH", registry.ENV_VAR)}
+    out.update(CUDA_VISIBLE_DEVICES="", **extra)
+    return out
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=str(cwd),
+                          env=env(), capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("suite")
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "test_kernels.py").write_text(SUITE)
+    return root
+
+
+def cases(report_dir: Path) -> tuple[dict, dict[str, dict]]:
+    doc = json.loads((report_dir / "report.json").read_text())
+    return doc, {c["id"].split("::")[-1]: c for c in doc["cases"]}
+
+
+def only(case: dict) -> dict:
+    assert len(case["findings"]) == 1, case["findings"]
+    return case["findings"][0]
+
+
+def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Path) -> None:
+    proc = run(suite, "--gpu-memsafety", "--gpu-memsafety-report-dir", "r", "-rA")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-5000:]
+    doc, by = cases(suite / "r")
+    read = only(by["test_overread"])
+    assert (read["detector"], read["kind"], read["buffer"], read["region"], read["bytes"]) == \
+        ("trace", "overread", "x_ptr", "past_end", 8), read
+    assert [(r["start"], r["end"]) for r in read["ranges"]] == [(40, 48)]
+    assert read["kernel"] == "add_reads_two_past"
+    assert dict(read["details"])["tensor"] == "kernel argument `x_ptr` of add_reads_two_past; test variable `a`"
+    write = only(by["test_overwrite_before_start"])
+    assert (write["kind"], write["buffer"], write["region"], write["bytes"]) == \
+        ("overwrite", "out_ptr", "before_start", 4), write
+    assert [(r["start"], r["end"]) for r in write["ranges"]] == [(-4, 0)]
+    wild = only(by["test_wild_write_is_found_not_a_crash"])
+    assert (wild["kind"], wild["bytes"]) == ("overwrite", 4) and by["test_wild_write_is_found_not_a_crash"][
+        "details"]["test"]["outcome"] == "passed", wild
+    # the suite's own results: every test passed as without the flag (copies went back, views kept)
+    assert all(c["details"]["test"]["outcome"] == "passed" for c in doc["cases"]), \
+        [(k, c["details"]["test"]) for k, c in by.items()]
+    assert by["test_views_of_one_storage_stay_one_and_results_come_back"]["outcome"] == "clean"
+    assert by["test_known_overread"]["outcome"] == "expected finding"
+    assert by["test_no_kernel"]["outcome"] == "not applicable"
+    assert "ran no Triton kernel" in by["test_no_kernel"]["message"]
+    # a partial run: memcheck and the markers did not run, and every report says so
+    clean = by["test_views_of_one_storage_stay_one_and_results_come_back"]
+    ran = {d["detector"]: d["ran"] for d in clean["detectors"]}
+    assert ran == {TRACE: True, MEMCHECK: False, GUARD: False}, clean["detectors"]
+    assert set(clean["details"]["partial"]) == {MEMCHECK, GUARD}
+    assert doc["run"]["mode"] == "complete" and clean["mode"] == "trace"
+    assert "memcheck did not run on" in out and "CHECKED NOTHING" not in out
+
+
+def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
+    proc = run(suite, "--gpu-memsafety=trace", "-n", "2", "--gpu-memsafety-report-dir", "x")
+    assert proc.returncode == 1, (proc.stdout + proc.stderr)[-5000:]
+    doc, by = cases(suite / "x")
+    assert {k: c["outcome"] for k, c in by.items()} == {
+        "test_overread": "finding", "test_overwrite_before_start": "finding",
+        "test_wild_write_is_found_not_a_crash": "finding",
+        "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
+        "test_known_overread": "expected finding", "test_no_kernel": "not applicable"}
+    assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out
+
+
+def test_markers_by_name_without_a_gpu_still_says_it_could_not_run(suite: Path) -> None:
+    proc = run(suite, "--gpu-memsafety=markers", "test_kernels.py::test_overread", "--gpu-memsafety-report-dir", "m")
+    doc, by = cases(suite / "m")
+    assert by["test_overread"]["outcome"] == "not applicable", by["test_overread"]
+    assert "markers mode could not run here" in by["test_overread"]["message"]
+    assert proc.returncode == 5, proc.stdout[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------ the judge
+
+def trace_finding() -> Finding:
+    return Finding(detector=TRACE, kind=OVERREAD, buffer="x_ptr", region="past_end", bytes=8, count=1, arch="cpu")
+
+
+def test_the_judge_in_trace_mode_needs_a_launch_and_says_what_did_not_run() -> None:
+    partial = {MEMCHECK: "needs a CUDA GPU; found none", GUARD: "needs a CUDA GPU; found none"}
+    nothing = judge(Evidence("t.py::a", modes.TRACE, "cpu", partial=partial), OwnResult("passed"))
+    assert nothing.outcome is Outcome.NOT_APPLICABLE and "ran no Triton kernel" in nothing.message
+    clean = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=2, accesses=64, partial=partial),
+                  OwnResult("passed"))
+    assert clean.outcome is Outcome.CLEAN and "64 accesses of 2" in clean.message
+    assert "guard and memcheck did not run" in clean.message and clean.details["partial"] == partial
+    found = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=1, findings=[trace_finding()]),
+                  OwnResult("passed"), Marker())
+    assert found.outcome is Outcome.FINDING and "partial" not in found.details
+    # an overread is checkable in trace mode: expected and not seen is unexpectedly clean
+    from gpu_memsafety.host.judge import marker_from
+    gone = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=1), OwnResult("passed"),
+                 marker_from({"expect": "overread"}))
+    assert gone.outcome is Outcome.UNEXPECTEDLY_CLEAN
+
+
+def test_trace_evidence_round_trips() -> None:
+    ev = Evidence("t.py::a", modes.TRACE, "cpu", findings=[trace_finding()], launches=3, accesses=7,
+                  partial={MEMCHECK: "no GPU"})
+    assert Evidence.from_json(json.loads(json.dumps(ev.to_json()))) == ev
