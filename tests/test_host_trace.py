@@ -55,6 +55,13 @@ def wild_write(out_ptr, far, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def far_read(x_ptr, out_ptr, far, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    extra = tl.load(x_ptr + far + offs, mask=offs < 1)                           # 4 B, 256 KiB past x's end
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + extra * 0)
+
+
+@triton.jit
 def scale_in_place(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
@@ -79,6 +86,13 @@ def test_wild_write_is_found_not_a_crash():
     out = torch.zeros(16)
     wild_write[(1,)](out, 1 << 24, BLOCK=16)
     assert torch.equal(out, torch.arange(16, dtype=torch.float32))
+
+
+def test_far_read():
+    x = torch.ones(16)
+    out = torch.empty(16)
+    far_read[(1,)](x, out, 16 + 65536, BLOCK=16)
+    assert torch.equal(out, x)
 
 
 def test_views_of_one_storage_stay_one_and_results_come_back():
@@ -147,6 +161,9 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     assert (write["kind"], write["buffer"], write["region"], write["bytes"]) == \
         ("overwrite", "out_ptr", "before_start", 4), write
     assert [(r["start"], r["end"]) for r in write["ranges"]] == [(-4, 0)]
+    far = only(by["test_far_read"])          # far past the end, whatever the heap holds there: the copy's own guard
+    assert (far["kind"], far["buffer"], far["region"], far["bytes"]) == ("overread", "x_ptr", "past_end", 4), far
+    assert [(r["start"], r["end"]) for r in far["ranges"]] == [(262208, 262212)]
     wild = only(by["test_wild_write_is_found_not_a_crash"])
     assert (wild["kind"], wild["bytes"]) == ("overwrite", 4) and by["test_wild_write_is_found_not_a_crash"][
         "details"]["test"]["outcome"] == "passed", wild
@@ -172,7 +189,7 @@ def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
     doc, by = cases(suite / "x")
     assert {k: c["outcome"] for k, c in by.items()} == {
         "test_overread": "finding", "test_overwrite_before_start": "finding",
-        "test_wild_write_is_found_not_a_crash": "finding",
+        "test_wild_write_is_found_not_a_crash": "finding", "test_far_read": "finding",
         "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
         "test_known_overread": "expected finding", "test_no_kernel": "not applicable"}
     assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out

@@ -3,10 +3,11 @@
 Why. On a machine with no GPU neither the guard allocator nor compute-sanitizer can run, yet a suite that sets
 TRITON_INTERPRET=1 runs its Triton kernels on the CPU, and the interpreter computes the address of every load, store
 and atomic. The scenario path judges those addresses against its arena (detectors/trace.py); a host suite has no
-arena, so each launch gets one: every CPU storage its tensor arguments use is copied, for that launch, into a buffer
-with GUARD_BYTES (DEFAULT_GUARD) bytes of 0xA5 on either side (one copy per storage, so views of one storage stay views of one
-copy; 256 B aligned, as cudaMalloc would), the kernel runs on the copies, and the interpreter copies them back into
-the suite's tensors when the launch ends (its own `_restore_args_dev`), so the test sees what it would have.
+arena, so each launch gets one: every CPU storage its tensor arguments use is copied, for that launch, into a mapping
+of its own with GUARD_BYTES on either side (one copy per storage, so views of one storage stay views of one copy;
+page aligned), the kernel runs on the copies, and the interpreter copies them back into the suite's tensors when
+the launch ends (its own `_restore_args_dev`), so the test sees what it would have. Nothing else can lie within a
+copy's guards, so an overrun is found whatever the heap holds next to the suite's tensors.
 
 What counts, with the scenario trace's own rules (detectors/trace.Tracer): a byte of an access outside its
 storage's bytes is an overread or an overwrite of that kernel argument, at its exact offset (past_end or
@@ -28,8 +29,8 @@ from gpu_memsafety.host.launches import variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
 from gpu_memsafety.placement import layout as L
 
-GUARD_BYTES = L.DEFAULT_GUARD
-FILL = 0xA5
+# Each side of a copy: far beyond any tile a kernel computes its addresses from (1 MiB, page aligned).
+GUARD_BYTES = 1 << 20
 
 
 @dataclass
@@ -41,7 +42,7 @@ class _Copy:
     alloc_size: int
     tensor_addr: int
     layout: L.GuardLayout
-    keep: Any                     # the numpy array that owns the memory (alive while the launch runs)
+    keep: Any                     # the mapping that holds the copy and its guards (alive while the launch runs)
     storage: Any                  # the torch storage of the copy's tensor bytes (exactly the original's size)
     params: list[str] = field(default_factory=list)
     variables: tuple[str, ...] = ()
@@ -65,16 +66,20 @@ class _Arena:
 
 
 def _guarded_copy(name: str, storage: Any) -> _Copy:
-    import numpy as np
+    """A copy of `storage` in a mapping of its own: GUARD_BYTES on either side that nothing else can occupy (pages
+    never touched cost no memory), so that where an overrun lands never depends on what the heap put next to it."""
+    import ctypes
+    import mmap
+
     import torch
     n = int(storage.nbytes())
-    raw = np.full(GUARD_BYTES + n + GUARD_BYTES + L.ALIGN, FILL, dtype=np.uint8)
-    lead = (-(raw.ctypes.data + GUARD_BYTES)) % L.ALIGN          # the tensor's first byte on a 256 B boundary
-    base = raw.ctypes.data + lead
-    middle = torch.frombuffer(memoryview(raw)[lead + GUARD_BYTES: lead + GUARD_BYTES + n], dtype=torch.uint8)
+    size = GUARD_BYTES + n + GUARD_BYTES
+    region = mmap.mmap(-1, size)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    middle = torch.frombuffer(memoryview(region)[GUARD_BYTES: GUARD_BYTES + n], dtype=torch.uint8)
     copy = middle.untyped_storage()
     copy.copy_(storage)
-    return _Copy(name, base, GUARD_BYTES + n + GUARD_BYTES, base + GUARD_BYTES, L.GuardLayout(n, GUARD_BYTES, GUARD_BYTES), raw, copy)
+    return _Copy(name, base, size, base + GUARD_BYTES, L.GuardLayout(n, GUARD_BYTES, GUARD_BYTES), region, copy)
 
 
 def _unwrap(value: Any) -> Any:
