@@ -441,3 +441,38 @@ def test_the_exit_guard_lets_exits_between_tests_through() -> None:
     finally:
         guard.uninstall()
     assert os._exit is real and not calls
+
+
+FIXTURE_SUITE = '''
+import torch
+
+
+def test_fixture_write_past_the_end(gpu_memsafety_guarded):
+    out = gpu_memsafety_guarded.empty("out", (16,), torch.uint8, device="cpu")
+    out.as_strided((20,), (1,))[16:20] = 7          # 4 bytes past the tensor's end
+
+
+def test_fixture_clean(gpu_memsafety_guarded):
+    gpu_memsafety_guarded.zeros("out", (16,), torch.uint8, device="cpu").add_(1)
+'''
+
+
+@pytest.mark.parametrize("mode", ["memcheck", "complete"])
+def test_a_fixture_finding_in_a_child_reaches_the_parents_verdict(tmp_path: Path, mode: str) -> None:
+    """Issue 42: in the modes whose tests run in child processes, what the gpu_memsafety_guarded fixture checked and
+    found in the child is the test's evidence in the parent, as in-process (before: lost, the test `not applicable`)."""
+    from host_fake import install_fake_memcheck
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    (suite / "test_fixture.py").write_text(FIXTURE_SUITE)
+    sanitizer = install_fake_memcheck(tmp_path)
+    proc = run(suite, "-p", "host_fake", f"--gpu-memsafety={mode}", "--gpu-memsafety-report-dir", str(tmp_path / "r"),
+               "-q", env={"HOST_FAKE_SANITIZER": str(sanitizer)})
+    cases = report(tmp_path / "r")
+    bad = cases["test_fixture_write_past_the_end"]
+    assert bad["outcome"] == "finding", (bad["message"], proc.stdout[-3000:])
+    (finding,) = bad["findings"]
+    assert (finding["detector"], finding["kind"], finding["buffer"], finding["bytes"]) == ("guard", "overwrite", "out", 4)
+    assert cases["test_fixture_clean"]["outcome"] == "clean", cases["test_fixture_clean"]["message"]
+    assert proc.returncode == 1
