@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gpu_memsafety.host.judge import where_text
 from gpu_memsafety.host.launches import variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
 from gpu_memsafety.placement import layout as L
@@ -156,7 +157,7 @@ class _Launch:
             for name, ranges in runs.items():
                 copy = self.arena.buffers[name]
                 for r in ranges:
-                    r["logical"] = _where(r["start"], r["end"], copy.layout.nbytes)
+                    r["logical"] = where_text(r["start"], r["end"], copy.layout.nbytes)
                 for f in attribute.guard_findings({name: ranges}, kernel=self.kernel, arch="cpu", detector=TRACE,
                                                   kind=kind, access=direction):
                     out.append(_named(f, copy, self.kernel))
@@ -182,14 +183,6 @@ def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
             f"({'read' if f.kind == OVERREAD else 'written'}; exact bytes of whole accesses)")
     return replace(f, buffer=copy.params[0] if copy.params else copy.name, note=note,
                    details=(*f.details, ("tensor", tensor), ("size", str(copy.layout.nbytes)), ("device", "cpu")))
-
-
-def _where(lo: int, hi: int, size: int) -> str:
-    if hi <= 0:
-        return f"{-lo} to {-hi + 1} B before the first byte" if hi < 0 else f"{-lo} B before the first byte"
-    if lo >= size:
-        return f"bytes {lo - size}..{hi - size - 1} past the end (offsets {lo}..{hi - 1})"
-    return f"offsets {lo}..{hi - 1}"
 
 
 class HostTrace:

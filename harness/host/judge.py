@@ -159,7 +159,7 @@ def guard_findings(hits: Sequence[GuardHit], test: str, arch: str, uses: Sequenc
         by_region: dict[str, list[ByteRange]] = defaultdict(list)
         for lo, hi in hit.changed_runs():
             region = BEFORE_START if hi <= 0 else PAST_END
-            by_region[region].append(ByteRange(region, lo, hi, _where(lo, hi, hit.allocation.size)))
+            by_region[region].append(ByteRange(region, lo, hi, where_text(lo, hi, hit.allocation.size)))
         for region, ranges in by_region.items():
             nbytes = sum(r.nbytes for r in ranges)
             state = "still allocated (markers re-armed)" if hit.live else "freed during the test; checked before release"
@@ -175,7 +175,8 @@ def _side(region: str) -> str:
     return "before the start of" if region == BEFORE_START else "past the end of"
 
 
-def _where(lo: int, hi: int, size: int) -> str:
+def where_text(lo: int, hi: int, size: int) -> str:
+    """Bytes [lo, hi) outside an allocation of `size` bytes, relative to its first byte, in words."""
     if hi <= 0:
         return f"{-lo} to {-hi + 1} B before the first byte" if hi < 0 else f"{-lo} B before the first byte"
     return f"bytes {lo - size}..{hi - size - 1} past the end (offsets {lo}..{hi - 1})"
