@@ -111,6 +111,20 @@ def test_known_overread():
     add_reads_two_past[(1,)](a, torch.ones(10), c, 10, BLOCK=16)
 
 
+@triton.jit
+def scalar_cast(x_ptr, eps, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    eps = eps.to(tl.float32)                    # a Python float under the interpreter: AttributeError (Liger's case)
+    tl.store(x_ptr + offs, x + eps, mask=offs < n)
+
+
+def test_a_kernel_the_interpreter_cannot_finish():
+    x = torch.zeros(8)
+    with pytest.raises(Exception):
+        scalar_cast[(1,)](x, 1e-5, 8, BLOCK=8)
+
+
 def test_no_kernel():
     assert torch.ones(3).sum() == 3
 '''
@@ -174,6 +188,10 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     assert by["test_known_overread"]["outcome"] == "expected finding"
     assert by["test_no_kernel"]["outcome"] == "not applicable"
     assert "ran no Triton kernel" in by["test_no_kernel"]["message"]
+    # a launch the interpreter could not finish was not checked to its end: never clean
+    unfinished = by["test_a_kernel_the_interpreter_cannot_finish"]
+    assert unfinished["outcome"] == "not applicable", unfinished
+    assert "did not finish (first: scalar_cast raised AttributeError" in unfinished["message"]
     # a partial run: memcheck and the markers did not run, and every report says so
     clean = by["test_views_of_one_storage_stay_one_and_results_come_back"]
     ran = {d["detector"]: d["ran"] for d in clean["detectors"]}
@@ -191,7 +209,8 @@ def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
         "test_overread": "finding", "test_overwrite_before_start": "finding",
         "test_wild_write_is_found_not_a_crash": "finding", "test_far_read": "finding",
         "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
-        "test_known_overread": "expected finding", "test_no_kernel": "not applicable"}
+        "test_known_overread": "expected finding", "test_no_kernel": "not applicable",
+        "test_a_kernel_the_interpreter_cannot_finish": "not applicable"}
     assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out
 
 
@@ -220,6 +239,12 @@ def test_the_judge_in_trace_mode_needs_a_launch_and_says_what_did_not_run() -> N
     found = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=1, findings=[trace_finding()]),
                   OwnResult("passed"), Marker())
     assert found.outcome is Outcome.FINDING and "partial" not in found.details
+    cut = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=2, accesses=9, unfinished=["k raised ValueError"]),
+                OwnResult("failed"))
+    assert cut.outcome is Outcome.NOT_APPLICABLE and "1 of 2 interpreted launch(es) did not finish" in cut.message
+    cut_found = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=2, findings=[trace_finding()],
+                               unfinished=["k raised ValueError"]), OwnResult("failed"))
+    assert cut_found.outcome is Outcome.FINDING and "checked only up to there" in cut_found.message
     # an overread is checkable in trace mode: expected and not seen is unexpectedly clean
     from gpu_memsafety.host.judge import marker_from
     gone = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=1), OwnResult("passed"),
@@ -229,5 +254,5 @@ def test_the_judge_in_trace_mode_needs_a_launch_and_says_what_did_not_run() -> N
 
 def test_trace_evidence_round_trips() -> None:
     ev = Evidence("t.py::a", modes.TRACE, "cpu", findings=[trace_finding()], launches=3, accesses=7,
-                  partial={MEMCHECK: "no GPU"})
+                  partial={MEMCHECK: "no GPU"}, unfinished=["k raised ValueError: x"])
     assert Evidence.from_json(json.loads(json.dumps(ev.to_json()))) == ev

@@ -57,6 +57,7 @@ class TestTrace:
     launches: int = 0
     accesses: int = 0
     copies: int = 0
+    unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
 
 
 class _Arena:
@@ -229,6 +230,12 @@ class HostTrace:
             trace._ACTIVE.append(current.tracer)
             try:
                 return call(executor, *args, **kwargs)
+            except BaseException as exc:
+                cause = exc.__cause__ or exc             # the interpreter wraps what the kernel raised
+                text = str(cause).splitlines()[0] if str(cause) else ""
+                host.current.unfinished.append(f"{kernel} raised {type(cause).__name__}"
+                                               f"{': ' + text[:200] if text else ''}")
+                raise
             finally:
                 trace._ACTIVE.remove(current.tracer)
                 host._launch.remove(current)

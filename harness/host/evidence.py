@@ -89,6 +89,7 @@ class Evidence:
     # trace mode (no GPU): the test's Triton launches run by the interpreter, and the accesses of theirs checked
     launches: int = 0
     accesses: int = 0
+    unfinished: list[str] = field(default_factory=list)     # ... those that raised before they finished: what
     # detectors of the mode asked for that could not run here (complete without a GPU: memcheck, guard): why
     partial: dict[str, str] = field(default_factory=dict)
 
@@ -104,7 +105,8 @@ class Evidence:
                 "markers_checked": self.markers_checked, "detector_notes": list(self.detector_notes),
                 "fixture_checked": self.fixture_checked,
                 "fixture_findings": [f.to_json() for f in self.fixture_findings],
-                "launches": self.launches, "accesses": self.accesses, "partial": dict(self.partial)}
+                "launches": self.launches, "accesses": self.accesses, "unfinished": list(self.unfinished),
+                "partial": dict(self.partial)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -126,6 +128,7 @@ class Evidence:
                    fixture_checked=int(data.get("fixture_checked", 0)),
                    fixture_findings=[Finding.from_json(f) for f in data.get("fixture_findings", ())],
                    launches=int(data.get("launches", 0)), accesses=int(data.get("accesses", 0)),
+                   unfinished=[str(u) for u in data.get("unfinished", ())],
                    partial={str(k): str(v) for k, v in (data.get("partial") or {}).items()})
 
 
