@@ -256,3 +256,19 @@ def test_trace_evidence_round_trips() -> None:
     ev = Evidence("t.py::a", modes.TRACE, "cpu", findings=[trace_finding()], launches=3, accesses=7,
                   partial={MEMCHECK: "no GPU"}, unfinished=["k raised ValueError: x"])
     assert Evidence.from_json(json.loads(json.dumps(ev.to_json()))) == ev
+
+
+def test_the_calibration_suite_is_exact_on_a_cpu(tmp_path: Path) -> None:
+    """Issue 41's calibration (ci/gpu/field/calib: planted reads and writes of known width, each declaring the bytes
+    the bare flag must report) on this machine: every planted access found at its bytes by the trace, the clean
+    test clean."""
+    calib = Path(__file__).resolve().parent.parent / "ci" / "gpu" / "field" / "calib"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpu-memsafety",
+                           "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q"], cwd=str(calib), env=env(),
+                          capture_output=True, text=True, timeout=600)
+    doc, by = cases(tmp_path / "r")
+    outcomes = {k: c["outcome"] for k, c in by.items()}
+    assert outcomes.pop("test_clean") == "clean", proc.stdout[-3000:]
+    assert len(outcomes) == 8 and set(outcomes.values()) == {"expected finding"}, \
+        {k: (v, by[k]["message"]) for k, v in outcomes.items() if v != "expected finding"}
+    assert proc.returncode == 0, proc.stdout[-3000:]

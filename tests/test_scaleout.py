@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from signal_defaults import default_stop_signals
+
 from gpu_memsafety.fixtures import gpus
 from gpu_memsafety.fixtures.schedule import Job, Shard, makespan, parse_shard, plan, select_shard, shard_of
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
@@ -335,7 +337,7 @@ def test_sigterm_gives_an_interrupted_report_and_leaves_no_process(tmp_path: Pat
                              "--gpu-memsafety-mode", "guard", "--gpu-memsafety-batch-size", "3", "--gpu-memsafety-report-dir", str(out),
                              "-k", "hang or clean or overwrite or raise"],
                             cwd=str(ROOT), env=fake_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=default_stop_signals)
     sleeper = tmp_path / "sleeper.pid"
     deadline = time.monotonic() + 120
     while not sleeper.exists() and proc.poll() is None and time.monotonic() < deadline:

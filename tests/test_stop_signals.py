@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from signal_defaults import default_stop_signals
+
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,10 +33,6 @@ DRIVER = '''import sys
 from gpu_memsafety.scenario import registry, vetting
 vetting.vet([registry.Source(sys.argv[1]).to_json()], deadline_s=600)
 '''
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def alive(pid: int) -> bool:
@@ -92,11 +90,9 @@ def test_a_stop_signal_while_vetting_leaves_no_process_and_no_folder(tmp_path: P
         argv = [sys.executable, "-c", DRIVER, str(folder / "slow_vetted.py")]
     else:
         argv = [sys.executable, "-m", "gpu_memsafety", "list", "--scenario-path", str(folder)]
-    # SIGINT at its default in the parent whatever this test process inherited: a process that starts with SIGINT
-    # ignored keeps it ignored (Python installs no KeyboardInterrupt handler then), and in a full `make test` an
-    # xdist worker could hand that down; the parent then never ended (3 of 4 fresh-clone runs, library-SIGINT only).
+    # the stop signals at their default in the parent whatever this test run inherited (tests/signal_defaults.py)
     parent = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True, preexec_fn=_default_sigint)
+                              start_new_session=True, preexec_fn=default_stop_signals)
     cleanup.append(parent.pid)
     try:
         seen = wait_for(marks, 90)
@@ -171,7 +167,8 @@ except Stopped as exc:
 
 def test_stopping_raises_an_interrupt_and_restores_the_handlers() -> None:
     """In a fresh process (this one's SIGTERM is the plugin's already): the default action, then Stopped, then back."""
-    proc = subprocess.run([sys.executable, "-c", STOPPING], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", STOPPING], capture_output=True, text=True, timeout=60,
+                          preexec_fn=default_stop_signals)
     assert proc.returncode == 0 and proc.stdout.strip() == "stopped", proc.stdout + proc.stderr
 
 

@@ -9,6 +9,10 @@
 #   markers    --gpu-memsafety=markers
 #   complete   --gpu-memsafety (no mode: the complete set)
 #   memcheck   --gpu-memsafety=memcheck
+#   trace      --gpu-memsafety=trace (Triton's interpreter: no GPU needed)
+# INTERPRET=1: a run without a GPU: every step runs Triton's interpreter (TRITON_INTERPRET=1), the bare flag runs the
+#   trace (what `complete` runs without a GPU), no GPU bootstrap (SKIP_BOOTSTRAP is implied). Suites whose tests pick
+#   the device themselves (`cpu` where there is no GPU) run; those that hard-code "cuda" fail plainly and say so.
 # Caches: Triton's kernel cache (TRITON_CACHE_DIR) and its autotune results (TRITON_CACHE_AUTOTUNING=1) live in
 # /tmp/field-cache; CACHE_IN=FILE restores them from an earlier call's CACHE_OUT=FILE (carried), so a second call
 # starts warm. BUDGET (s) bounds the whole call: steps run in order until it is spent (each capped at STEP_MAX s).
@@ -45,6 +49,7 @@ step() {    # step NAME LIMIT COMMAND...: at most LIMIT s (less when the budget 
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   which compute-sanitizer; compute-sanitizer --version | tail -1; git -C "$REPO" rev-parse HEAD 2>/dev/null
   du -sh /tmp/field-cache 2>/dev/null; } > "$LOGS/env.txt" 2>&1
+if [ -n "${INTERPRET:-}" ]; then export TRITON_INTERPRET=1; SKIP_BOOTSTRAP=1; fi
 [ -n "${SKIP_BOOTSTRAP:-}" ] || step bootstrap 150 make .venv/.bootstrap-gpu
 source "$REPO/ci/gpu/field/suites.sh"
 
@@ -60,6 +65,7 @@ for entry in $SUITES; do       # NAME, or NAME:STEP,STEP,... for steps of its ow
       markers) flags=(--gpu-memsafety=markers --gpu-memsafety-report-dir "$R/$name") ;;
       complete) flags=(--gpu-memsafety --gpu-memsafety-report-dir "$R/$name") ;;
       memcheck) flags=(--gpu-memsafety=memcheck --gpu-memsafety-report-dir "$R/$name") ;;
+      trace) flags=(--gpu-memsafety=trace --gpu-memsafety-report-dir "$R/$name") ;;
       *) echo "unknown step $what" >> "$LOGS/steps.txt"; continue ;;
     esac
     # SUITE_DIR, SUITE_PATH (PYTHONPATH), SUITE_ARGS (array) and SUITE_ENV (array of K=V) come from suite_def
