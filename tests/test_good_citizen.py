@@ -116,3 +116,16 @@ def test_pytest_help_lists_no_unprefixed_option_of_ours(tmp_path: Path) -> None:
         assert not re.search(rf"^\s+{unprefixed}[ =,]", text, flags=re.M), f"{unprefixed} is still registered"
     ini = re.findall(r"^\s{2}(gpu_memsafety\w*|scenario_paths)\b", text, flags=re.M)
     assert ini == [registry.INI_OPTION]
+
+
+def test_a_test_file_in_a_newer_pythons_syntax_is_pytests_collection_error_not_a_scenario_run(tmp_path: Path) -> None:
+    """Fast-LLM's test files use Python 3.12 f-strings; on 3.11, `pytest tests/test_x.py tests/test_new.py` took the
+    unparseable file for a scenario file (the parse failed, so 'let the import say why'), ran a scenario run, imported
+    it and failed the whole run with a usage error. pytest's own collection error for that file, the rest collected."""
+    repo = host_repo(tmp_path)
+    (repo / "tests" / "test_new.py").write_text("def test_new():\n    assert f'{1 +}' == ''\n")   # no Python parses it
+    proc = pytest_in(repo, "--co", "-q", "tests/test_x.py", "tests/test_new.py")
+    out = proc.stdout + proc.stderr
+    assert "scenario" not in out.lower(), out[-3000:]
+    assert "ERROR collecting tests/test_new.py" in out or "SyntaxError" in out, out[-3000:]
+    assert "tests/test_x.py::test_own_kernels" in out, out[-3000:]

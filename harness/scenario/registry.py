@@ -124,14 +124,17 @@ def configure_from_command_line(paths: Sequence[str], config: str | None) -> Non
 
 # ------------------------------------------------------------------------------------------------ discovery
 
-def is_scenario_file(path: Path) -> bool:
-    """A top-level .py file (not _private) that assigns SCENARIO at top level; decided without importing."""
+def is_scenario_file(path: Path, unreadable: bool = True) -> bool:
+    """A top-level .py file (not _private) that assigns SCENARIO at top level; decided without importing.
+    A file that cannot be parsed is `unreadable`: True where it was given as a scenario path (the import then reports
+    the real error, naming the file); False where any test file may be named (pytest's own command line: a suite's
+    file in a newer Python's syntax is pytest's collection error, never a scenario run)."""
     if path.suffix != ".py" or path.name.startswith("_") or not path.is_file():
         return False
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError, OSError):
-        return True    # let the import report the real error, naming the file
+        return unreadable
     for node in tree.body:
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
