@@ -125,6 +125,18 @@ def test_a_kernel_the_interpreter_cannot_finish():
         scalar_cast[(1,)](x, 1e-5, 8, BLOCK=8)
 
 
+@triton.jit
+def read_one_past(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs + 1, mask=offs < n))      # src[n]: 4 B past a guarded tensor
+
+
+def test_a_read_past_a_guarded_fixture_tensor(gpu_memsafety_guarded):
+    src = gpu_memsafety_guarded.zeros("src", (16,), torch.float32, device="cpu")
+    dst = torch.empty(16)
+    read_one_past[(1,)](src, dst, 16, BLOCK=16)
+
+
 def test_no_kernel():
     assert torch.ones(3).sum() == 3
 '''
@@ -178,6 +190,11 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     far = only(by["test_far_read"])          # far past the end, whatever the heap holds there: the copy's own guard
     assert (far["kind"], far["buffer"], far["region"], far["bytes"]) == ("overread", "x_ptr", "past_end", 4), far
     assert [(r["start"], r["end"]) for r in far["ranges"]] == [(262208, 262212)]
+    # the fixture's tensor is placed with its own guards (not copied): the read its markers cannot see is found
+    fixture = only(by["test_a_read_past_a_guarded_fixture_tensor"])
+    assert (fixture["kind"], fixture["buffer"], fixture["region"], fixture["bytes"]) == \
+        ("overread", "src", "past_end", 4), fixture
+    assert "gpu_memsafety_guarded tensor" in fixture["note"]
     wild = only(by["test_wild_write_is_found_not_a_crash"])
     assert (wild["kind"], wild["bytes"]) == ("overwrite", 4) and by["test_wild_write_is_found_not_a_crash"][
         "details"]["test"]["outcome"] == "passed", wild
@@ -210,7 +227,8 @@ def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
         "test_wild_write_is_found_not_a_crash": "finding", "test_far_read": "finding",
         "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
         "test_known_overread": "expected finding", "test_no_kernel": "not applicable",
-        "test_a_kernel_the_interpreter_cannot_finish": "not applicable"}
+        "test_a_kernel_the_interpreter_cannot_finish": "not applicable",
+        "test_a_read_past_a_guarded_fixture_tensor": "finding"}
     assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out
 
 

@@ -111,16 +111,23 @@ def _cpu_ptr(value: Any) -> int | None:
         return None
 
 
+def _guarded_buffer(buffers: list[Any], ptr: int) -> Any:
+    """The gpu_memsafety_guarded fixture's buffer (placement/guard.Arena's) whose allocation holds `ptr`, or None."""
+    return next((b for b in buffers if b.alloc_base <= ptr < b.alloc_base + b.alloc_size), None)
+
+
 class _Launch:
     """One interpreted launch in progress: its tracer, its copies, its kernel's name and parameters."""
 
-    def __init__(self, kernel: str, params: list[tuple[str, Any]], variables: dict[int, tuple[str, ...]]) -> None:
+    def __init__(self, kernel: str, params: list[tuple[str, Any]], variables: dict[int, tuple[str, ...]],
+                 guarded: list[Any] = ()) -> None:
         from gpu_memsafety.detectors.trace import Tracer
         self.kernel = kernel
         self.arena = _Arena()
         self.tracer = Tracer(self.arena)
         self.params = params
         self.variables = variables
+        self.guarded = list(guarded)         # the test's gpu_memsafety_guarded buffers: placed as they are
 
     def relocate(self, args_hst: list[Any], kwargs_hst: dict[str, Any]) -> None:
         """Move the interpreter's host tensors onto guarded copies (one per storage), then tell the tracer the
@@ -137,16 +144,27 @@ class _Launch:
                     continue
                 key = int(storage.data_ptr())
                 copy = by_storage.get(key)
+                own = _guarded_buffer(self.guarded, key) if copy is None else None
+                if own is not None:
+                    # a guarded fixture tensor: its own layout is the truth (its guards, its row padding), no copy
+                    copy = _Copy(own.name, own.alloc_base, own.alloc_size, own.tensor_addr, own.layout, None, None)
+                    by_storage[key] = copy
+                    self.arena.buffers[copy.name] = copy
+                    copy.variables = self._variables_of(name, originals)
                 if copy is None:
                     copy = _guarded_copy(f"{name} of {self.kernel}", storage)
                     by_storage[key] = copy
                     self.arena.buffers[copy.name] = copy
-                    ptr = _cpu_ptr(next(iter(_tensors(originals.get(name))), None))
-                    copy.variables = self.variables.get(ptr, ()) if ptr is not None else ()
+                    copy.variables = self._variables_of(name, originals)
                 if name not in copy.params:
                     copy.params.append(name)
-                tensor.set_(copy.storage, tensor.storage_offset(), tensor.size(), tensor.stride())
+                if copy.storage is not None:
+                    tensor.set_(copy.storage, tensor.storage_offset(), tensor.size(), tensor.stride())
         self.tracer.begin(bound)
+
+    def _variables_of(self, name: str, originals: dict[str, Any]) -> tuple[str, ...]:
+        ptr = _cpu_ptr(next(iter(_tensors(originals.get(name))), None))
+        return self.variables.get(ptr, ()) if ptr is not None else ()
 
     def findings(self) -> list[Finding]:
         from gpu_memsafety.detectors.trace import READ, WRITE
@@ -179,10 +197,12 @@ def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
     tensor = f"kernel argument {params} of {kernel}"
     if copy.variables:
         tensor += "; test variable " + ", ".join(f"`{v}`" for v in copy.variables)
-    side = "past the end of" if f.region == L.PAST_END else "before the start of"
-    note = (f"{f.bytes} B {side} a {copy.layout.nbytes:,} B CPU storage, seen by Triton's interpreter "
+    fixture = copy.storage is None and copy.keep is None       # a gpu_memsafety_guarded tensor, placed as it is
+    where = {L.PAST_END: "past the end of", L.BEFORE_START: "before the start of"}.get(f.region, f"in the {f.region} of")
+    what = "gpu_memsafety_guarded tensor" if fixture else "CPU storage"
+    note = (f"{f.bytes} B {where} a {copy.layout.nbytes:,} B {what}, seen by Triton's interpreter "
             f"({'read' if f.kind == OVERREAD else 'written'}; exact bytes of whole accesses)")
-    return replace(f, buffer=copy.params[0] if copy.params else copy.name, note=note,
+    return replace(f, buffer=copy.name if fixture or not copy.params else copy.params[0], note=note,
                    details=(*f.details, ("tensor", tensor), ("size", str(copy.layout.nbytes)), ("device", "cpu")))
 
 
@@ -194,10 +214,17 @@ class HostTrace:
         self.current = TestTrace()
         self._restore: Callable[[], None] | None = None
         self._launch: list[_Launch] = []
+        self._arenas: list[Any] = []
+
+    def watch(self, arena: Any) -> None:
+        """The running test's gpu_memsafety_guarded arena (placement/guard.Arena): its buffers are placed with their
+        own layouts, not copied."""
+        self._arenas.append(arena)
 
     def begin(self, test_function: Any) -> None:
         self.code = getattr(test_function, "__code__", None)
         self.current = TestTrace()
+        self._arenas = []
         if self._restore is None and "triton.runtime.interpreter" in sys.modules:
             self.install()
 
@@ -225,7 +252,8 @@ class HostTrace:
             names = list(getattr(executor, "arg_names", None) or ())
             params = list(zip(names, args)) + list(kwargs.items())
             variables = variables_of(sys._getframe(1), host.code, _cpu_ptr) if host.code is not None else {}
-            current = _Launch(kernel, params, variables)
+            guarded = [b for arena in host._arenas for b in arena.buffers.values()]
+            current = _Launch(kernel, params, variables, guarded)
             host._launch.append(current)
             trace._ACTIVE.append(current.tracer)
             try:

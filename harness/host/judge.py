@@ -40,6 +40,8 @@ STACK_SHOWN = 6
 # Findings that explain a lost CUDA context: a guard-page fault is one; memcheck ends the kernel it reports
 # (--destroy-on-device-error kernel), and the error that leaves is its doing.
 EXPLAINS_LOSS = frozenset({GUARD_PAGE, MEMCHECK})
+# Detectors whose write into bytes the guard markers also saw changed is the same write (fold).
+FOLDED = frozenset({MEMCHECK, TRACE})
 
 
 # ------------------------------------------------------------------------------------------- expectations
@@ -249,12 +251,13 @@ def fold(findings: list[Finding]) -> list[Finding]:
     """complete mode: a write memcheck and the markers both saw is one finding. The markers' bytes stand (every byte
     the kernel wrote; memcheck ends a kernel at its first bad access, so a thread's later stores never happen), with
     memcheck's kernel, source line and thread; a memcheck write the markers did not see (beyond their 256 B, or
-    landing in another allocation) stays memcheck's."""
+    landing in another allocation) stays memcheck's. Likewise in trace mode, a write the trace saw into a
+    gpu_memsafety_guarded tensor's guard, which the fixture's markers saw too: one finding, with the kernel."""
     guards = [f for f in findings if f.detector == GUARD]
     out: list[Finding] = []
     folded: dict[int, Finding] = {}
     for f in findings:
-        g = next((g for g in guards if f.detector == MEMCHECK and f.kind == OVERWRITE and _same_place(f, g)), None)
+        g = next((g for g in guards if f.detector in FOLDED and f.kind == OVERWRITE and _same_place(f, g)), None)
         if g is None:
             out.append(f)
             continue
@@ -262,7 +265,8 @@ def fold(findings: list[Finding]) -> list[Finding]:
         folded[id(g)] = replace(base, kernel=base.kernel or f.kernel, source=base.source or f.source,
                                 first_thread=base.first_thread or f.first_thread,
                                 first_block=base.first_block or f.first_block,
-                                note=f"{base.note}; memcheck saw {f.bytes} B of it by {f.kernel or 'a kernel'}"
+                                note=(f"{base.note}; " if base.note else "") +
+                                     f"{f.detector} saw {f.bytes} B of it by {f.kernel or 'a kernel'}"
                                      f"{' (' + f.source + ')' if f.source else ''}")
     return [folded.get(id(f), f) for f in out]
 
