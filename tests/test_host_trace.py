@@ -137,6 +137,20 @@ def test_a_read_past_a_guarded_fixture_tensor(gpu_memsafety_guarded):
     read_one_past[(1,)](src, dst, 16, BLOCK=16)
 
 
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def tuned_reads_a_block(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)      # unmasked: BLOCK elements of n
+
+
+def test_autotuned_overread():
+    x = torch.ones(10)
+    out = torch.empty(10)
+    tuned_reads_a_block[(1,)](x, out, 10)
+    assert torch.equal(out, x)
+
+
 def test_no_kernel():
     assert torch.ones(3).sum() == 3
 '''
@@ -195,6 +209,11 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     assert (fixture["kind"], fixture["buffer"], fixture["region"], fixture["bytes"]) == \
         ("overread", "src", "past_end", 4), fixture
     assert "gpu_memsafety_guarded tensor" in fixture["note"]
+    # an autotuned kernel runs without a GPU (its configs untimed, each once): one finding, the union of their bytes
+    tuned = only(by["test_autotuned_overread"])
+    assert (tuned["kind"], tuned["buffer"], tuned["bytes"]) == ("overread", "x_ptr", 88), tuned
+    assert [(r["start"], r["end"]) for r in tuned["ranges"]] == [(40, 128)]
+    assert "autotuner cannot time configs without a GPU" in by["test_autotuned_overread"]["message"]
     wild = only(by["test_wild_write_is_found_not_a_crash"])
     assert (wild["kind"], wild["bytes"]) == ("overwrite", 4) and by["test_wild_write_is_found_not_a_crash"][
         "details"]["test"]["outcome"] == "passed", wild
@@ -228,7 +247,7 @@ def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
         "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
         "test_known_overread": "expected finding", "test_no_kernel": "not applicable",
         "test_a_kernel_the_interpreter_cannot_finish": "not applicable",
-        "test_a_read_past_a_guarded_fixture_tensor": "finding"}
+        "test_a_read_past_a_guarded_fixture_tensor": "finding", "test_autotuned_overread": "finding"}
     assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out
 
 
@@ -268,6 +287,20 @@ def test_the_judge_in_trace_mode_needs_a_launch_and_says_what_did_not_run() -> N
     gone = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=1), OwnResult("passed"),
                  marker_from({"expect": "overread"}))
     assert gone.outcome is Outcome.UNEXPECTEDLY_CLEAN
+
+
+def test_the_launches_of_one_test_merge_into_one_finding_per_place() -> None:
+    from gpu_memsafety.host.cpu_trace import merged
+    from gpu_memsafety.model import ByteRange
+    def one(lo: int, hi: int) -> Finding:
+        return Finding(detector=TRACE, kind=OVERREAD, buffer="x_ptr", region="past_end", bytes=hi - lo, count=1,
+                       kernel="k", ranges=(ByteRange("past_end", lo, hi),), note=f"{hi - lo} B past",
+                       details=(("tensor", "kernel argument `x_ptr` of k"), ("size", "40")))
+    other = Finding(detector=TRACE, kind=OVERREAD, buffer="y_ptr", region="past_end", bytes=4, count=1, kernel="k")
+    out = merged([one(40, 48), one(40, 104), one(200, 204), other])
+    assert len(out) == 2 and out[1] == other
+    assert [(r.start, r.end) for r in out[0].ranges] == [(40, 104), (200, 204)]
+    assert (out[0].bytes, out[0].count) == (68, 3) and out[0].note.startswith("68 B past")
 
 
 def test_trace_evidence_round_trips() -> None:

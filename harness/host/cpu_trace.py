@@ -58,6 +58,14 @@ class TestTrace:
     accesses: int = 0
     copies: int = 0
     unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
+    untimed: list[str] = field(default_factory=list)       # autotuned kernels whose every config ran once, untimed
+
+    def notes(self) -> list[str]:
+        """What the trace did differently from a plain interpreted run, in the verdict's words."""
+        if not self.untimed:
+            return []
+        return [f"Triton's autotuner cannot time configs without a GPU ('0 active drivers'): each config of "
+                f"{', '.join(sorted(set(self.untimed)))} ran once under the trace, untimed, and the first was kept"]
 
 
 class _Arena:
@@ -206,6 +214,34 @@ def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
                    details=(*f.details, ("tensor", tensor), ("size", str(copy.layout.nbytes)), ("device", "cpu")))
 
 
+def merged(findings: list[Finding]) -> list[Finding]:
+    """One finding per kernel, tensor, direction and region for the whole test: the union of the bytes its launches
+    touched (an autotuned kernel's configs, a kernel called in a loop), their accesses counted together."""
+    from dataclasses import replace
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    for f in findings:
+        key = (f.detector, f.kind, f.kernel, f.buffer, f.region, f.detail("tensor"), f.detail("size"))
+        groups.setdefault(key, []).append(f)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        if len(group) == 1:
+            out.append(first)
+            continue
+        spans: list[list[int]] = []
+        for lo, hi in sorted({(r.start, r.end) for f in group for r in f.ranges}):
+            if spans and lo <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], hi)
+            else:
+                spans.append([lo, hi])
+        size = int(first.detail("size") or 0)
+        ranges = tuple(ByteRange(first.region, lo, hi, where_text(lo, hi, size) if size else "") for lo, hi in spans)
+        nbytes = sum(r.nbytes for r in ranges)
+        note = first.note.replace(f"{first.bytes} B", f"{nbytes} B", 1) + f"; the union of {len(group)} launches"
+        out.append(replace(first, ranges=ranges, bytes=nbytes, count=sum(f.count for f in group), note=note))
+    return out
+
+
 class HostTrace:
     """The running test's interpreted Triton launches, traced (begin .. take)."""
 
@@ -230,6 +266,7 @@ class HostTrace:
 
     def take(self) -> TestTrace:
         done, self.current = self.current, TestTrace()
+        done.findings = merged(done.findings)
         return done
 
     @property
@@ -280,12 +317,48 @@ class HostTrace:
 
         I.GridExecutor.__call__ = launch               # type: ignore[method-assign]
         I.GridExecutor._init_args_hst = init_args      # type: ignore[method-assign]
+        untimed = self._untimed_autotune()
 
         def restore() -> None:
             I.GridExecutor.__call__ = call             # type: ignore[method-assign]
             I.GridExecutor._init_args_hst = init       # type: ignore[method-assign]
+            untimed()
         self._restore = restore
         return True
+
+    def _untimed_autotune(self) -> Callable[[], None]:
+        """Triton's autotuner times each config with the active driver's benchmarker; without a GPU there is none and
+        it stops ('0 active drivers'), so no autotuned kernel could run in the interpreter. Where that is so, each
+        config runs once instead (every config's accesses are checked, not only the one a GPU would pick), timed
+        alike, so the first is kept. Returns what puts the autotuner back."""
+        try:
+            from triton.runtime import autotuner as AT
+        except Exception:                              # noqa: BLE001 - no autotuner in this Triton
+            return lambda: None
+        original = AT.Autotuner.__dict__.get("do_bench")
+        if original is None or not hasattr(original, "__get__"):
+            return lambda: None
+        host = self
+
+        def do_bench(tuner: Any) -> Any:
+            try:
+                return original.__get__(tuner, type(tuner))
+            except RuntimeError as exc:
+                if "active driver" not in str(exc):
+                    raise
+            name = getattr(getattr(tuner, "base_fn", None), "__name__", "a kernel")
+
+            def once(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+                host.current.untimed.append(name)
+                kernel_call()
+                return [1.0] * len(quantiles) if quantiles else 1.0
+            return once
+
+        AT.Autotuner.do_bench = property(do_bench)     # type: ignore[assignment]
+
+        def restore() -> None:
+            AT.Autotuner.do_bench = original           # type: ignore[assignment]
+        return restore
 
     def uninstall(self) -> None:
         if self._restore is not None:
