@@ -31,6 +31,18 @@ suite_def() {
       SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla"
       SUITE_ARGS=(tests/ops/test_hgrn.py tests/ops/test_solve_tril.py tests/ops/test_simple_gla.py
                   -k "fused_recurrent_varlen or solve_tril_varlen") ;;
+    ao-cpu)    # without a GPU (INTERPRET=1): pytorch/ao's real blockwise kernels on CPU tensors in Triton's interpreter,
+               # the control pytorch/ao#4634 declared per test, and a full-block clean twin (ci/gpu/field/cpu/)
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/ao"; SUITE_ENV+=(TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1)
+      SUITE_ARGS=(test_ao_4634.py) ;;
+    calib-cpu) # the calibration on CPU tensors (its conftest sets TRITON_INTERPRET=1 without a GPU)
+      SUITE_DIR="$REPO/ci/gpu/field/calib"; SUITE_PATH="$SUITE_DIR"; SUITE_ARGS=(test_widths.py) ;;
+    liger-cpu) # linkedin/Liger-Kernel without a GPU: the test files whose kernels Triton's interpreter can run
+               # (infer_device() is "cpu" there); the rest stop at a float argument's .to() in the interpreter
+      SUITE_DIR="$F/liger"; SUITE_PATH="$F/liger/src:$F/liger"
+      SUITE_ARGS=(test/transformers/test_sparsemax.py test/transformers/test_softmax.py
+                  test/transformers/test_multi_token_attention.py test/transformers/test_relu_squared.py
+                  test/transformers/test_mhc.py) ;;
     *) return 1 ;;
   esac
 }
