@@ -169,3 +169,22 @@ def test_own_result_counts_as_pytest_does(phases: dict, expected: str) -> None:
 def test_evidence_round_trips_through_json() -> None:
     e = ev(hits=[hit()], breaks=[Seen("ipc", "call")], context_lost="x")
     assert Evidence.from_json(e.to_json()).to_json() == e.to_json()
+
+
+def test_a_harness_error_while_judging_is_that_tests_unresolved_verdict_not_an_internal_error() -> None:
+    """Seen in the field: an AttributeError of ours while gathering a test's evidence became pytest's INTERNALERROR,
+    which ends the whole run with no report. It is now that test's `unresolved` verdict, naming the error."""
+    from gpu_memsafety.host.judge import MarkerError, judge_safely
+
+    def broken() -> Evidence:
+        raise AttributeError("'TestTrace' object has no attribute 'notes'\x1b[31m")
+    result = judge_safely(broken, OwnResult("passed"), lambda: None, "t.py::a", "trace", "cpu")
+    assert result.outcome is Outcome.UNRESOLVED and result.failed
+    assert "could not judge this test: AttributeError" in result.message and "\x1b" not in result.message
+    assert "AttributeError" in result.details["harness_error"]
+    assert all(not d.ran for d in result.detectors)
+
+    def bad_marker() -> None:
+        raise MarkerError("gpu_memsafety marker: unknown argument(s) x")
+    with pytest.raises(MarkerError):
+        judge_safely(lambda: Evidence("t.py::a", "trace"), OwnResult("passed"), bad_marker, "t.py::a", "trace")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.host import modes as host_modes
 from gpu_memsafety.host.launches import TensorUse, name_of
@@ -245,6 +245,30 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
     if ev.hits_truncated:
         message += f"; {ev.hits_truncated} more allocation(s) with changed guards were not listed"
     return result(outcome, message, findings)
+
+
+def judge_safely(make_evidence: Callable[[], Evidence], own: OwnResult, make_marker: Callable[[], TestMarker | None],
+                 test: str, mode: str, arch: str = "") -> CaseResult:
+    """judge(), where an error of the harness itself while gathering or judging one test's evidence is that test's
+    `unresolved` verdict, naming the error, instead of a pytest INTERNALERROR that ends the whole run unreported.
+    A gpu_memsafety marker that cannot be read stays its own usage error (MarkerError), raised to the caller."""
+    try:
+        marker = make_marker()
+    except MarkerError:
+        raise
+    try:
+        return judge(make_evidence(), own, marker)
+    except Exception as exc:                           # noqa: BLE001 - every harness error becomes a visible verdict
+        import traceback
+        from gpu_memsafety.util.neutral import visible
+        where = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+        ev = Evidence(test, mode, arch, detector_problem=f"gpu-memsafety could not judge this test: "
+                                                         f"{type(exc).__name__}: {visible(str(exc), newlines=False)}"
+                                                         f" (an error of the harness, not of the test; the run went on)")
+        result = _case(ev, own, marker or TestMarker(), Outcome.UNRESOLVED, ev.detector_problem, [],
+                       [DetectorRun(d, False, ev.detector_problem) for d in MODE_DETECTORS.get(mode, ())])
+        result.details["harness_error"] = where[-4000:]
+        return result
 
 
 def fold(findings: list[Finding]) -> list[Finding]:
