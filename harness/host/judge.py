@@ -217,10 +217,10 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
     if ev.detector_problem:
         return result(Outcome.UNRESOLVED, f"{ev.detector_problem}; nothing it saw is trusted", findings)
     if ev.mode == host_modes.TRACE and not findings and not ev.launches and not ev.fixture_checked:
-        why = f" ({own.outcome}: {own.message})" if own.outcome != "passed" and own.message else ""
-        return result(Outcome.NOT_APPLICABLE, f"nothing to check: the test ran no Triton kernel in Triton's interpreter"
-                                             f"{why} (the trace sees kernels run with TRITON_INTERPRET=1, set before "
-                                             f"the suite imports triton){_partial_note(ev)}")
+        # (the test's own outcome and reason follow in every message: _case)
+        return result(Outcome.NOT_APPLICABLE, f"nothing to check: the test ran no Triton kernel in Triton's interpreter "
+                                             f"(TRITON_INTERPRET=1, set before the suite imports triton)"
+                                             f"{_partial_note(ev)}")
     if ev.mode == host_modes.TRACE and not findings and ev.unfinished:
         # a kernel the interpreter could not run to its end was not checked to its end: never a clean
         return result(Outcome.NOT_APPLICABLE, f"not checked to the end: {len(ev.unfinished)} of {ev.launches} "
@@ -228,10 +228,9 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
                                              f"nothing was found in the {ev.accesses:,} accesses made before"
                                              f"{_partial_note(ev)}")
     if ev.mode != host_modes.TRACE and not findings and not ev.allocated and not ev.fixture_checked:
-        why = f" ({own.outcome}: {own.message})" if own.outcome != "passed" and own.message else ""
         live = (f"; {ev.guarded_blocks} allocation(s) of earlier tests, still live, were checked and unchanged"
                 if ev.guarded_blocks else "")
-        return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{why}{live}")
+        return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{live}")
     # trace mode where no kernel ran in the interpreter: only the test's gpu_memsafety_guarded tensors were checked
     outcome, message = _verdict(ev, findings, marker, fixture_only=ev.mode == host_modes.TRACE and not ev.launches)
     message += _partial_note(ev)
