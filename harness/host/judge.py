@@ -22,7 +22,6 @@ The test's own result never changes the verdict and is kept beside it (details["
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -30,7 +29,7 @@ from gpu_memsafety.host import modes as host_modes
 from gpu_memsafety.host.launches import TensorUse, name_of
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
 from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHECK, OVERREAD, OVERWRITE, PAST_END,
-                                 REGIONS, TRACE, ByteRange, CaseResult, DetectorRun, Finding, Outcome, placed)
+                                 REGIONS, TRACE, CaseResult, DetectorRun, Finding, Outcome, placed)
 from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
 # The modes and which detectors each runs: host/modes.py, the one table.
@@ -155,21 +154,19 @@ def allocation_details(alloc: Allocation, test: str, uses: Sequence[TensorUse] =
 
 
 def guard_findings(hits: Sequence[GuardHit], test: str, arch: str, uses: Sequence[TensorUse] = ()) -> list[Finding]:
-    """Changed marker bytes -> one overwrite finding per allocation and side (before_start, past_end)."""
+    """Changed marker bytes -> one overwrite finding per allocation and side (before_start, past_end): the scenario
+    path's guard findings (sanitizer/attribute.guard_findings, one definition), with what the allocation is."""
+    from gpu_memsafety.sanitizer.attribute import guard_findings as by_region
     out = []
     for hit in hits:
-        by_region: dict[str, list[ByteRange]] = defaultdict(list)
-        for lo, hi in hit.changed_runs():
-            region = BEFORE_START if hi <= 0 else PAST_END
-            by_region[region].append(ByteRange(region, lo, hi, where_text(lo, hi, hit.allocation.size)))
-        for region, ranges in by_region.items():
-            nbytes = sum(r.nbytes for r in ranges)
-            state = "still allocated (markers re-armed)" if hit.live else "freed during the test; checked before release"
-            out.append(Finding(detector=GUARD, kind=OVERWRITE, buffer=hit.allocation.label, region=region,
-                               bytes=nbytes, count=len(ranges), arch=arch, ranges=tuple(ranges),
-                               note=f"{nbytes} marker byte(s) changed {_side(region)} a {hit.allocation.size} B "
-                                    f"allocation; {state}",
-                               details=(("access", "write"), *allocation_details(hit.allocation, test, uses))))
+        size = hit.allocation.size
+        runs = [{"region": BEFORE_START if hi <= 0 else PAST_END, "start": lo, "end": hi,
+                 "logical": where_text(lo, hi, size)} for lo, hi in hit.changed_runs()]
+        state = "still allocated (markers re-armed)" if hit.live else "freed during the test; checked before release"
+        for f in by_region({hit.allocation.label: runs}, kernel="", arch=arch, detector=GUARD):
+            out.append(replace(f, note=f"{f.bytes} marker byte(s) changed {_side(f.region)} a {size} B allocation; "
+                                       f"{state}",
+                               details=(*f.details, *allocation_details(hit.allocation, test, uses))))
     return out
 
 
