@@ -151,6 +151,20 @@ def test_autotuned_overread():
     assert torch.equal(out, x)
 
 
+@triton.jit
+def tuple_reads_past_the_second(ptrs, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(ptrs[0] + offs, mask=offs < n)
+    b = tl.load(ptrs[1] + offs, mask=offs < n + 1)                    # 4 B past the tuple's second tensor
+    tl.store(ptrs[0] + offs, a + b, mask=offs < n)
+
+
+def test_a_tuple_argument_names_each_tensor():
+    first, second = torch.ones(8), torch.ones(8)
+    tuple_reads_past_the_second[(1,)]((first, second), 8, BLOCK=16)
+    assert torch.equal(first, torch.full((8,), 2.0))
+
+
 def test_no_kernel():
     assert torch.ones(3).sum() == 3
 '''
@@ -214,6 +228,10 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     assert (tuned["kind"], tuned["buffer"], tuned["bytes"]) == ("overread", "x_ptr", 88), tuned
     assert [(r["start"], r["end"]) for r in tuned["ranges"]] == [(40, 128)]
     assert "autotuner cannot time configs without a GPU" in by["test_autotuned_overread"]["message"]
+    pair = only(by["test_a_tuple_argument_names_each_tensor"])       # by index and by the test's own variable
+    assert (pair["buffer"], pair["bytes"]) == ("ptrs[1]", 4), pair
+    assert dict(pair["details"])["tensor"] == ("kernel argument `ptrs[1]` of tuple_reads_past_the_second; "
+                                               "test variable `second`")
     wild = only(by["test_wild_write_is_found_not_a_crash"])
     assert (wild["kind"], wild["bytes"]) == ("overwrite", 4) and by["test_wild_write_is_found_not_a_crash"][
         "details"]["test"]["outcome"] == "passed", wild
@@ -247,7 +265,8 @@ def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
         "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
         "test_known_overread": "expected finding", "test_no_kernel": "not applicable",
         "test_a_kernel_the_interpreter_cannot_finish": "not applicable",
-        "test_a_read_past_a_guarded_fixture_tensor": "finding", "test_autotuned_overread": "finding"}
+        "test_a_read_past_a_guarded_fixture_tensor": "finding", "test_autotuned_overread": "finding",
+        "test_a_tuple_argument_names_each_tensor": "finding"}
     assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out
 
 

@@ -145,8 +145,12 @@ class _Launch:
         names += [f"#{i}" for i in range(len(names), len(args_hst))]
         originals = {name: value for name, value in self.params}
         bound = list(zip(names, args_hst)) + list(kwargs_hst.items())
-        for name, value in bound:
-            for tensor in _tensors(value):
+        for param, value in bound:
+            tensors, before = _tensors(value), _tensors(originals.get(param))
+            for i, tensor in enumerate(tensors):
+                # a tuple's tensors by their index (`ptrs[1]`), each named after the test's variable that holds it
+                name = f"{param}[{i}]" if isinstance(value, (tuple, list)) else param
+                original = before[i] if i < len(before) else None
                 storage = tensor.untyped_storage()
                 if storage.device.type != "cpu" or not storage.nbytes():
                     continue
@@ -155,23 +159,32 @@ class _Launch:
                 own = _guarded_buffer(self.guarded, key) if copy is None else None
                 if own is not None:
                     # a guarded fixture tensor: its own layout is the truth (its guards, its row padding), no copy
-                    copy = _Copy(own.name, own.alloc_base, own.alloc_size, own.tensor_addr, own.layout, None, None)
+                    copy = _Copy(self._unique(own.name), own.alloc_base, own.alloc_size, own.tensor_addr, own.layout,
+                                 None, None)
                     by_storage[key] = copy
                     self.arena.buffers[copy.name] = copy
-                    copy.variables = self._variables_of(name, originals)
+                    copy.variables = self._variables_of(original)
                 if copy is None:
-                    copy = _guarded_copy(f"{name} of {self.kernel}", storage)
+                    copy = _guarded_copy(self._unique(f"{name} of {self.kernel}"), storage)
                     by_storage[key] = copy
                     self.arena.buffers[copy.name] = copy
-                    copy.variables = self._variables_of(name, originals)
+                    copy.variables = self._variables_of(original)
                 if name not in copy.params:
                     copy.params.append(name)
                 if copy.storage is not None:
                     tensor.set_(copy.storage, tensor.storage_offset(), tensor.size(), tensor.stride())
         self.tracer.begin(bound)
 
-    def _variables_of(self, name: str, originals: dict[str, Any]) -> tuple[str, ...]:
-        ptr = _cpu_ptr(next(iter(_tensors(originals.get(name))), None))
+    def _unique(self, name: str) -> str:
+        """A name no other buffer of this launch has (a tuple argument holds several storages under one name)."""
+        n, unique = 1, name
+        while unique in self.arena.buffers:
+            n += 1
+            unique = f"{name} (#{n})"
+        return unique
+
+    def _variables_of(self, original: Any) -> tuple[str, ...]:
+        ptr = _cpu_ptr(original) if original is not None else None
         return self.variables.get(ptr, ()) if ptr is not None else ()
 
     def findings(self) -> list[Finding]:
