@@ -37,7 +37,8 @@ for lib in ${@:-ao liger fla mamba}; do case $lib in
       test/transformers/test_group_norm.py test/transformers/test_fused_linear_cross_entropy.py \
       test/transformers/test_embedding.py test/transformers/test_sparsemax.py test/transformers/test_jsd.py \
       test/transformers/test_kl_div.py test/transformers/test_softmax.py test/transformers/test_multi_token_attention.py \
-      test/transformers/test_relu_squared.py test/transformers/test_mhc.py ;;
+      test/transformers/test_relu_squared.py test/transformers/test_mhc.py \
+      test/transformers/test_fused_neighborhood_attention.py ;;
   fla)    # fla/__init__ imports layers and models (transformers): the whole package is needed (5.3 MiB of .py)
     build fla fla-org+flash-linear-attention bc3b101dcb71 fla tests/conftest.py tests/ops/utils \
       tests/ops/test_hgrn.py tests/ops/test_solve_tril.py tests/ops/test_simple_gla.py tests/ops/test_gdn.py ;;

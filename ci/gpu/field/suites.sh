@@ -42,7 +42,7 @@ suite_def() {
       SUITE_DIR="$F/liger"; SUITE_PATH="$F/liger/src:$F/liger"
       SUITE_ARGS=(test/transformers/test_sparsemax.py test/transformers/test_softmax.py
                   test/transformers/test_multi_token_attention.py test/transformers/test_relu_squared.py
-                  test/transformers/test_mhc.py) ;;
+                  test/transformers/test_mhc.py test/transformers/test_fused_neighborhood_attention.py) ;;
     *) return 1 ;;
   esac
 }
