@@ -18,7 +18,7 @@ SCENARIO_PATH ?=
 
 # Every value reaches the shell single-quoted, taken as written (no make functions run from it either):
 # `make sanitize 'REPORTS=x; cmd'` names a directory "x; cmd", it never runs cmd. The argument lists
-# (PYTEST_ARGS, BENCH_ARGS, UPSTREAM_ARGS) go through the environment to harness/cli/makeargs.py, which splits
+# (PYTEST_ARGS, BENCH_ARGS, UPSTREAM_ARGS) go through the environment to harness/gpu_memsafety/cli/makeargs.py, which splits
 # them as a shell splits words (quotes work) and runs nothing.
 q = '$(subst ','\'',$(1))'
 # Nor does make expand them to pass them on through the environment (it would run a $(shell ...) in them).
@@ -65,7 +65,7 @@ bench: $(VENV)/.bootstrap-gpu
 env: $(VENV)/.bootstrap-gpu
 	$(QPY) -m gpu_memsafety env
 
-# The published upstream code the scenarios run, by exact version (harness/cli/upstream.py): sglang's pre-dispatch
+# The published upstream code the scenarios run, by exact version (harness/gpu_memsafety/cli/upstream.py): sglang's pre-dispatch
 # .cuh and JIT headers, the triton_kernels/ folders of sgl-kernel 0.3.21, sglang-kernel 0.4.6.post1 and 0.4.10,
 # unpacked into .vendor/; wheels cached in $$GPU_MEMSAFETY_WHEELS (default ~/.cache/gpu-memsafety/wheels);
 # apache-tvm-ffi installed into the venv. Idempotent. Without a GPU the GPU-only wheels are skipped

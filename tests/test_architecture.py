@@ -13,7 +13,7 @@
   is still a dependency a reader must follow).
 
 The import graph is read from the AST of the checkout's folders as the distribution maps them
-(pyproject.toml's package-dir: harness/ -> gpu_memsafety, ...), so the test needs no GPU and imports nothing it
+(pyproject.toml's package-dir: harness/gpu_memsafety/ -> gpu_memsafety, ...), so the test needs no GPU and imports nothing it
 checks except in the one subprocess that confirms the static answer. Imports under `if TYPE_CHECKING:` are
 left out of the cycle and GPU-stack checks (they never run), and counted by the layer check. A module named as a string to `importlib.import_module` counts as imported.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # pyproject.toml's [tool.setuptools.package-dir]; test_packaging checks that this is the mapping there.
-MAPPED = {"gpu_memsafety": "harness", "gpu_memsafety.fixtures": "fixtures", "gpu_memsafety.kernels": "kernels",
+MAPPED = {"gpu_memsafety": "harness/gpu_memsafety", "gpu_memsafety.fixtures": "fixtures", "gpu_memsafety.kernels": "kernels",
           "gpu_memsafety.scenarios": "scenarios"}
 SIZED = ("harness", "fixtures", "kernels")
 MAX_LINES = 600
@@ -347,7 +347,7 @@ def _engine(module: Module) -> bool:
     are written the way a user writes them, against the API, and may define any name (every adapter module
     defines its `run_case(case, ctx)`)."""
     rel = module.path.relative_to(ROOT)
-    return rel.parts[0] in ("harness", "fixtures") and rel.parts[:3] != ("harness", "cli", "example")
+    return rel.parts[0] in ("harness", "fixtures") and rel.parts[:4] != ("harness", "gpu_memsafety", "cli", "example")
 
 
 def test_each_public_api_name_is_defined_once() -> None:
@@ -403,10 +403,10 @@ def test_the_layer_check_fails_on_an_upward_import() -> None:
               "    from gpu_memsafety.judge.rules import Mode\n"
               "def f():\n"
               "    import gpu_memsafety.cli.main\n")
-    synthetic = {**MODULES, "gpu_memsafety.model": Module("gpu_memsafety.model", Path("harness/model.py"),
+    synthetic = {**MODULES, "gpu_memsafety.model": Module("gpu_memsafety.model", Path("harness/gpu_memsafety/model.py"),
                                                           ast.parse(source))}
     found = [e for e in _upward(synthetic, LAYERS) if e.startswith("gpu_memsafety.model ")]
     assert [e.split(" -> ")[1] for e in found] == [
-        "gpu_memsafety.cli.main (cli) at harness/model.py:7",
-        "gpu_memsafety.judge.rules (judge) at harness/model.py:5",
-        "gpu_memsafety.report.document (report) at harness/model.py:3"], found
+        "gpu_memsafety.cli.main (cli) at harness/gpu_memsafety/model.py:7",
+        "gpu_memsafety.judge.rules (judge) at harness/gpu_memsafety/model.py:5",
+        "gpu_memsafety.report.document (report) at harness/gpu_memsafety/model.py:3"], found

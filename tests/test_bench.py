@@ -218,7 +218,7 @@ def test_bench_uses_only_public_names_of_the_worker_and_the_arena() -> None:
     import ast
 
     from gpu_memsafety.engine import worker
-    files = sorted((ROOT / "harness" / "cli" / "bench").glob("*.py"))
+    files = sorted((ROOT / "harness" / "gpu_memsafety" / "cli" / "bench").glob("*.py"))
     assert len(files) > 3
     for file in files:
         tree = ast.parse(file.read_text())

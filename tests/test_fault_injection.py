@@ -3,7 +3,7 @@
 These tests run real worker processes on the CPU through gpu_memsafety.engine.runner.Runner. The cases come from a
 tests-only scenario, `fake_faults` (tests/fake_kernels/fake_scenarios/fake_faults.py), whose adapter
 (tests/fake_kernels/fake_adapters.py) hangs, kills its own process, raises, or refuses on purpose. The worker
-imports a case's scenario from the file it was found in (harness/scenario/registry.py), as it does for a user's
+imports a case's scenario from the file it was found in (harness/gpu_memsafety/scenario/registry.py), as it does for a user's
 scenario directory; the adapter module is found through the PYTHONPATH these tests give the worker. compute-sanitizer is replaced by small Python scripts generated here that
 run the worker (or not) and then fail in the ways a real sanitizer fails.
 """

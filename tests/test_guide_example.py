@@ -1,6 +1,6 @@
 """docs/writing-a-scenario.md, run as written: its example is a directory outside the repository.
 
-The guide's scenario and kernel module are the files in harness/cli/example/ (the guide shows them verbatim: the
+The guide's scenario and kernel module are the files in harness/gpu_memsafety/cli/example/ (the guide shows them verbatim: the
 first test checks that). They are copied into a fresh directory outside the repository that holds only those
 two files (no sitecustomize, no PYTHONPATH), and the guide's commands run on the CPU (Triton's interpreter,
 guard markers): `make sanitize SCENARIO_PATH=...`, its pytest equivalent, `python -m gpu_memsafety list`, a
@@ -25,7 +25,7 @@ from gpu_memsafety.scenario import registry
 
 ROOT = CHECKOUT
 GUIDE = ROOT / "docs" / "writing-a-scenario.md"
-EXAMPLE = ROOT / "harness" / "cli" / "example"
+EXAMPLE = ROOT / "harness" / "gpu_memsafety" / "cli" / "example"
 FILES = ("scale_store.py", "scale_kernel.py")
 NAME = "scale_store"
 
@@ -49,7 +49,7 @@ def user_dir(base: Path, *, edit: tuple[str, str] | None = None) -> Path:
     if edit is not None:
         path = directory / "scale_store.py"
         text = path.read_text()
-        assert edit[0] in text, f"the guide's edit {edit[0]!r} no longer applies to harness/cli/example/scale_store.py"
+        assert edit[0] in text, f"the guide's edit {edit[0]!r} no longer applies to harness/gpu_memsafety/cli/example/scale_store.py"
         path.write_text(text.replace(edit[0], edit[1]))
     assert not directory.resolve().is_relative_to(ROOT)
     assert sorted(p.name for p in directory.iterdir()) == sorted(FILES)
@@ -82,10 +82,10 @@ def guide() -> str:
 # -------------------------------------------------------------------------------------- the guide itself
 
 def test_the_guide_shows_the_example_files_verbatim() -> None:
-    """Each `<!-- file: harness/cli/example/X -->` marker is followed by a code block equal to that file."""
+    """Each `<!-- file: harness/gpu_memsafety/cli/example/X -->` marker is followed by a code block equal to that file."""
     text = guide()
-    shown = dict(re.findall(r"<!-- file: (harness/cli/example/[\w.]+) -->\n```(?:python|json)\n(.*?)```\n", text, flags=re.S))
-    assert sorted(shown) == sorted(f"harness/cli/example/{name}" for name in (*FILES, "baseline.json"))
+    shown = dict(re.findall(r"<!-- file: (harness/gpu_memsafety/cli/example/[\w.]+) -->\n```(?:python|json)\n(.*?)```\n", text, flags=re.S))
+    assert sorted(shown) == sorted(f"harness/gpu_memsafety/cli/example/{name}" for name in (*FILES, "baseline.json"))
     for path, block in shown.items():
         assert block == (ROOT / path).read_text(), f"{path} and its copy in the guide differ: update the guide"
 
@@ -95,7 +95,7 @@ def test_the_guide_commands_are_the_ones_tested() -> None:
     for command in ('make sanitize MODE=guard SCENARIO_PATH=~/my-kernels PYTEST_ARGS="--gpu-memsafety-scenario scale_store"',
                     ".venv/bin/python -m pytest scenarios --gpu-memsafety-scenario-path ~/my-kernels --gpu-memsafety-scenario scale_store --gpu-memsafety-mode guard",
                     ".venv/bin/python -m gpu_memsafety list --scenario-path ~/my-kernels",
-                    "--gpu-memsafety-baseline harness/cli/example/baseline.json",
+                    "--gpu-memsafety-baseline harness/gpu_memsafety/cli/example/baseline.json",
                     "python -m gpu_memsafety new"):
         assert command in text, f"the guide no longer shows {command!r}"
     for region in ("before_start", "past_end", "row_padding", "unused_row", "inside"):

@@ -1,4 +1,4 @@
-"""The one-launch Triton marker fill and check (harness/placement/markcheck.py), run in Triton's interpreter on the
+"""The one-launch Triton marker fill and check (harness/gpu_memsafety/placement/markcheck.py), run in Triton's interpreter on the
 CPU in a subprocess (the interpreter must be chosen before triton is imported): it counts exactly what a
 hand count from a host copy counts, on word and byte spans, 1-D and padded 2-D, and `verify` through it
 gives the same byte runs as the torch path; `fill_markers` restores every marker."""

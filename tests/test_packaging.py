@@ -22,7 +22,7 @@ from gpu_memsafety.util.paths import CHECKOUT
 
 pytestmark = pytest.mark.slow
 ROOT = CHECKOUT
-MAPPED = {"gpu_memsafety": "harness", "gpu_memsafety.fixtures": "fixtures", "gpu_memsafety.kernels": "kernels",
+MAPPED = {"gpu_memsafety": "harness/gpu_memsafety", "gpu_memsafety.fixtures": "fixtures", "gpu_memsafety.kernels": "kernels",
           "gpu_memsafety.scenarios": "scenarios"}
 
 
@@ -165,7 +165,7 @@ def _host_repo(base: Path) -> Path:
     """A kernel team's repository: its own top-level `kernels` and `fixtures` packages (names the harness used
     to own, and PyPI packages of the same names are installed beside), and a scenario that imports its kernel
     from `kernels`, in a folder of its own."""
-    example = ROOT / "harness" / "cli" / "example"
+    example = ROOT / "harness" / "gpu_memsafety" / "cli" / "example"
     host = base / "host"
     for package in ("kernels", "fixtures"):
         (host / package).mkdir(parents=True)

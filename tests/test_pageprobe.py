@@ -1,4 +1,4 @@
-"""Guard-page reruns (harness/detectors/pageprobe.py, issue 20 items 1 and 4): which buffer faulted, and on which side.
+"""Guard-page reruns (harness/gpu_memsafety/detectors/pageprobe.py, issue 20 items 1 and 4): which buffer faulted, and on which side.
 
 The planning and naming are pure and tested with fake rerun results (no process, no GPU); the runner's side (a
 worker process per round, a fresh one after each fault, placements per job entry) runs real worker processes on

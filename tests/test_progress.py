@@ -1,4 +1,4 @@
-"""harness/util/progress.py: plain lines when stderr is not a terminal, a rich bar on one, honest endings."""
+"""harness/gpu_memsafety/util/progress.py: plain lines when stderr is not a terminal, a rich bar on one, honest endings."""
 from __future__ import annotations
 
 import io

@@ -1,5 +1,5 @@
 """Uninit mode: reads of never-written memory and unwritten outputs, found by running a case with two fill
-patterns in every byte the host did not write (harness/detectors/fillcheck.py in the worker, harness/detectors/uninit.py for the
+patterns in every byte the host did not write (harness/gpu_memsafety/detectors/fillcheck.py in the worker, harness/gpu_memsafety/detectors/uninit.py for the
 findings). The worker runs here on the CPU: the planted Triton kernels under TRITON_INTERPRET=1, and torch
 stand-ins (tests/fake_kernels/fake_uninit_adapters.py) for the cases the planted ones do not cover."""
 from __future__ import annotations

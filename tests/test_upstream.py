@@ -1,4 +1,4 @@
-"""harness/cli/upstream.py on the CPU with tiny fake wheels: fetch, extraction, idempotence, errors. No test
+"""harness/gpu_memsafety/cli/upstream.py on the CPU with tiny fake wheels: fetch, extraction, idempotence, errors. No test
 downloads anything: pip is replaced by a runner that copies a fake wheel into the cache, or fails."""
 from __future__ import annotations
 

@@ -358,7 +358,7 @@ def install_torch(python: Path, reqs: list[str], pypi_torch: list[str]) -> None:
 
 def install_checkout(python: Path) -> None:
     """The checkout itself, as an editable install of the `gpu-memsafety` distribution: `gpu_memsafety` (its
-    one import name) maps onto harness/, fixtures/, kernels/ and scenarios/ here, the `gpu-memsafety` command
+    one import name) maps onto harness/gpu_memsafety/, fixtures/, kernels/ and scenarios/ here, the `gpu-memsafety` command
     and the pytest plugin's entry point exist, exactly as for a user who ran `pip install`. No build isolation
     and no dependencies: the venv's setuptools builds it (offline runners too), the dependencies are above."""
     pip(python, ["--no-deps", "--no-build-isolation", "--editable", str(ROOT)])

@@ -2,7 +2,7 @@
 
 Issue 19, item 1. For each size n and each planted access past the end (reads and writes of width 1, 4 and
 16 bytes, aligned to the tensor's start as a kernel's would be, the first one starting 0..255 bytes past the
-last whole access inside), count what each placement lets a detector see, from harness/placement/layout.py's
+last whole access inside), count what each placement lets a detector see, from harness/gpu_memsafety/placement/layout.py's
 arithmetic and the facts it rests on (memcheck knows a cudaMalloc allocation's exact size: the H200 runs in
 tests/data/sanitizer report "nearest allocation ... of size 4,000 bytes"; a VMM mapping ends on a page):
 

@@ -10,7 +10,7 @@
 #      byte 4096, so not visible to guard_page in this placement"), the overwrite cases an expected finding seen
 #      by the guard markers (dst/past_end 1 B, 4000..4001), never "unexpectedly clean"; gp_reach_overread (n=4096) and
 #      gp_cross_overwrite (n=4000, extra=200) fault on the page: expected finding, guard_page finding of src (reach) and
-#      dst (cross), named by reruns with one buffer on a page (harness/detectors/pageprobe.py; before issue 20 item 4: src|dst),
+#      dst (cross), named by reruns with one buffer on a page (harness/gpu_memsafety/detectors/pageprobe.py; before issue 20 item 4: src|dst),
 #      past_end, details access "read or write";
 #   3. the reports, the raw worker logs and sanitizer XML (the first recorded atomic/misaligned records, if
 #      any, for tests/data/sanitizer).

@@ -7,7 +7,7 @@ is watched, as a user naturally would; `a` and `b` are inputs nobody told the ha
 - `read_before_start`: a is read A_SHIFT bytes before its start (a[-A_SHIFT .. 0)); `read_before_start_fixed`
   masks it.
 With every buffer on a guard page (guard_page mode, every buffer covered) the fault names several candidates; the
-reruns must name b past_end and a before_start (harness/detectors/pageprobe.py). Triton runs on the CPU too (TRITON_INTERPRET=1).
+reruns must name b past_end and a before_start (harness/gpu_memsafety/detectors/pageprobe.py). Triton runs on the CPU too (TRITON_INTERPRET=1).
 """
 from __future__ import annotations
 

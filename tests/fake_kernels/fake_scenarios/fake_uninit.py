@@ -1,6 +1,6 @@
 """`fake_uninit`: CPU stand-ins for kernels that read never-written bytes (tests/test_uninit.py only).
 
-Loaded from this file by the tests and by the worker (the job names the file; see harness/scenario/registry.py)."""
+Loaded from this file by the tests and by the worker (the job names the file; see harness/gpu_memsafety/scenario/registry.py)."""
 from __future__ import annotations
 
 from gpu_memsafety.model import GUARD, OVERWRITE, UNINIT, UNINIT_READ, UNWRITTEN, Expectation, ExpectedFinding

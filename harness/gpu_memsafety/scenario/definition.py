@@ -1,7 +1,7 @@
 """Scenario definitions: a frozen description of one kernel bug hunt, and the cases it expands to.
 
 A scenario names its kernel adapter (the callable itself, or a "module:function" string imported only in
-the worker; see harness/scenario/adapter.py), its parameter grid and variants, and, as pure functions, what each case
+the worker; see harness/gpu_memsafety/scenario/adapter.py), its parameter grid and variants, and, as pure functions, what each case
 is expected to show and how a byte offset reads in the scenario's own terms. Definitions are validated when loaded: a bad one is an error
 that names the scenario and the field, never a silently skipped case.
 """

@@ -1,4 +1,4 @@
-"""Uninit mode's report (harness/detectors/fillcheck.py, in the worker) -> findings naming the buffer and the bytes.
+"""Uninit mode's report (harness/gpu_memsafety/detectors/fillcheck.py, in the worker) -> findings naming the buffer and the bytes.
 
 Pure: works on the worker's JSON (the "uninit" report and the buffer map), so it is tested on CPU.
 
@@ -23,7 +23,7 @@ from gpu_memsafety.placement import layout as L
 
 # In a floating-point buffer whose values change from run to run on their own (atomics in another order), a
 # difference between the fills is their effect only beyond this many times the largest run-to-run difference
-# seen there (harness/detectors/fillcheck.py).
+# seen there (harness/gpu_memsafety/detectors/fillcheck.py).
 NOISE_FACTOR = 64.0
 
 Describe = Callable[[str, int, int], str]   # (buffer, start, end) -> the scenario's words

@@ -7,7 +7,7 @@ device tensor, so checking costs no host sync until the caller reads them, and t
 marker byte once. Spans whose address, width and stride are multiples of 8 go through 8-byte words; any
 other span through bytes (guards of odd-sized tensors, 90-byte rows).
 
-Off the GPU, harness/placement/guard.py checks with torch ops instead (the CPU tests run this kernel in Triton's
+Off the GPU, harness/gpu_memsafety/placement/guard.py checks with torch ops instead (the CPU tests run this kernel in Triton's
 interpreter and compare the two).
 """
 from __future__ import annotations

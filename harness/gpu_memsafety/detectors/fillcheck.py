@@ -31,7 +31,7 @@ a running min over negative values).
 A clean case costs five runs (six with the scrambled markers); one more when an output holds the fill; a case with a read of never-written
 memory 3 + (number of buffers) + the search. Everything is
 compared on the case's device; only runs of byte offsets come back. Run A's arena stays alive (the worker
-keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/detectors/uninit.py
+keeps it: its buffer map is the case's); each other run's buffers are given back once compared. What comes back is plain JSON under "uninit"; harness/gpu_memsafety/detectors/uninit.py
 (pure) turns it into findings.
 
 What it cannot see: a read of never-written bytes whose value does not reach any result (masked, multiplied

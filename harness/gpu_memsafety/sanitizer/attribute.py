@@ -38,7 +38,7 @@ from gpu_memsafety.model import (INSIDE, MEMCHECK, MISALIGNED, OVERREAD, OVERWRI
 # than the distance between unrelated allocations of the sizes used here.
 NEAR_BYTES = 4 << 20
 # How far before a tensor's start an access may land and still be blamed on it (a negative index, a tile
-# shifted back). Well under memcheck's padding (1 MiB, harness/sanitizer/tool.py) that keeps the allocation before
+# shifted back). Well under memcheck's padding (1 MiB, harness/gpu_memsafety/sanitizer/tool.py) that keeps the allocation before
 # it away, so a short overrun past that allocation's end is always nearer to its own end.
 NEAR_BEFORE_BYTES = 256 << 10
 # The distances a wrapped 32-bit offset puts between an access and the byte it meant: 2^31 (a signed int32

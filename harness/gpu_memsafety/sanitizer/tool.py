@@ -84,7 +84,7 @@ TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 # Tool options are spelled out even where they equal today's default so that a new release's default
 # cannot change what a run means.
 # memcheck's padding after every allocation: a flush-end tensor is an exact cudaMalloc allocation with its
-# start aligned (harness/placement/layout.py), and this keeps every other allocation at least this far past its end,
+# start aligned (harness/gpu_memsafety/placement/layout.py), and this keeps every other allocation at least this far past its end,
 # so an overrun of up to this many bytes is always outside every allocation (1 MiB: several tiles of any
 # kernel here; the VMM guard page of guard_page mode is 2 MiB).
 MEMCHECK_PADDING = 1 << 20
@@ -93,7 +93,7 @@ TOOL_OPTIONS: Mapping[str, tuple[str, ...]] = {
     "memcheck": ("--leak-check", "no",   # leaks are not memory-safety findings and need a clean teardown
                  "--padding", str(MEMCHECK_PADDING)),
     # "analysis" (the default) gives one record per racing pair of instructions, each with its source line
-    # and hazard count: what a finding names (harness/detectors/hazards.py), and what every public log we have shows.
+    # and hazard count: what a finding names (harness/gpu_memsafety/detectors/hazards.py), and what every public log we have shows.
     # "hazard" gives one record per pair of threads and address: thousands for one missing __syncthreads,
     # up to the tool's hazard limit. The parser reads both.
     "racecheck": ("--racecheck-report", "analysis", "--racecheck-detect-level", "warn"),

@@ -65,7 +65,7 @@ class RunContext:
     production: bool = False
     watched: set[str] = field(default_factory=set)
     cover: str = COVER_ALL
-    # A guard-page rerun (harness/detectors/pageprobe.py): exactly these buffers get these placements, every other one is
+    # A guard-page rerun (harness/gpu_memsafety/detectors/pageprobe.py): exactly these buffers get these placements, every other one is
     # guarded, whatever the cover and the adapter's watch= say. None: the usual placement.
     placements: dict[str, str] | None = None
 

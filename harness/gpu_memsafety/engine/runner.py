@@ -4,7 +4,7 @@ One batch of cases runs in one worker process (addresses stay unique, attributio
 watches per-case start marks to enforce per-case deadlines, kills a hung worker's whole process group,
 reruns the cases after a lost CUDA context in a fresh process, and hands what each process left behind (a
 `judge.Batch`: typed worker results, cases that timed out or died, the sanitizer's output) to the judge,
-which decides every outcome (harness/judge/rules.py). What each mode runs is the policy table in harness/engine/modes.py.
+which decides every outcome (harness/gpu_memsafety/judge/rules.py). What each mode runs is the policy table in harness/gpu_memsafety/engine/modes.py.
 """
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ class Runner:
         return done, [items[i] for i in judged.rest]
 
     def _probe_pages(self, scenario: Scenario, case: Case, probing: pageprobe.Probing) -> None:
-        """Run a guard-page fault's reruns (harness/detectors/pageprobe.py plans them, round by round): each round's probes
+        """Run a guard-page fault's reruns (harness/gpu_memsafety/detectors/pageprobe.py plans them, round by round): each round's probes
         as entries of one worker process, a fresh process after each fault (the context is lost), until the plan
         has nothing left or the case's rerun budget (RERUN_BUDGET_FACTOR x its deadline) is spent."""
         budget = self._deadline(scenario, False) * pageprobe.RERUN_BUDGET_FACTOR

@@ -1,7 +1,7 @@
 """Guard-page reruns: from a fault with several buffers on guard pages to the one buffer, and its direction.
 
 A guard-page fault ends the CUDA context and says neither which buffer's page was touched nor on which side.
-Every covered buffer sits on a page (back pages in the first pass, front pages in the second: harness/engine/modes.py,
+Every covered buffer sits on a page (back pages in the first pass, front pages in the second: harness/gpu_memsafety/engine/modes.py,
 worker), so the runner reruns the case in fresh processes with one buffer paged at a time (a process per rerun
 that faults: the context is lost) and this module decides what to rerun and what the reruns say:
 
@@ -32,7 +32,7 @@ REGION = {BACK: PAST_END, FRONT: BEFORE_START}
 # expectation is not held to its region (model.ExpectedFinding.matches), and the finding says why.
 UNTOLD = f"{BEFORE_START}|{PAST_END}"
 # Reruns per case (each a worker process when it faults) and the wall time they may take together, in units of the
-# case's own deadline (harness/engine/modes.py Mode.deadline).
+# case's own deadline (harness/gpu_memsafety/engine/modes.py Mode.deadline).
 MAX_RERUNS = 8
 RERUN_BUDGET_FACTOR = 4.0
 

@@ -4,7 +4,7 @@ render (`python -m gpu_memsafety COMMAND --help`).
 Every command that reads scenarios sees the same set as pytest and `make sanitize`: the repository's
 scenarios/, `--scenario-path DIR` (repeatable, before or after the command), the `gpu_memsafety_scenario_paths` ini option
 of the pytest configuration file (`--config FILE`, default: the one pytest finds from the current directory)
-and the `gpu_memsafety.scenarios` entry points (harness/scenario/registry.py).
+and the `gpu_memsafety.scenarios` entry points (harness/gpu_memsafety/scenario/registry.py).
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class JobCase:
 
     case: Case
     source: Mapping[str, Any] | None = None
-    # A guard-page rerun (harness/detectors/pageprobe.py): exactly these buffers get these placements, every other buffer
+    # A guard-page rerun (harness/gpu_memsafety/detectors/pageprobe.py): exactly these buffers get these placements, every other buffer
     # is guarded, one pass. None: the mode's own placement of the buffers it covers.
     placements: Mapping[str, str] | None = None
     # Buffers whose guards poison surveys although an earlier memcheck stage watched their ends: memcheck saw an

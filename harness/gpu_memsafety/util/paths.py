@@ -4,7 +4,7 @@ The harness runs in two ways: from its own checkout (an editable install, what `
 into a kernel team's environment (`pip install gpu-memsafety`). Nothing may assume the first: the package
 directory can sit in site-packages, and the current directory can be any repository. So:
 
-- `CHECKOUT` is the source checkout when the package runs from one (harness/ beside a pyproject.toml that
+- `CHECKOUT` is the source checkout when the package runs from one (harness/gpu_memsafety/ under a pyproject.toml that
   names this distribution), else None.
 - `cache_dir()` is where run directories and build caches go: `$GPU_MEMSAFETY_CACHE`, else the checkout's
   `.cache/` when it is writable, else `$XDG_CACHE_HOME/gpu-memsafety` (default ~/.cache/gpu-memsafety).
@@ -33,7 +33,7 @@ EXAMPLE_DIR = PACKAGE_DIR / "cli" / "example"
 
 
 def _checkout() -> Path | None:
-    root = PACKAGE_DIR.parent
+    root = PACKAGE_DIR.parent.parent                   # harness/gpu_memsafety/ -> the checkout
     pyproject = root / "pyproject.toml"
     try:
         text = pyproject.read_text()

@@ -245,7 +245,7 @@ class Arena:
         if name in self.buffers:
             raise ValueError(f"buffer {name!r} allocated twice in one case")
         # Only a guard page (after or before the tensor) needs a VMM reservation; a flush-end tensor is the real
-        # allocator's exact allocation (memcheck knows its size to the byte; see harness/placement/layout.py).
+        # allocator's exact allocation (memcheck knows its size to the byte; see harness/gpu_memsafety/placement/layout.py).
         allocate = self.page_allocators.get(lay.placement, torch_allocator)
         storage, base, size, backend, keep = allocate(lay.total, self.device)
         marker = self.marker_for.get(name, self.marker)
