@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.placement.guard import DEFAULT_MARKER, Arena, GuardedBuffer
+from gpu_memsafety.placement.guard import DEFAULT_MARKER, Arena, GuardedBuffer, Paint
 from gpu_memsafety.model import ByteRange
 
 CPU = torch.device("cpu")
@@ -160,7 +160,7 @@ def test_refill_restores_the_markers() -> None:
 # ------------------------------------------------------------------------------------------------- marker
 
 def test_configurable_marker_fills_and_is_checked() -> None:
-    a = arena(marker=0x5A)
+    a = arena(paint=Paint(marker=0x5A))
     a.tensor("x", (64,), torch.uint8)
     buf = a.buffers["x"]
     assert bool((buf.storage == 0x5A).all())
@@ -170,7 +170,7 @@ def test_configurable_marker_fills_and_is_checked() -> None:
 
 
 def test_per_buffer_marker() -> None:
-    a = arena(marker_for={"y": 0xFF})
+    a = arena(paint=Paint(marker_for={"y": 0xFF}))
     a.tensor("x", (8,), torch.uint8)
     a.tensor("y", (8,), torch.uint8)
     assert a.buffers["x"].marker == DEFAULT_MARKER and a.buffers["y"].marker == 0xFF
@@ -360,7 +360,7 @@ def test_arena_without_buffers_verifies_to_nothing() -> None:
 
 def test_poisoned_buffer_differs_from_the_others_only_in_its_marker_bytes() -> None:
     """Poison mode: bytes a kernel leaves unwritten inside the tensor must read the same in both runs."""
-    a = arena(guard=64, marker_for={"scale": 0xFF})
+    a = arena(guard=64, paint=Paint(marker_for={"scale": 0xFF}))
     a.rows("scale", rows=4, row_bytes=72, row_stride=80, used_rows=3)
     buf = a.buffers["scale"]
     body = buf.body().view(4, 80)
@@ -384,7 +384,7 @@ def test_allocate_takes_an_exact_layout_and_tells_the_owner() -> None:
 def test_fill_spans_start_those_bytes_in_the_span_fill_and_keep_the_markers() -> None:
     """uninit's search for the bytes read (fillcheck._read_bytes): only the given spans of the tensor start in the
     second fill; the rest starts in the arena's fill, and row padding keeps its marker even inside a span."""
-    arena = Arena(torch.device("cpu"), fill_spans={"x": [(8, 16), (100, 120)]}, span_fill=0x5A)
+    arena = Arena(torch.device("cpu"), paint=Paint(fill_spans={"x": [(8, 16), (100, 120)]}, span_fill=0x5A))
     x = arena.rows("x", rows=2, row_bytes=96, row_stride=112, used_rows=2)
     body = arena.buffers["x"].body()
     assert set(body[8:16].tolist()) == {0x5A} and set(body[0:8].tolist()) == {DEFAULT_MARKER}
@@ -392,7 +392,7 @@ def test_fill_spans_start_those_bytes_in_the_span_fill_and_keep_the_markers() ->
     assert set(body[112:120].tolist()) == {0x5A} and x.shape == (2, 96)
     assert arena.verify() == {"x": []}
     with pytest.raises(L.LayoutError, match="fill span 0..300 is not inside its 224 tensor bytes"):
-        Arena(torch.device("cpu"), fill_spans={"y": [(0, 300)]}).tensor("y", (224,), torch.uint8)
+        Arena(torch.device("cpu"), paint=Paint(fill_spans={"y": [(0, 300)]})).tensor("y", (224,), torch.uint8)
 
 
 def test_scrambled_markers_see_what_leaves_a_uniform_marker_as_it_was() -> None:
@@ -416,7 +416,7 @@ def test_scrambled_markers_see_what_leaves_a_uniform_marker_as_it_was() -> None:
     plain = _Arena(_t.device("cpu"), guard=64)
     act(plain)
     assert plain.verify() == {"kv": [], "counts": []}
-    scrambled = _Arena(_t.device("cpu"), guard=64, scramble=1)
+    scrambled = _Arena(_t.device("cpu"), guard=64, paint=Paint(scramble=1))
     assert scrambled.scrambled_changes() == {}
     act(scrambled)
     seen = {name: [(r.start, r.end) for r in runs] for name, runs in scrambled.scrambled_changes().items()}

@@ -10,7 +10,7 @@ import torch
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import poison
-from gpu_memsafety.placement.guard import Arena
+from gpu_memsafety.placement.guard import Arena, Paint
 from gpu_memsafety.model import POISON, ExpectedFinding
 
 SCALE_ROWS = L.Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
@@ -204,14 +204,14 @@ def test_an_inexact_finding_with_a_region_is_held_to_it() -> None:
 
 
 def test_arena_poisons_only_the_given_spans() -> None:
-    a = Arena(torch.device("cpu"), poison_spans={"x": [(100, 104)]}, poison_marker=0xFF)
+    a = Arena(torch.device("cpu"), paint=Paint(poison_spans={"x": [(100, 104)]}, poison_marker=0xFF))
     a.tensor("x", (100,), torch.uint8)
     buf = a.buffers["x"]
     st = buf.storage
     assert st[buf.layout.front + 100 : buf.layout.front + 104].tolist() == [0xFF] * 4
     assert int((st == 0xFF).sum()) == 4
     with pytest.raises(L.LayoutError, match=r"poison span 0..4 is not inside its marker bytes"):
-        Arena(torch.device("cpu"), poison_spans={"y": [(0, 4)]}).tensor("y", (100,), torch.uint8)
+        Arena(torch.device("cpu"), paint=Paint(poison_spans={"y": [(0, 4)]})).tensor("y", (100,), torch.uint8)
 
 
 def test_a_bound_must_lie_inside_the_expected_bytes() -> None:
@@ -347,7 +347,7 @@ def test_a_read_of_unused_rows_that_only_an_argmax_sees_is_found_by_the_ramp() -
 
 def test_the_arena_writes_the_ramp_into_the_poisoned_spans_and_nothing_else() -> None:
     from gpu_memsafety.placement.guard import ramp_bytes
-    arena = Arena(torch.device("cpu"), guard=16, poison_spans={"x": [(8, 12)]}, poison_marker=poison.RAMP)
+    arena = Arena(torch.device("cpu"), guard=16, paint=Paint(poison_spans={"x": [(8, 12)]}, poison_marker=poison.RAMP))
     x = arena.tensor("x", (2,), torch.int32)
     buf = arena.buffers["x"]
     front = buf.layout.front

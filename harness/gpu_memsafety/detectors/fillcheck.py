@@ -84,7 +84,9 @@ class _Run:
 
 def _launch(worker: Any, adapter: Any, case: Any, *, fill: int, fill_for: dict[str, int] | None = None,
             fill_spans: dict[str, list[tuple[int, int]]] | None = None, span_fill: int = FILLS[1]) -> _Run:
-    ctx = worker.context(case, fill=fill, fill_for=fill_for, fill_spans=fill_spans, span_fill=span_fill)
+    from gpu_memsafety.placement.guard import Paint
+    ctx = worker.context(case, paint=Paint(fill=fill, fill_for=dict(fill_for or {}), fill_spans=dict(fill_spans or {}),
+                                           span_fill=span_fill))
     info = adapter(case, ctx)
     worker.sync()
     return _Run(ctx, info)
@@ -255,7 +257,8 @@ def _scrambled_markers(worker: Any, adapter: Any, case: Any, checked: dict[str, 
         return checked
     seen = {}
     for variant in (1, 2):
-        ctx = worker.context(case, scramble=variant)
+        from gpu_memsafety.placement.guard import Paint
+        ctx = worker.context(case, paint=Paint(scramble=variant))
         info = adapter(case, ctx)
         worker.sync()
         seen[variant] = {name: [r.__dict__ for r in runs] for name, runs in ctx.arena.scrambled_changes().items()}

@@ -258,7 +258,8 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     import time
 
     from gpu_memsafety.detectors.launch import launched, marker_check
-    ctx = worker.context(case, marker=BASELINE)
+    from gpu_memsafety.placement.guard import Paint
+    ctx = worker.context(case, paint=Paint(marker=BASELINE))
     t0 = time.perf_counter()
     info = adapter(case, ctx)
     worker.sync()
@@ -273,7 +274,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
 
     def poisoned(name: str, spans: list[tuple[int, int]], pattern: int) -> dict[str, Any]:
         kept = len(worker.keep)
-        pctx = worker.context(case, marker=BASELINE, poison_spans={name: spans}, poison_marker=pattern)
+        pctx = worker.context(case, paint=Paint(marker=BASELINE, poison_spans={name: spans}, poison_marker=pattern))
         pinfo = adapter(case, pctx)
         worker.sync()
         diff = _changed_outputs(baseline, _host_outputs(pctx, pinfo.outputs))

@@ -198,20 +198,15 @@ class Worker:
         free, total = self.torch.cuda.mem_get_info(self.device)
         return {"free_bytes_after_release": int(free), "total_bytes": int(total)}
 
-    def context(self, case: Any = None, *, marker: int = 0xA5, watch_placement: str | None = None,
-                production: bool = False, marker_for: dict[str, int] | None = None, fill: int | None = None,
-                fill_for: dict[str, int] | None = None, poison_spans: dict[str, list[tuple[int, int]]] | None = None,
-                poison_marker: int = 0xFF, placements: dict[str, str] | None = None,
-                fill_spans: dict[str, list[tuple[int, int]]] | None = None, span_fill: int = 0x5A,
-                scramble: int = 0) -> Any:
-        """A RunContext on a fresh guarded arena for the case in progress (see begin); the arena is kept for
-        the life of the process, and its buffer map goes to disk before any launch."""
+    def context(self, case: Any = None, *, paint: Any = None, watch_placement: str | None = None,
+                production: bool = False, placements: dict[str, str] | None = None) -> Any:
+        """A RunContext on a fresh guarded arena for the case in progress (see begin), its buffers painted as
+        `paint` says (placement/guard.Paint: the markers by default); the arena is kept for the life of the
+        process, and its buffer map goes to disk before any launch."""
         from gpu_memsafety.scenario.context import RunContext
-        from gpu_memsafety.placement.guard import Arena
-        arena = Arena(self.device, marker=marker, guard=self.job.guard,
-                      page_allocators=self.page_allocators, marker_for=dict(marker_for or {}), fill=fill,
-                      fill_for=dict(fill_for or {}), poison_spans=dict(poison_spans or {}), poison_marker=poison_marker,
-                      fill_spans=dict(fill_spans or {}), span_fill=span_fill, scramble=scramble)
+        from gpu_memsafety.placement.guard import Arena, Paint
+        arena = Arena(self.device, paint=paint if paint is not None else Paint(), guard=self.job.guard,
+                      page_allocators=self.page_allocators)
         self.keep.append(arena)
         ctx = RunContext(self.device, arena, seed=self.job.seed, watch_placement=watch_placement or self.L.GUARDED,
                          production=production, cover=self._cover or COVER_ALL, placements=placements)

@@ -176,21 +176,12 @@ def torch_allocator(total: int, device: torch.device) -> tuple[torch.Tensor, int
     return storage, storage.data_ptr(), total, "torch", None
 
 
-@dataclass
-class Arena:
-    """Allocates guarded buffers for one case and keeps the buffer map.
+@dataclass(frozen=True)
+class Paint:
+    """What an arena's buffers hold before a launch, one description for every detector that paints them (the
+    arena knows no detector): the guard markers, and the variations the value detectors ask for."""
 
-    Buffers stay alive as long as the arena, so that in a batched process no address is ever reused and
-    every sanitizer record maps to exactly one case's buffer.
-    """
-
-    device: torch.device
     marker: int = DEFAULT_MARKER
-    placement: str = L.GUARDED
-    guard: int = L.DEFAULT_GUARD
-    # where each page placement's allocation comes from (gpu_memsafety.placement.vmm.ALLOCATORS on a GPU); a page placement without
-    # one gets its layout from the torch allocator, with no page (the buffer map's backend says "torch")
-    page_allocators: dict[str, Allocator] = field(default_factory=dict)
     marker_for: dict[str, int] = field(default_factory=dict)   # per-buffer marker (poison mode)
     # poison mode: these marker spans (tensor-relative offsets) of these buffers hold poison_marker instead
     poison_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -203,6 +194,23 @@ class Arena:
     # uninit mode's scrambled-marker runs: every marker byte holds scramble_bytes (per buffer, position and this
     # variant, 1 or 2) instead; 0: off
     scramble: int = 0
+
+
+@dataclass
+class Arena:
+    """Allocates guarded buffers for one case and keeps the buffer map.
+
+    Buffers stay alive as long as the arena, so that in a batched process no address is ever reused and
+    every sanitizer record maps to exactly one case's buffer.
+    """
+
+    device: torch.device
+    paint: Paint = field(default_factory=lambda: Paint())    # what every buffer's bytes hold before a launch
+    placement: str = L.GUARDED
+    guard: int = L.DEFAULT_GUARD
+    # where each page placement's allocation comes from (gpu_memsafety.placement.vmm.ALLOCATORS on a GPU); a page placement without
+    # one gets its layout from the torch allocator, with no page (the buffer map's backend says "torch")
+    page_allocators: dict[str, Allocator] = field(default_factory=dict)
     on_change: Callable[[], None] | None = None                # told after each allocation (buffer map on disk)
     checker: str = "auto"      # "auto": Triton on a GPU, torch ops elsewhere; "triton" or "torch" to force one
     buffers: dict[str, GuardedBuffer] = field(default_factory=dict)
@@ -248,32 +256,33 @@ class Arena:
         # allocator's exact allocation (memcheck knows its size to the byte; see harness/gpu_memsafety/placement/layout.py).
         allocate = self.page_allocators.get(lay.placement, torch_allocator)
         storage, base, size, backend, keep = allocate(lay.total, self.device)
-        marker = self.marker_for.get(name, self.marker)
+        paint = self.paint
+        marker = paint.marker_for.get(name, paint.marker)
         buf = GuardedBuffer(name, lay, storage, storage, marker, backend, base, size, keep)
         # The tensor's bytes start as the arena's marker, its guards and padding as its own: in poison mode
         # only the guards differ between runs, so output bytes a kernel leaves unwritten cannot look like
         # an overread.
-        storage.fill_(self.marker)
-        fill = self.fill_for.get(name, self.fill)
-        if fill is not None and fill != self.marker:
+        storage.fill_(paint.marker)
+        fill = paint.fill_for.get(name, paint.fill)
+        if fill is not None and fill != paint.marker:
             buf.body().fill_(fill)   # uninit mode: bytes nobody writes keep this value; markers are refilled below
-        spans = self.fill_spans.get(name, ())
+        spans = paint.fill_spans.get(name, ())
         for lo, hi in spans:
             if not 0 <= lo <= hi <= lay.nbytes:
                 raise L.LayoutError(f"buffer {name!r}: fill span {lo}..{hi} is not inside its {lay.nbytes} tensor bytes")
-            buf.body()[lo:hi].fill_(self.span_fill)
-        if marker != self.marker or (fill is not None and fill != self.marker) or spans:
+            buf.body()[lo:hi].fill_(paint.span_fill)
+        if marker != paint.marker or (fill is not None and fill != paint.marker) or spans:
             buf.fill_markers()
-        for lo, hi in self.poison_spans.get(name, ()):
+        for lo, hi in paint.poison_spans.get(name, ()):
             if not any(s <= lo and hi <= e for s, e, _ in lay.marker_spans()):
                 raise L.LayoutError(f"buffer {name!r}: poison span {lo}..{hi} is not inside its marker bytes")
-            if self.poison_marker == L.POISON_RAMP:
+            if paint.poison_marker == L.POISON_RAMP:
                 storage[lay.front + lo : lay.front + hi] = ramp_bytes(lo, hi, storage.device)
             else:
-                storage[lay.front + lo : lay.front + hi].fill_(self.poison_marker)
-        if self.scramble:
+                storage[lay.front + lo : lay.front + hi].fill_(paint.poison_marker)
+        if paint.scramble:
             for lo, hi, _ in lay.marker_spans():
-                storage[lay.front + lo : lay.front + hi] = scramble_bytes(name, lo, hi, storage.device, self.scramble)
+                storage[lay.front + lo : lay.front + hi] = scramble_bytes(name, lo, hi, storage.device, paint.scramble)
         self.buffers[name] = buf
         return buf
 
@@ -299,7 +308,7 @@ class Arena:
             runs: list[tuple[int, int]] = []
             for lo, hi, _ in lay.marker_spans():
                 now = buf.storage[lay.front + lo : lay.front + hi]
-                runs.extend(_changed_runs(now, scramble_bytes(name, lo, hi, now.device, self.scramble), lo))
+                runs.extend(_changed_runs(now, scramble_bytes(name, lo, hi, now.device, self.paint.scramble), lo))
             out[name] = L.ranges_from_offsets(lay, L.merge_runs(runs))
         return out
 
