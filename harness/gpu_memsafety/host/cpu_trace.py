@@ -50,7 +50,7 @@ class _Copy:
 
 
 @dataclass
-class TestTrace:
+class TraceOfTest:
     """What the traced launches of one test saw."""
 
     findings: list[Finding] = field(default_factory=list)
@@ -260,7 +260,7 @@ class HostTrace:
 
     def __init__(self) -> None:
         self.code: Any = None
-        self.current = TestTrace()
+        self.current = TraceOfTest()
         self._restore: Callable[[], None] | None = None
         self._launch: list[_Launch] = []
         self._arenas: list[Any] = []
@@ -272,13 +272,13 @@ class HostTrace:
 
     def begin(self, test_function: Any) -> None:
         self.code = getattr(test_function, "__code__", None)
-        self.current = TestTrace()
+        self.current = TraceOfTest()
         self._arenas = []
         if self._restore is None and "triton.runtime.interpreter" in sys.modules:
             self.install()
 
-    def take(self) -> TestTrace:
-        done, self.current = self.current, TestTrace()
+    def take(self) -> TraceOfTest:
+        done, self.current = self.current, TraceOfTest()
         done.findings = merged(done.findings)
         return done
 
