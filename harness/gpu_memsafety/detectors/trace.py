@@ -122,7 +122,7 @@ class Tracer:
         self._live, self._judging = None, True
         found: list[Arg] = []
         for name, value in args:
-            for tensor in _tensors(value):
+            for tensor in tensors_of(value):
                 if getattr(tensor, "device", None) is not None and tensor.device.type != "cpu":
                     self._judging = False       # the interpreter works on host copies: no address is the arena's
                 try:
@@ -281,12 +281,12 @@ class _Fence(Tracer):
 _FENCE = _Fence()
 
 
-def _tensors(value: Any) -> Iterator[Any]:
+def tensors_of(value: Any) -> Iterator[Any]:
     """The torch tensors a kernel argument carries: itself, a TensorDescriptor's base, a TensorWrapper's base, the
     tensors of a tuple."""
     if isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors(v)
+            yield from tensors_of(v)
         return
     base = getattr(value, "base", None)
     if base is not None and hasattr(base, "untyped_storage") and not hasattr(value, "untyped_storage"):

@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gpu_memsafety.detectors.trace import tensors_of
 from gpu_memsafety.host.judge import where_text
 from gpu_memsafety.host.launches import variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
@@ -92,29 +93,18 @@ def _guarded_copy(name: str, storage: Any) -> _Copy:
     return _Copy(name, base, size, base + GUARD_BYTES, L.GuardLayout(n, GUARD_BYTES, GUARD_BYTES), region, copy)
 
 
-def _unwrap(value: Any) -> Any:
-    """The plain tensor under triton's TensorWrapper (a reinterpreted dtype), else the value."""
-    base = getattr(value, "base", None)
-    return base if base is not None and hasattr(base, "set_") and type(value).__name__ == "TensorWrapper" else value
-
-
 def _tensors(value: Any) -> list[Any]:
-    """The host tensors an interpreted launch's argument carries (itself, a TensorDescriptor's base, a tuple's)."""
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    value = _unwrap(value)
-    if hasattr(value, "set_") and hasattr(value, "untyped_storage"):
-        return [value]
-    base = getattr(value, "base", None)
-    return _tensors(base) if base is not None else []
+    """The tensors an argument carries (itself, a tuple's, a TensorDescriptor's or TensorWrapper's base)."""
+    return list(tensors_of(value))
 
 
 def _cpu_ptr(value: Any) -> int | None:
-    storage = getattr(_unwrap(value), "untyped_storage", None)
-    if storage is None or getattr(value, "is_cuda", False):
+    """The first byte of a CPU tensor's storage (of the tensor a wrapper holds); None for anything else."""
+    tensor = next(iter(_tensors(value)), None) if not isinstance(value, (tuple, list)) else None
+    if tensor is None or getattr(tensor, "is_cuda", False):
         return None
     try:
-        return int(storage().data_ptr())
+        return int(tensor.untyped_storage().data_ptr())
     except Exception:                                  # noqa: BLE001 - a tensor subclass without a real storage
         return None
 

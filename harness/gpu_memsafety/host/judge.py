@@ -248,10 +248,7 @@ def judge_safely(make_evidence: Callable[[], Evidence], own: OwnResult, make_mar
     """judge(), where an error of the harness itself while gathering or judging one test's evidence is that test's
     `unresolved` verdict, naming the error, instead of a pytest INTERNALERROR that ends the whole run unreported.
     A gpu_memsafety marker that cannot be read stays its own usage error (MarkerError), raised to the caller."""
-    try:
-        marker = make_marker()
-    except MarkerError:
-        raise
+    marker = make_marker()
     try:
         return judge(make_evidence(), own, marker)
     except Exception as exc:                           # noqa: BLE001 - every harness error becomes a visible verdict

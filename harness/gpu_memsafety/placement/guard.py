@@ -205,7 +205,7 @@ class Arena:
     """
 
     device: torch.device
-    paint: Paint = field(default_factory=lambda: Paint())    # what every buffer's bytes hold before a launch
+    paint: Paint = field(default_factory=Paint)    # what every buffer's bytes hold before a launch
     placement: str = L.GUARDED
     guard: int = L.DEFAULT_GUARD
     # where each page placement's allocation comes from (gpu_memsafety.placement.vmm.ALLOCATORS on a GPU); a page placement without
