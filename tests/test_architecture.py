@@ -410,3 +410,92 @@ def test_the_layer_check_fails_on_an_upward_import() -> None:
         "gpu_memsafety.cli.main (cli) at harness/gpu_memsafety/model.py:7",
         "gpu_memsafety.judge.rules (judge) at harness/gpu_memsafety/model.py:5",
         "gpu_memsafety.report.document (report) at harness/gpu_memsafety/model.py:3"], found
+
+
+# ------------------------------------------------------------------------------------------ detectors are units
+
+# Packages whose modules name no detector: what a detector sees, explains, leaves to others and reruns is the
+# detector's own (gpu_memsafety.detectors.base.Unit), read through the registry, so a new detector is its module,
+# a registry line and a mode-table row, and no decision elsewhere changes. The mode tables compose modes from
+# detectors by name (a row names its detectors), and are the exceptions by design.
+NAME_NO_DETECTOR = ("gpu_memsafety.judge", "gpu_memsafety.engine", "gpu_memsafety.host")
+MODE_TABLES = ("gpu_memsafety.engine.modes", "gpu_memsafety.host.modes")
+# The detector modules everything may reach: the Unit shape and the registry of units.
+DETECTOR_DOORS = ("gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry")
+# Modules that still name detectors, each with the work that removes it (the list only shrinks, as KNOWN_UPWARD).
+KNOWN_NAMING: dict[str, str] = {
+    "gpu_memsafety.host.judge": "the host face of the guard markers (allocator hits -> guard findings, the "
+                                "fixture's markers, each detector's run line) moves into the detectors",
+    "gpu_memsafety.host.cpu_trace": "the trace's host face (guarded copies per launch) moves beside detectors/trace",
+    "gpu_memsafety.host.pages": "the guard-page finding of a host test moves into detectors/guard_page",
+}
+
+
+def _detector_constants() -> dict[str, str]:
+    from gpu_memsafety import model
+    return {name: value for name, value in vars(model).items()
+            if name.isupper() and isinstance(value, str) and value in model.DETECTORS}
+
+
+def _names_detectors(module: Module) -> list[str]:
+    """Where `module` names a detector: a detector-name constant imported from the model or the API (or read as an
+    attribute), a detector module other than the doors imported, a string literal that is a detector's name (a
+    docstring aside). Each as 'what at path:line'."""
+    constants = _detector_constants()
+    names = set(constants.values())
+    found: list[str] = []
+    where = lambda node: f"{module.path}:{node.lineno}"   # noqa: E731
+    docstrings = {id(n.body[0].value) for n in ast.walk(module.tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node)
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if base in ("gpu_memsafety.model", "gpu_memsafety.api") and alias.name in constants:
+                    found.append(f"{alias.name} at {where(node)}")
+                elif target.startswith("gpu_memsafety.detectors.") and target in MODULES and target not in DETECTOR_DOORS:
+                    found.append(f"{target} at {where(node)}")
+                elif base.startswith("gpu_memsafety.detectors.") and base not in DETECTOR_DOORS:
+                    found.append(f"{base} at {where(node)}")
+        elif isinstance(node, ast.Import):
+            found += [f"{a.name} at {where(node)}" for a in node.names
+                      if a.name.startswith("gpu_memsafety.detectors.") and a.name not in DETECTOR_DOORS]
+        elif isinstance(node, ast.Attribute) and node.attr in constants:
+            found.append(f"{node.attr} at {where(node)}")
+        elif isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings:
+            found.append(f"{node.value!r} at {where(node)}")
+    return found
+
+
+def _naming(modules: dict[str, Module]) -> dict[str, list[str]]:
+    return {name: hits for name, m in modules.items()
+            if any(name == p or name.startswith(p + ".") for p in NAME_NO_DETECTOR) and name not in MODE_TABLES
+            and (hits := _names_detectors(m))}
+
+
+def test_the_judge_and_the_engine_name_no_detector() -> None:
+    found = _naming(MODULES)
+    new = {name: hits for name, hits in found.items() if name not in KNOWN_NAMING}
+    assert not new, "detectors named outside detectors/ (read it from the unit: detectors/base.Unit):\n" + \
+        "\n".join(f"{name}: {', '.join(hits)}" for name, hits in new.items())
+    healed = [name for name in KNOWN_NAMING if name not in found]
+    assert not healed, f"no longer names a detector: remove from KNOWN_NAMING: {healed}"
+
+
+def test_the_naming_check_fails_on_a_module_that_names_a_detector() -> None:
+    """A synthetic judge module that imports a detector constant, reads one as an attribute, imports a detector's
+    module, compares with a detector's name as a string: each is found; the doors and a docstring are not."""
+    source = ('"""Judges poison."""\n'
+              "from gpu_memsafety.model import POISON, Finding\n"
+              "from gpu_memsafety.detectors.registry import UNITS\n"
+              "from gpu_memsafety.detectors import memcheck\n"
+              "from gpu_memsafety import model\n"
+              "def f(d):\n"
+              "    return d == 'trace' or d == model.GUARD\n")
+    name = "gpu_memsafety.judge.fake"
+    synthetic = {name: Module(name, Path("harness/gpu_memsafety/judge/fake.py"), ast.parse(source))}
+    hits = _naming(synthetic)[name]
+    assert sorted(h.split(" at ")[0] for h in hits) == sorted(["POISON", "gpu_memsafety.detectors.memcheck", "'trace'",
+                                                               "GUARD"]), hits

@@ -355,7 +355,11 @@ def test_poison_is_left_to_the_trace_unless_an_expectation_needs_poison_where_th
     """After a stage whose interpreter trace checked the case's launches, poison repeats the trace's bytes (its
     regions are marker bytes, every read of which the trace saw exactly): left out. Not where an expected poison
     finding is a read the trace cannot see (a torch op's), nor where the expectation cannot be read."""
-    from gpu_memsafety.engine.staged import trace_covers
+    from gpu_memsafety.detectors.base import Earlier
+    from gpu_memsafety.detectors.poison import trace_covers as covers
+
+    def trace_covers(sc: Scenario, case: Case, arch: str) -> bool:
+        return covers(Earlier(sc, case, arch))
     plain = Expectation((ExpectedFinding(OVERREAD, "x", (POISON,), region="row_padding"),))
     torch_op = Expectation((ExpectedFinding(OVERREAD, "x", (POISON,), region="row_padding",
                                             blind=((TRACE, "the read is made by a torch op"),)),))

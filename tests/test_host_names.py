@@ -54,8 +54,8 @@ def test_the_mode_table_spells_the_detectors_as_the_model_does() -> None:
     assert set(modes.DETECTORS_OF) == set(modes.MODES) == set(modes.PLACEMENT_OF)
     # what runs without a GPU is a mode of its own that needs none, and the judge knows what each detector sees
     assert set(modes.WITHOUT_GPU) <= modes.NEEDS_GPU and not set(modes.WITHOUT_GPU.values()) & modes.NEEDS_GPU
-    from gpu_memsafety.host.judge import SEES
-    assert {d for ds in modes.DETECTORS_OF.values() for d in ds} <= set(SEES)
+    from gpu_memsafety.detectors.registry import UNITS
+    assert all(UNITS[d].sees for ds in modes.DETECTORS_OF.values() for d in ds)
 
 
 def test_sanitized_children_reuse_caches_and_keep_a_users_choice() -> None:

@@ -594,9 +594,10 @@ def test_a_job_case_carries_the_buffers_poison_recounts_and_refuses_a_bad_list()
 
 
 def test_the_memcheck_stage_names_for_recount_only_overreads_no_expectation_accepts() -> None:
-    """engine.staged.to_recount: an unexpected memcheck overread past either end names its buffer (poison surveys its
+    """PoisonDetector.recount: an unexpected memcheck overread past either end names its buffer (poison surveys its
     guards next stage); an expected one (any bytes) does not, nor a write, nor an overread of an unused row."""
-    from gpu_memsafety.engine.staged import to_recount
+    from gpu_memsafety.detectors.base import Earlier
+    from gpu_memsafety.detectors.poison import DETECTOR as POISON_UNIT
     from gpu_memsafety.model import BEFORE_START, ByteRange, Expectation, ExpectedFinding, Finding
     expected = ExpectedFinding(OVERREAD, "w_scale", region=PAST_END)
     sc = replace(scenario(), expect=lambda case: Expectation((expected,)))
@@ -606,7 +607,7 @@ def test_the_memcheck_stage_names_for_recount_only_overreads_no_expectation_acce
     result = CaseResult(CASE.id, "fake", "v", {}, "k", "sm_90", "complete", Outcome.FINDING, "",
                         findings=[mc("w_scale"), mc("x"), mc("x", region=BEFORE_START), mc("y", OVERWRITE),
                                   replace(mc("z"), detector=POISON)])
-    assert to_recount(sc, CASE, result) == ("x",)
+    assert POISON_UNIT.recount(Earlier(sc, CASE, result.arch, tuple(result.findings))) == ("x",)
 
 
 # ---------------------------------------------------------------------------------------------- evidence
@@ -740,9 +741,10 @@ def test_a_fault_only_with_the_front_page_is_before_start() -> None:
 def test_a_guard_page_fault_in_a_mode_or_scenario_without_the_guard_page_is_not_probed() -> None:
     res = worker(J.FAULT, message="illegal address", buffers=TWO_PAGED, watched=["src", "dst"])
     judge = Judge(MODES["guard"], GPU)
-    assert judge.page_probing(scenario(), res) is None
-    assert Judge(MODES["guard_page"], GPU).page_probing(scenario(detectors=(GUARD,)), res) is None
-    assert Judge(MODES["guard_page"], GPU).page_probing(scenario(), worker(buffers=TWO_PAGED)) is None   # no fault
+    assert judge.reruns(scenario(), res) is None
+    assert Judge(MODES["guard_page"], GPU).reruns(scenario(detectors=(GUARD,)), res) is None
+    assert Judge(MODES["guard_page"], GPU).reruns(scenario(), worker(buffers=TWO_PAGED)) is None   # no fault
+    assert Judge(MODES["guard_page"], GPU).reruns(scenario(), res) is not None
 
 
 def test_poison_evidence_that_varies_with_nothing_poisoned_is_unresolved_never_clean_or_an_overread() -> None:

@@ -128,7 +128,7 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
     from gpu_memsafety.detectors.base import Evidence
     from gpu_memsafety.engine.modes import MODES
     res = J.WorkerResult(case_id=CASE.id, status=J.FAULT, message="illegal address", buffers=[paged("a"), paged("b")])
-    [f] = GuardPageDetector().findings(Evidence(scenario(), CASE, res, MODES["guard_page"], pages=probing))
+    [f] = GuardPageDetector().findings(Evidence(scenario(), CASE, res, MODES["guard_page"], reruns=probing))
     assert (f.kind, f.buffer, f.region, f.detail("access")) == (OVERWRITE, "a", PAST_END, "write (the guard markers saw it)")
     assert "a back page: fault in 2.0 s" in f.detail("reruns")
 

@@ -14,18 +14,35 @@ And, for the judge and the scheduler: whether a finding of it explains a lost CU
 whether its finding ends the worker process (`ends_process`: a sanitizer that ends the kernel, a hardware
 fault).
 
+What a detector knows of the others lives in the detector too (`Unit` gives each part a default that says
+nothing), so that the judge, the engine and the host suites name no detector:
+- what it sees: `sees` (the kinds of finding it can report), `places_strays` (it places an access to memory of no
+  buffer, where the others see only a fault), `exact_accesses` (it reports each bad access at its exact bytes:
+  a write the guard markers also saw is the same write), `watches_covered_ends` (when its sanitizer ran, it
+  watched both ends of every covered buffer);
+- what it explains of the others' findings: `reconcile` (memcheck marks its counts short where another detector
+  saw more);
+- what it leaves to others, and what makes its own evidence no evidence: `void` (its evidence cannot be judged on
+  this case), `distrust` (the case's evidence cannot be trusted because of what it saw), `left_out` (a later stage
+  of a staged mode need not run it: an earlier detector saw all it could), `recount` (what an earlier detector's
+  findings ask it to look at again);
+- what it reruns: `reruns` (a fault it must rerun the case over before it can be judged: the guard page's probes,
+  run by the runner through the `Reruns` shape);
+- what it keeps: `checked_whole` (launches it checked to the byte, which a later stage's `left_out` reads),
+  `keeps_evidence` (its evidence goes into the case's details), `merge_evidence` (two actions' evidence of it for
+  one case as one).
+
 Adding a detector: one module with a class of this shape, one entry in gpu_memsafety.detectors.registry, and one row in
 the mode table (gpu_memsafety.engine.modes). Pure: nothing here imports torch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
-from gpu_memsafety.model import DetectorRun, Finding
+from gpu_memsafety.model import DetectorRun, Expectation, Finding
 
 if TYPE_CHECKING:
-    from gpu_memsafety.detectors.pageprobe import Probing
     from gpu_memsafety.engine.job import WorkerResult
     from gpu_memsafety.sanitizer.records import SanitizerRun
     from gpu_memsafety.scenario.definition import Case, Scenario
@@ -52,7 +69,7 @@ class Evidence:
     mode: ModeView
     sanitizer: "SanitizerRun | None" = None
     sanitizer_findings: tuple[Finding, ...] = ()   # this case's share of the batch's placed records
-    pages: "Probing | None" = None                  # the guard-page reruns after a fault (guard_page)
+    reruns: "Reruns | None" = None                  # a detector's reruns after a fault (Unit.reruns: the guard page's)
 
     def describe(self, name: str, start: int, end: int) -> str:
         return self.scenario.describe(self.case, name, start, end) if self.scenario.describe else ""
@@ -77,13 +94,149 @@ class Detector(Protocol):
     needs_cover: bool           # it sees nothing unless some buffer got `placement` (memcheck, guard page)
     needs_gpu: bool             # it needs a CUDA GPU itself (not only the kernel)
     action: str | None          # worker action that runs a case for it; None: it watches the plain launch
+    action_at: str              # "module:function" of that action (engine.actions.ACTIONS reads it)
     deadline_factor: float      # x the scenario's per-case deadline
     explains_fault: bool        # its finding explains a lost CUDA context
     ends_process: bool          # its finding ends the worker process (the rest of the batch reruns)
+    sees: tuple[str, ...]       # the kinds of finding it can report (gpu_memsafety.model KINDS)
+    places_strays: bool         # it places an access to memory of no buffer (the others see a fault, or nothing)
+    exact_accesses: bool        # it reports each bad access at its exact bytes (the markers' write is the same write)
+    watches_covered_ends: bool  # when its sanitizer ran, it watched both ends of every covered buffer
+    keeps_evidence: bool        # its evidence goes into the case's details under its name
+    tells_read_from_write: bool  # its findings say which (a hardware fault does not)
 
     def ran(self, ev: Evidence) -> DetectorRun: ...
 
     def findings(self, ev: Evidence) -> list[Finding]: ...
+
+    def reconcile(self, findings: list[Finding]) -> list[Finding]: ...
+
+    def void(self, ev: Evidence) -> str: ...
+
+    def distrust(self, ev: Evidence) -> str: ...
+
+    def reruns(self, result: "WorkerResult") -> "Reruns | None": ...
+
+    def checked_whole(self, ev: Evidence) -> int: ...
+
+    def left_out(self, earlier: "Earlier") -> "Leave | None": ...
+
+    def recount(self, earlier: "Earlier") -> tuple[str, ...]: ...
+
+    def merge_evidence(self, before: Any, after: Any) -> Any: ...
+
+
+class Unit:
+    """The parts of a Detector that say what it knows of the others, each with the default that says nothing: a
+    detector class derives from it and overrides what applies (see the module's docstring)."""
+
+    sees: tuple[str, ...] = ()
+    action_at = ""
+    places_strays = False
+    exact_accesses = False
+    watches_covered_ends = False
+    keeps_evidence = False
+    tells_read_from_write = True
+
+    def reconcile(self, findings: list[Finding]) -> list[Finding]:
+        """The case's findings (every detector's), with what this detector's own say of the others: unchanged."""
+        return findings
+
+    def void(self, ev: Evidence) -> str:
+        """Why this detector's evidence on the case is no evidence, by the case's own expectation ("" when it is):
+        its verdict is left out, the others' stands."""
+        return ""
+
+    def distrust(self, ev: Evidence) -> str:
+        """Why, by what this detector saw, the case's evidence cannot be trusted ("" when it can): unresolved."""
+        return ""
+
+    def reruns(self, result: "WorkerResult") -> "Reruns | None":
+        """The reruns a result of this detector's mode needs before it can be judged (None: none)."""
+        return None
+
+    def checked_whole(self, ev: Evidence) -> int:
+        """How many launches of the case this detector checked to the byte, whatever the values (0: none)."""
+        return 0
+
+    def left_out(self, earlier: "Earlier") -> "Leave | None":
+        """Whether a later stage of a staged mode need not run this detector on the case (None: it runs)."""
+        return None
+
+    def recount(self, earlier: "Earlier") -> tuple[str, ...]:
+        """The buffers an earlier stage's findings ask this detector to look at again (() : none)."""
+        return ()
+
+    def merge_evidence(self, before: Any, after: Any) -> Any:
+        """Two worker actions' evidence of this detector for one case as one: the later one."""
+        return after
+
+
+@dataclass(frozen=True)
+class Leave:
+    """A detector a later stage does not run on a case (Unit.left_out): why, in its line's words, and whether the
+    case then runs in the mode of that stage less it (`alone`), or in the whole stage, where it has nothing left
+    to look at (an earlier sanitizer told the stage's processes what it watched: Job.covered_seen)."""
+
+    why: str
+    alone: bool = False
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What the earlier stages of a staged mode learnt of one case (gpu_memsafety.engine.staged builds it; a
+    detector's `left_out` and `recount` read it)."""
+
+    scenario: "Scenario"
+    case: "Case"
+    arch: str = ""
+    findings: tuple[Finding, ...] = ()         # every earlier stage's findings on the case
+    # the case's buffer map from an earlier stage whose sanitizer watched both ends of every covered buffer
+    # (Unit.watches_covered_ends), None when none did
+    watched: "Sequence[Mapping[str, Any]] | None" = None
+    checked: Mapping[str, int] = field(default_factory=dict)   # detector -> launches it checked whole
+
+    def expected(self) -> tuple[Any, ...] | None:
+        """The case's expected findings, None when its expectation cannot be read (the verdict reports that; what
+        asks here then does the costlier safe thing)."""
+        try:
+            return tuple(self.scenario.expectation(self.case, self.arch).findings)
+        except Exception:      # noqa: BLE001 - user code never breaks the plan
+            return None
+
+
+class Rerun(Protocol):
+    """One rerun of a case: its label and the placements its buffers get."""
+
+    label: str
+
+    def placements(self) -> dict[str, str]: ...
+
+
+class Reruns(Protocol):
+    """A detector's reruns of one case (the guard page's probes: gpu_memsafety.detectors.pageprobe.Probing), run by
+    the runner round by round in fresh processes until `next_round` is empty or `budget_factor` x the case's
+    deadline is spent."""
+
+    budget_factor: float
+    details_key: str            # where the case's details keep `to_json()`
+    runs: Sequence[Any]
+
+    def next_round(self) -> Sequence[Rerun]: ...
+
+    def ran(self, rerun: Any, status: str, seconds: float, message: str,
+            evidence: Mapping[str, Any] | None = None) -> Any: ...
+
+    def record(self, runs: Sequence[Any]) -> None: ...
+
+    def stop(self, why: str, left: Sequence[Any] = ()) -> None: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def wild_accesses(expectation: Expectation) -> str:
+    """The expected accesses to memory of no buffer of ours (ExpectedFinding.wild), in words ("" if none)."""
+    return "; ".join(e.describe() for e in expectation.findings if e.wild)
 
 
 def sanitizer_ran(ev: Evidence, name: str) -> DetectorRun:

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.base import Evidence, Unit
 from gpu_memsafety.model import BEFORE_START, GUARD, OVERWRITE, PAST_END, UNATTRIBUTED, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import attribute
 
 
-class GuardDetector:
+class GuardDetector(Unit):
     name = GUARD
     sanitizer = None
     placement = L.GUARDED
@@ -30,6 +30,10 @@ class GuardDetector:
     action = None               # the markers are checked after whatever launches the case
     deadline_factor = 1.0
     explains_fault = ends_process = False
+    sees = (OVERWRITE,)
+
+    def merge_evidence(self, before: Any, after: Any) -> Any:
+        return merge(before, after)
 
     def ran(self, ev: Evidence) -> DetectorRun:
         ok = ev.of(GUARD) is not None

@@ -4,7 +4,7 @@ The worker-side action (`run`) places every covered buffer against an unmapped p
 pages first; when that pass runs through, a second pass puts each right after a front page, so that an access
 before the start faults too (`passes` in the result). A fault ends the CUDA context and names neither the buffer
 nor the side: the runner reruns the case with one buffer on a page at a time (gpu_memsafety.detectors.pageprobe plans
-them) and hands the reruns to this detector in `Evidence.pages`; without them a finding names every candidate and
+them) and hands the reruns to this detector in `Evidence.reruns`; without them a finding names every candidate and
 matches no expectation (a visible failure).
 """
 from __future__ import annotations
@@ -12,25 +12,32 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_memsafety.detectors import pageprobe
-from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.base import Evidence, Unit
 from gpu_memsafety.detectors.guard import merge as merge_guard
-from gpu_memsafety.engine.job import FAULT
+from gpu_memsafety.engine.job import FAULT, WorkerResult
 from gpu_memsafety.model import GUARD, GUARD_PAGE, OVERREAD, OVERWRITE, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 ACTION = "guard_page"
 
 
-class GuardPageDetector:
+class GuardPageDetector(Unit):
     name = GUARD_PAGE
     sanitizer = None
     placement = L.GUARD_PAGE_BACK
     needs_cover = True
     needs_gpu = True
     action = ACTION
+    action_at = f"{__name__}:run"
     deadline_factor = 2.0       # two passes when clean
     explains_fault = True
     ends_process = True
+    sees = (OVERREAD, OVERWRITE)
+    tells_read_from_write = False   # a fault is a fault: its kind is read or write
+
+    def reruns(self, result: WorkerResult) -> pageprobe.Probing | None:
+        """A fault with buffers on pages: the reruns with one buffer on a page at a time that name it and its side."""
+        return pageprobe.start(result.buffers, result.watched) if result.status == FAULT else None
 
     def ran(self, ev: Evidence) -> DetectorRun:
         placed = any(b.get("backend") == "vmm" for b in ev.result.buffers)
@@ -44,7 +51,7 @@ class GuardPageDetector:
         if res.status != FAULT:
             return []
         # Only a buffer that really sat on an unmapped page can have faulted on it (the buffer map says which).
-        probing = ev.pages or pageprobe.start(res.buffers, res.watched, cap=0)
+        probing = ev.reruns or pageprobe.start(res.buffers, res.watched, cap=0)
         if probing is None:
             candidates = res.watched or [b["name"] for b in res.buffers]
             if not candidates:

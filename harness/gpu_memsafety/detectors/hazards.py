@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from gpu_memsafety.detectors.base import Evidence, sanitizer_ran, with_defaults
+from gpu_memsafety.detectors.base import Evidence, Unit, sanitizer_ran, with_defaults
 from gpu_memsafety.model import BARRIER, RACE, RACECHECK, SHARED, SHARED_MEMORY, SYNCCHECK, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer.parse import (API_ERROR, HAZARD, INTERNAL_ERROR, MEMORY_ACCESS, OTHER, PROCESS_EXIT, SYNC_ERROR,
@@ -29,7 +29,7 @@ TOOLS = ("racecheck", "synccheck")
 _COUNTED = {"racecheck": (HAZARD,), "synccheck": (SYNC_ERROR, API_ERROR, MEMORY_ACCESS, OTHER)}
 
 
-class HazardDetector:
+class HazardDetector(Unit):
     """racecheck or synccheck: a compute-sanitizer tool whose records (from the tool's text) are sorted onto cases by
     the kernel that made them (`assign`); records nobody can place come with them, failing the case with the raw
     record."""
@@ -39,9 +39,10 @@ class HazardDetector:
     action = None               # it watches the plain launch from the sanitizer
     explains_fault = ends_process = False
 
-    def __init__(self, name: str, deadline_factor: float) -> None:
+    def __init__(self, name: str, deadline_factor: float, sees: tuple[str, ...]) -> None:
         self.name = self.sanitizer = name
         self.deadline_factor = deadline_factor
+        self.sees = sees
 
     def ran(self, ev: Evidence) -> DetectorRun:
         return sanitizer_ran(ev, self.name)
@@ -51,8 +52,8 @@ class HazardDetector:
 
 
 # racecheck tracks every shared-memory access: far slower than memcheck (DESIGN: 1,000x and more).
-RACECHECK_DETECTOR = HazardDetector(RACECHECK, deadline_factor=10.0)
-SYNCCHECK_DETECTOR = HazardDetector(SYNCCHECK, deadline_factor=1.0)
+RACECHECK_DETECTOR = HazardDetector(RACECHECK, deadline_factor=10.0, sees=(RACE,))
+SYNCCHECK_DETECTOR = HazardDetector(SYNCCHECK, deadline_factor=1.0, sees=(BARRIER,))
 
 
 @dataclass(frozen=True)

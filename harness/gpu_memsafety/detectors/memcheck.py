@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpu_memsafety.detectors.base import Evidence, sanitizer_ran, with_defaults
-from gpu_memsafety.model import GUARD, MEMCHECK, POISON, DetectorRun, Finding
+from gpu_memsafety.detectors.base import Evidence, Unit, sanitizer_ran, with_defaults
+from gpu_memsafety.model import GUARD, KINDS, MEMCHECK, POISON, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 
-class MemcheckDetector:
+class MemcheckDetector(Unit):
     name = MEMCHECK
     sanitizer = "memcheck"
     placement = L.EXACT
@@ -25,12 +25,19 @@ class MemcheckDetector:
     deadline_factor = 1.0       # the runner scales a sanitized process's deadline (modes.SANITIZER_SLOWDOWN)
     explains_fault = True
     ends_process = True
+    sees = tuple(KINDS)
+    places_strays = True        # a record of an access outside every allocation, by address
+    exact_accesses = True
+    watches_covered_ends = True  # each covered buffer is an allocation of its own: both ends are watched
 
     def ran(self, ev: Evidence) -> DetectorRun:
         return sanitizer_ran(ev, MEMCHECK)
 
     def findings(self, ev: Evidence) -> list[Finding]:
         return [with_defaults(f, arch=ev.result.arch) for f in ev.sanitizer_findings]
+
+    def reconcile(self, findings: list[Finding]) -> list[Finding]:
+        return undercounts(findings)
 
 
 DETECTOR = MemcheckDetector()

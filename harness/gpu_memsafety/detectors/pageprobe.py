@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import BEFORE_START, PAST_END
+from gpu_memsafety.model import BEFORE_START, GUARD, PAST_END
 
 BACK, FRONT = "back", "front"
 SIDES = {L.GUARD_PAGE_BACK: BACK, L.GUARD_PAGE_FRONT: FRONT}
@@ -107,6 +107,8 @@ class Probing:
     not_run: list[str] = field(default_factory=list)   # probes over the cap or the budget
     stopped: str = ""                          # why reruns stopped early ("" when they did not)
     _rounds: set[str] = field(default_factory=set)
+    budget_factor: float = RERUN_BUDGET_FACTOR  # the runner's wall-time budget, x the case's deadline
+    details_key: str = "guard_page_reruns"     # where the case's details keep to_json()
 
     # -- planning ----------------------------------------------------------------------------------------
     def next_round(self) -> list[Probe]:
@@ -130,6 +132,13 @@ class Probing:
             if planned:
                 return planned
         return []
+
+    def ran(self, probe: Probe, status: str, seconds: float, message: str,
+            evidence: Mapping[str, Any] | None = None) -> ProbeRun:
+        """What one rerun left: the worker's status (or the runner's: timeout, crashed), and, from its evidence, the
+        buffers whose guard markers it found changed."""
+        guard = (evidence or {}).get(GUARD) or {}
+        return ProbeRun(probe, status, seconds, message, tuple(sorted(name for name, changed in guard.items() if changed)))
 
     def record(self, runs: Iterable[ProbeRun]) -> None:
         self.runs.extend(runs)

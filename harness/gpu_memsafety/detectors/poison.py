@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.base import Earlier, Evidence, Leave, Unit, wild_accesses
 from gpu_memsafety.detectors.bisection import (  # noqa: F401  (first_changing, gaps...: poison's bisection, tested here)
     GAP_CHUNKS, REFINE_BUDGET, Span, bound, columns, first_changing, gaps, last_changing)
-from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, ByteRange, DetectorRun, Finding
+from gpu_memsafety.model import BEFORE_START, MEMCHECK, OVERREAD, PAST_END, POISON, TRACE, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
 # run(buffer, spans, pattern) -> {output: {"elements": ..., "of": ...}} for the outputs that changed ({} if none),
@@ -56,14 +56,75 @@ ACTION = "poison"
 OUTSIDE = (BEFORE_START, PAST_END)
 
 
-class PoisonDetector:
+class PoisonDetector(Unit):
     name = POISON
     sanitizer = None
     placement = L.GUARDED
     needs_cover = needs_gpu = False
     action = ACTION
+    action_at = f"{__name__}:run"
     deadline_factor = 2.0       # one launch per buffer and region, at least two
     explains_fault = ends_process = False
+    sees = (OVERREAD,)
+    keeps_evidence = True       # the survey's regions and runs, in the case's details
+
+    def void(self, ev: Evidence) -> str:
+        """Its results varied between identical runs with nothing poisoned (unstable_regions), and the case is
+        expected to read or write memory that is no buffer of ours (an UNATTRIBUTED expectation: triton#8327's
+        scratchpad), which does exactly that: what such an access meets depends on where the allocator put things
+        in each run. Poison cannot see through it; the other detectors' evidence stands, and memcheck places the
+        access."""
+        unstable = unstable_regions(ev.of(POISON))
+        if not unstable:
+            return ""
+        try:
+            wild = wild_accesses(ev.scenario.expectation(ev.case, ev.result.arch))
+        except Exception:   # noqa: BLE001 - a scenario's expect is user code: the verdict reports what it raises
+            return ""
+        if not wild:
+            return ""
+        return (f"not applicable here: {unstable}; this case is expected to make such a change "
+                f"({wild}: it reaches memory outside every buffer of the case), so "
+                f"poison cannot tell an overread from it (memcheck places the access: mode complete or memcheck)")
+
+    def distrust(self, ev: Evidence) -> str:
+        """Results that varied between identical runs, or a survey that compared nothing known to be the kernel's
+        result (a host-side refusal launches nothing by design: there is no result to compare)."""
+        report = ev.of(POISON)
+        return unstable_regions(report) or (nothing_compared(report) if not ev.result.notes.get("refused") else "")
+
+    def left_out(self, earlier: Earlier) -> Leave | None:
+        """Nothing left to see after memcheck (it watched both ends of every buffer, none has row padding or unused
+        rows, and none of its overread counts needs checking), or after the interpreter's trace (it checked every
+        access of the case's Triton launches to the byte, whatever the value read: trace_covers)."""
+        if (earlier.watched is not None and MEMCHECK in earlier.scenario.detectors
+                and not left_after_memcheck(earlier.watched) and not self.recount(earlier)):
+            return Leave("not run: memcheck watched both ends of every buffer of the case and none has row padding or "
+                         "unused rows, so poison had nothing memcheck did not see")
+        launches = earlier.checked.get(TRACE, 0)
+        if launches and trace_covers(earlier):
+            return Leave(f"not run: the interpreter's trace checked every access of the case's {launches} Triton "
+                         "launch(es) to the byte, whatever the value read, so poison had nothing the trace did not see",
+                         alone=True)
+        return None
+
+    def recount(self, earlier: Earlier) -> tuple[str, ...]:
+        """The buffers past whose ends memcheck saw an overread that no expectation of the case accepts: a bug the
+        scenario does not know (a user's own kernel, a held-out one), whose byte count is all the report says of it.
+        Poison surveys their guards; where its bound holds a byte memcheck's ranges do not, memcheck's count is at
+        least (memcheck.undercounts). An expected finding is left as it is: its expectation already judges its
+        count (the last-expert scale reads, where a poison survey of a gpt-oss shape would cost seconds)."""
+        if not any(f.detector == MEMCHECK for f in earlier.findings):
+            return ()
+        expected = earlier.expected() or ()
+        out: list[str] = []
+        for f in earlier.findings:
+            if f.detector != MEMCHECK or f.kind != OVERREAD or f.region not in OUTSIDE or f.buffer in out:
+                continue
+            if any(e.matches(f) for e in expected):
+                continue
+            out.append(f.buffer)
+        return tuple(out)
 
     def ran(self, ev: Evidence) -> DetectorRun:
         report = ev.of(POISON)
@@ -427,3 +488,12 @@ def _changed_outputs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             changed[name] = {"elements": diff, "of": x.numel(),
                              "nan_b": int(torch.isnan(y).sum()), "nan_a": int(torch.isnan(x).sum())}
     return changed
+
+
+def trace_covers(earlier: Earlier) -> bool:
+    """Whether the interpreter's trace, having run on the case (its launches checked), saw all poison could: every
+    read of a marker byte by an interpreted Triton kernel, exact, whatever its value (poison's regions are marker
+    bytes only). Not where an expectation needs poison and says the trace cannot see it (a read made by a torch
+    op: ExpectedFinding.blind), nor where the expectation cannot be read."""
+    expected = earlier.expected()
+    return expected is not None and not any(POISON in e.detectors and TRACE not in e.detectors for e in expected)

@@ -5,9 +5,11 @@ module, a line here, a row in the mode table (gpu_memsafety.engine.modes).
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from gpu_memsafety.detectors import guard, guard_page, hazards, memcheck, poison, trace, uninit
 from gpu_memsafety.detectors.base import Detector
-from gpu_memsafety.model import DETECTORS as NAMES
+from gpu_memsafety.model import DETECTORS as NAMES, Finding
 
 UNITS: dict[str, Detector] = {d.name: d for d in (
     guard.DETECTOR, memcheck.DETECTOR, guard_page.DETECTOR, poison.DETECTOR, uninit.DETECTOR, trace.DETECTOR,
@@ -16,3 +18,17 @@ UNITS: dict[str, Detector] = {d.name: d for d in (
 if tuple(UNITS) != NAMES:     # the model's vocabulary and the registry name the same detectors, in one order
     raise RuntimeError(f"detector registry {tuple(UNITS)} differs from gpu_memsafety.model.DETECTORS {NAMES}")
 
+
+
+def reconcile(findings: list[Finding]) -> list[Finding]:
+    """A case's findings after every detector has said what its own show of the others' (Unit.reconcile: memcheck's
+    counts that another detector proves short are marked inexact)."""
+    for unit in UNITS.values():
+        findings = unit.reconcile(findings)
+    return findings
+
+
+def fence(detectors: Sequence[str]) -> bool:
+    """Fence Triton's interpreter for the rest of this worker process (gpu_memsafety.detectors.trace.fence: no stray
+    access touches host memory), strict unless one of the process's `detectors` places stray accesses itself."""
+    return trace.fence(strict=not any(UNITS[d].places_strays for d in detectors))

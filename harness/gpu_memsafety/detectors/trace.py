@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Iterator
 
-from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.base import Evidence, Unit
+from gpu_memsafety.engine.job import STRAY_ACCESS
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import attribute
@@ -46,7 +47,7 @@ NOT_HERE = ("no Triton interpreter in this run (a GPU run: memcheck and the guar
             "there)")
 
 
-class TraceDetector:
+class TraceDetector(Unit):
     name = TRACE
     sanitizer = None
     placement = L.GUARDED
@@ -54,6 +55,14 @@ class TraceDetector:
     action = None               # the accesses are recorded during whatever plain launch runs the case
     deadline_factor = 1.0
     explains_fault = ends_process = False
+    sees = (OVERREAD, OVERWRITE)
+    places_strays = True        # an access outside every allocation is masked off and reported by address
+    exact_accesses = True
+
+    def checked_whole(self, ev: Evidence) -> int:
+        """The interpreted launches the trace checked: every access of each, to the byte, whatever its value."""
+        got = ev.of(TRACE)
+        return int(got.get("launches") or 0) if got else 0
 
     def ran(self, ev: Evidence) -> DetectorRun:
         got = ev.of(TRACE)
@@ -356,7 +365,7 @@ class StrayAccess(RuntimeError):
 
 
 # How a case's result message starts when the fence stopped its run (the worker writes "Type: message").
-STRAY_ACCESS = f"{StrayAccess.__name__}: "
+assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (engine.job spells it)
 
 
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.

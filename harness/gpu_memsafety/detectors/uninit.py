@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.detectors.base import Evidence
+from gpu_memsafety.detectors.base import Evidence, Unit
 from gpu_memsafety.model import UNINIT, UNINIT_READ, UNWRITTEN, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
@@ -31,14 +31,16 @@ UNKNOWN_BUFFER = "?"
 ACTION = "fill"             # the worker side: gpu_memsafety.detectors.fillcheck.run
 
 
-class UninitDetector:
+class UninitDetector(Unit):
     name = UNINIT
     sanitizer = None
     placement = L.GUARDED
     needs_cover = needs_gpu = False
     action = ACTION
+    action_at = "gpu_memsafety.detectors.fillcheck:run"
     deadline_factor = 12.0      # two runs when clean; 3 + one per buffer when something is found
     explains_fault = ends_process = False
+    sees = (UNINIT_READ, UNWRITTEN)
 
     def ran(self, ev: Evidence) -> DetectorRun:
         report = ev.of(UNINIT)

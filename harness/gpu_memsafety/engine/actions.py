@@ -17,16 +17,15 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from gpu_memsafety.model import GUARD
+from gpu_memsafety.detectors.registry import UNITS
 
 ONCE = "once"
 STRESS = "stress"
+# The plain launch, production stress, and each detector's own action (Detector.action, Detector.action_at).
 ACTIONS: dict[str, str] = {
     ONCE: "gpu_memsafety.detectors.launch:once",
     STRESS: "gpu_memsafety.engine.actions:stress",
-    "guard_page": "gpu_memsafety.detectors.guard_page:run",
-    "poison": "gpu_memsafety.detectors.poison:run",
-    "fill": "gpu_memsafety.detectors.fillcheck:run",
+    **{unit.action: unit.action_at for unit in UNITS.values() if unit.action},
 }
 
 Action = Callable[[Any, Any, Any], dict[str, Any]]
@@ -58,8 +57,8 @@ def stress(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
 
 def combine(bodies: list[dict[str, Any]]) -> dict[str, Any]:
     """Several actions' results for one case as one: the first one's buffer map, kernel and notes; launches and
-    kernel time added; every detector's evidence (the guard markers of every launch that checked them)."""
-    from gpu_memsafety.detectors.guard import merge as merge_guard
+    kernel time added; every detector's evidence, merged by the detector (Unit.merge_evidence: the guard markers of
+    every launch that checked them)."""
     if len(bodies) == 1:
         return bodies[0]
     merged = dict(bodies[0])
@@ -70,6 +69,6 @@ def combine(bodies: list[dict[str, Any]]) -> dict[str, Any]:
     evidence: dict[str, Any] = {}
     for body in bodies:
         for name, value in body.get("evidence", {}).items():
-            evidence[name] = merge_guard(evidence.get(name), value) if name == GUARD else value
+            evidence[name] = UNITS[name].merge_evidence(evidence.get(name), value) if name in UNITS else value
     merged["evidence"] = evidence
     return merged

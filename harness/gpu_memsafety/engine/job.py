@@ -25,6 +25,9 @@ NOT_APPLICABLE = "not_applicable"  # the adapter raised NotApplicable: the case 
 OOM = "oom"                     # out of memory: nothing was checked
 FAULT = "fault"                 # the CUDA context is gone (or the process died in the launch)
 ERROR = "error"                 # any other exception (with its traceback)
+# An ERROR's message starts with this when Triton's interpreter fenced a run over stray accesses (the run was
+# stopped, not judged: gpu_memsafety.detectors.trace.StrayAccess)
+STRAY_ACCESS = "StrayAccess: "
 STATUSES = (OK, UNSUPPORTED, NOT_APPLICABLE, OOM, FAULT, ERROR)
 
 # Environment variable naming the process that supervises a worker (the runner sets it, the worker watches it):
@@ -162,11 +165,6 @@ class WorkerResult:
     def guarded(self) -> int:
         """How many buffers the adapter allocated through the context's arena."""
         return len(self.buffers)
-
-    @property
-    def guard(self) -> dict[str, list[dict[str, Any]]] | None:
-        """The guard markers' evidence: changed runs per buffer; None when they were not checked."""
-        return self.evidence.get("guard")
 
     @property
     def covered(self) -> list[str]:

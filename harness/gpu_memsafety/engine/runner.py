@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.detectors import pageprobe
+from gpu_memsafety.detectors.base import Rerun, Reruns
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.engine import gpu_use
@@ -199,11 +199,12 @@ class Runner:
             done.append(self.judge.judge_probed(scenario, case, result, probing))
         return done, [items[i] for i in judged.rest]
 
-    def _probe_pages(self, scenario: Scenario, case: Case, probing: pageprobe.Probing) -> None:
-        """Run a guard-page fault's reruns (harness/gpu_memsafety/detectors/pageprobe.py plans them, round by round): each round's probes
-        as entries of one worker process, a fresh process after each fault (the context is lost), until the plan
-        has nothing left or the case's rerun budget (RERUN_BUDGET_FACTOR x its deadline) is spent."""
-        budget = self._deadline(scenario, False) * pageprobe.RERUN_BUDGET_FACTOR
+    def _probe_pages(self, scenario: Scenario, case: Case, probing: Reruns) -> None:
+        """Run a detector's reruns of a case (Unit.reruns; a guard-page fault's: detectors/pageprobe.py plans them,
+        round by round): each round's probes as entries of one worker process, a fresh process after each fault (the
+        context is lost), until the plan has nothing left or the case's rerun budget (budget_factor x its deadline)
+        is spent."""
+        budget = self._deadline(scenario, False) * probing.budget_factor
         began = time.monotonic()
         while probes := probing.next_round():
             pending = list(probes)
@@ -211,11 +212,11 @@ class Runner:
                 if time.monotonic() - began > budget:
                     probing.stop(f"rerun budget of {budget:.0f} s for this case spent", pending)
                     return
-                runs, pending = self._run_probes(scenario, case, pending)
+                runs, pending = self._run_probes(scenario, case, probing, pending)
                 probing.record(runs)
 
-    def _run_probes(self, scenario: Scenario, case: Case,
-                    probes: list[pageprobe.Probe]) -> tuple[list[pageprobe.ProbeRun], list[pageprobe.Probe]]:
+    def _run_probes(self, scenario: Scenario, case: Case, probing: Reruns,
+                    probes: list[Rerun]) -> tuple[list[Any], list[Rerun]]:
         """One worker process for `probes` of one case (the same case once per probe, each with its placements):
         what ran, and the probes the process never started (it ended in an earlier one's fault)."""
         self._batch += 1
@@ -231,21 +232,20 @@ class Runner:
         self.processes.append({**_process_times(out, len(items), False, spawned, time.time(), batch.returncode),
                                "guard_page_reruns": [p.label for p in probes]})
         (out / "argv.json").write_text(json.dumps(argv))
-        runs: list[pageprobe.ProbeRun] = []
+        runs: list[Any] = []
         for index, probe in enumerate(probes):
             res = batch.results.get(index)
             if res is not None:
-                written = tuple(sorted(name for name, changed in (res.guard or {}).items() if changed))
-                runs.append(pageprobe.ProbeRun(probe, res.status, res.seconds, res.message, written))
+                runs.append(probing.ran(probe, res.status, res.seconds, res.message, res.evidence))
             elif index in batch.timed_out:
-                runs.append(pageprobe.ProbeRun(probe, "timeout", batch.timed_out[index], "no result; worker killed"))
+                runs.append(probing.ran(probe, "timeout", batch.timed_out[index], "no result; worker killed"))
             elif index in batch.crashed:
-                runs.append(pageprobe.ProbeRun(probe, "crashed", 0.0, batch.crashed[index]))
+                runs.append(probing.ran(probe, "crashed", 0.0, batch.crashed[index]))
         rest = probes[len(runs):]       # entries run in order: those after a fault never started
         if not runs and rest:
             # the process ended before any rerun started: say so for each rather than start it again forever
             why = f"worker exited with code {batch.returncode} before this rerun started"
-            return [pageprobe.ProbeRun(p, "crashed", 0.0, why) for p in rest], []
+            return [probing.ran(p, "crashed", 0.0, why) for p in rest], []
         return runs, rest
 
     def _job(self, items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,

@@ -100,11 +100,10 @@ class Worker:
         self.mode = MODES[job.mode]
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         # Under Triton's interpreter every launch of every run is fenced: no stray access touches host memory
-        # (detectors/trace.py: a traced run reports it; any other run ends the case with StrayAccess, unless the
-        # mode's memcheck judges such accesses itself)
-        from gpu_memsafety.detectors import trace
-        from gpu_memsafety.model import MEMCHECK, TRACE
-        trace.fence(strict=not {MEMCHECK, TRACE} & set(self.mode.detectors))
+        # (detectors/trace.py: a traced run reports it; any other run ends the case with StrayAccess, unless a
+        # detector of the mode places such accesses itself: Unit.places_strays)
+        from gpu_memsafety.detectors import registry
+        registry.fence(self.mode.detectors)
         self.keep: list[Any] = []          # arenas of finished cases: addresses are never reused in one process
         self._current: Any = None          # the RunContext of the run in progress
         self._index = 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
+from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.host import modes as host_modes
 from gpu_memsafety.host.launches import TensorUse, name_of
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
@@ -34,13 +35,12 @@ from gpu_memsafety.placement.allocator import Allocation, GuardHit
 
 # The modes and which detectors each runs: host/modes.py, the one table.
 MODE_DETECTORS = host_modes.DETECTORS_OF
-SEES = {GUARD: (OVERWRITE,), MEMCHECK: tuple(KINDS), GUARD_PAGE: (OVERREAD, OVERWRITE), TRACE: (OVERREAD, OVERWRITE)}
 STACK_SHOWN = 6
-# Findings that explain a lost CUDA context: a guard-page fault is one; memcheck ends the kernel it reports
-# (--destroy-on-device-error kernel), and the error that leaves is its doing.
-EXPLAINS_LOSS = frozenset({GUARD_PAGE, MEMCHECK})
-# Detectors whose write into bytes the guard markers also saw changed is the same write (fold).
-FOLDED = frozenset({MEMCHECK, TRACE})
+# What each detector sees, explains and reports is the detector's own (gpu_memsafety.detectors.base.Unit), read from
+# the registry as the scenario path reads it: a finding that explains a lost CUDA context (`explains_fault`: a
+# guard-page fault; memcheck ends the kernel it reports, --destroy-on-device-error kernel, and the error that leaves
+# is its doing); a write at exact bytes that the guard markers also saw changed is the same write
+# (`exact_accesses`: fold).
 
 
 # ------------------------------------------------------------------------------------------- expectations
@@ -60,7 +60,8 @@ class Expected:
     site: str | None = None      # a substring of a frame of the allocation's stack ("mxfp.py:142", "downcast")
 
     def matches(self, finding: Finding, allocation: Mapping[str, str]) -> bool:
-        blind = finding.detector == GUARD_PAGE and {finding.kind, self.kind} <= {OVERREAD, OVERWRITE}
+        blind = (finding.detector in UNITS and not UNITS[finding.detector].tells_read_from_write
+                 and {finding.kind, self.kind} <= {OVERREAD, OVERWRITE})
         if finding.kind != self.kind and not blind:
             return False
         if self.region is not None and finding.region != self.region and placed(finding):
@@ -207,7 +208,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
     findings = fold(ev.findings + ev.fixture_findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors))
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
-    if lost and not any(f.detector in EXPLAINS_LOSS for f in findings):
+    if lost and not any(f.detector in UNITS and UNITS[f.detector].explains_fault for f in findings):
         return result(Outcome.CRASHED, f"{lost}; {_own_words(own)}", findings)
     if ev.breaks and not findings:
         return result(Outcome.NOT_APPLICABLE, "; ".join(b.reason() for b in ev.breaks))
@@ -274,7 +275,7 @@ def fold(findings: list[Finding]) -> list[Finding]:
     out: list[Finding] = []
     folded: dict[int, Finding] = {}
     for f in findings:
-        g = next((g for g in guards if f.detector in FOLDED and f.kind == OVERWRITE and _same_place(f, g)), None)
+        g = next((g for g in guards if _exact(f.detector) and f.kind == OVERWRITE and _same_place(f, g)), None)
         if g is None:
             out.append(f)
             continue
@@ -286,6 +287,10 @@ def fold(findings: list[Finding]) -> list[Finding]:
                                      f"{f.detector} saw {f.bytes} B of it by {f.kernel or 'a kernel'}"
                                      f"{' (' + f.source + ')' if f.source else ''}")
     return [folded.get(id(f), f) for f in out]
+
+
+def _exact(detector: str) -> bool:
+    return detector in UNITS and UNITS[detector].exact_accesses
 
 
 def _same_place(f: Finding, g: Finding) -> bool:
@@ -309,7 +314,7 @@ def _narrow(findings: list[Finding], sites: Sequence[str]) -> tuple[list[Finding
 
 def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker,
              fixture_only: bool = False) -> tuple[Outcome, str]:
-    seeable = set(SEES[GUARD]) if fixture_only else {k for d in MODE_DETECTORS[ev.mode] for k in SEES[d]}
+    seeable = set(UNITS[GUARD].sees) if fixture_only else {k for d in MODE_DETECTORS[ev.mode] for k in UNITS[d].sees}
     unexpected = [f for f in findings if not any(e.matches(f, dict(f.details)) for e in marker.expected)]
     visible = [e for e in marker.expected if e.kind in seeable]
     missing = [e for e in visible if not any(e.matches(f, dict(f.details)) for f in findings)]

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from gpu_memsafety.detectors import memcheck
-from gpu_memsafety.detectors.trace import STRAY_ACCESS
+from gpu_memsafety.detectors.registry import UNITS, reconcile
+from gpu_memsafety.engine.job import STRAY_ACCESS
 from gpu_memsafety.judge.verdict import Assessment, conclude
-from gpu_memsafety.model import TRACE, CaseResult, DetectorRun, Finding, Outcome
+from gpu_memsafety.model import CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.scenario.definition import Case, Scenario
 
 # Outcomes of a stage that decide the case whatever the other stages saw (rule 1).
@@ -101,9 +101,11 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
 
 def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
     """The stages that ended the case over stray accesses the interpreter's fence did not let a run without the trace
-    make (detectors.trace.STRAY_ACCESS), where another stage ran the trace on the case: that stage's findings say what
-    the accesses were, so such a stage decides nothing (rule 1 does not apply) and adds nothing."""
-    if not any(d.detector == TRACE and d.ran for s in stages for d in s.result.detectors):
+    make (engine.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
+    trace): that stage's findings say what the accesses were, so such a stage decides nothing (rule 1 does not apply)
+    and adds nothing."""
+    if not any(d.ran and d.detector in UNITS and UNITS[d.detector].places_strays
+               for s in stages for d in s.result.detectors):
         return []
     return [s for s in stages if s.assessment is None and s.result.outcome is Outcome.UNRESOLVED
             and s.result.message.startswith(STRAY_ACCESS)]
@@ -168,6 +170,6 @@ def _result(mode: str, scenario: Scenario, case: Case, outcome: Outcome, message
     kernel = (first.kernel if first else "") or scenario.kernel(case)
     return CaseResult(case_id=case.id, scenario=scenario.name, variant=case.variant, params=dict(case.params),
                       kernel=kernel, arch=arch, mode=mode, outcome=outcome,
-                      expected=scenario.expectation(case, arch).describe(), findings=memcheck.undercounts(findings),
+                      expected=scenario.expectation(case, arch).describe(), findings=reconcile(findings),
                       detectors=runs,
                       message=message.strip(), duration_s=sum(s.result.duration_s for s in stages), details=details)

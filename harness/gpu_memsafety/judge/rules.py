@@ -34,15 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from gpu_memsafety.detectors import memcheck, pageprobe, poison
-from gpu_memsafety.detectors.base import Evidence
-from gpu_memsafety.detectors.registry import UNITS
-from gpu_memsafety.detectors.trace import STRAY_ACCESS
+from gpu_memsafety.detectors.base import Evidence, Reruns, wild_accesses
+from gpu_memsafety.detectors.registry import UNITS, reconcile
 from gpu_memsafety.engine.cover import COVER_WATCHED
-from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, UNSUPPORTED, WorkerResult
+from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, STRAY_ACCESS, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
 from gpu_memsafety.judge.verdict import Assessment, assess, conclude
-from gpu_memsafety.model import GUARD_PAGE, MEMCHECK, POISON, TRACE, CaseResult, DetectorRun, Expectation, Finding, Outcome
+from gpu_memsafety.model import CaseResult, DetectorRun, Expectation, Finding, Outcome
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
 from gpu_memsafety.sanitizer.records import Placed, SanitizerRun, place_sanitizer_records, stray_owners
@@ -96,9 +94,9 @@ class Judged:
     rest: list[int]                   # indexes of the cases to run again (never started, or rerun alone)
     alone: list[str] = field(default_factory=list)   # case ids that must run one per process from now on
     note: str = ""                    # why they rerun (kept beside the batch's files)
-    # guard-page faults to rerun with one buffer on a page at a time (index -> its result, and the reruns to start
-    # from): the runner runs them and asks judge_probed for the outcome
-    probe: dict[int, tuple[WorkerResult, pageprobe.Probing]] = field(default_factory=dict)
+    # results a detector must rerun the case over before they can be judged (index -> the result, and the reruns
+    # to start from: Unit.reruns, the guard page's probes): the runner runs them and asks judge_probed for the outcome
+    probe: dict[int, tuple[WorkerResult, Reruns]] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ judge
@@ -119,8 +117,9 @@ class Judge:
         self.lost_records: dict[str, list[dict[str, Any]]] = {}
         # The buffer map of each case judged from evidence: what a later stage of a staged mode may still look at
         self.buffer_maps: dict[str, list[dict[str, Any]]] = {}
-        # Interpreted Triton launches the trace checked, per case judged from evidence (staged: poison's survey)
-        self.traced: dict[str, int] = {}
+        # Launches a detector checked to the byte, per case judged from evidence and detector (Unit.checked_whole:
+        # the interpreter's trace); a later stage of a staged mode reads them (Unit.left_out)
+        self.checked: dict[str, dict[str, int]] = {}
         # Stray records of a batch claimed, by their kernel's name, by a case sent to run alone: its own run must
         # show an access of that kernel, or the record (whose owner is then unknown) stays on it as a finding
         self.stray_claims: dict[str, list[Finding]] = {}
@@ -171,7 +170,7 @@ class Judge:
         alone = placed.alone if len(items) > 1 else []
         done: list[CaseResult] = []
         rest: list[int] = []
-        probe: dict[int, tuple[WorkerResult, pageprobe.Probing]] = {}
+        probe: dict[int, tuple[WorkerResult, Reruns]] = {}
         rerun = [i for i, (_, case) in enumerate(items) if case.id in alone]
         lost = self._lost(items, batch, placed)
         for index, (scenario, case) in enumerate(items):
@@ -183,7 +182,7 @@ class Judge:
             if case.id in lost:
                 done.append(self._lost_twice(scenario, case))
                 continue
-            probing = self.page_probing(scenario, batch.results[index]) if index in batch.results else None
+            probing = self.reruns(scenario, batch.results[index]) if index in batch.results else None
             if probing is not None:
                 probe[index] = (batch.results[index], probing)
             elif index in batch.results:
@@ -251,18 +250,21 @@ class Judge:
         result.details["memcheck_lost_record"] = runs
         return result
 
-    def page_probing(self, scenario: Scenario, result: WorkerResult) -> pageprobe.Probing | None:
-        """The reruns a guard-page fault needs before it can be judged (None: none): a case of a scenario that uses
-        the guard page, in a mode that runs it, that lost its context with buffers on pages."""
-        if result.status != FAULT or GUARD_PAGE not in self.mode.detectors or GUARD_PAGE not in scenario.detectors:
-            return None
-        return pageprobe.start(result.buffers, result.watched)
+    def reruns(self, scenario: Scenario, result: WorkerResult) -> Reruns | None:
+        """The reruns a result needs before it can be judged (None: none), from the first detector of this mode that
+        the scenario uses and that asks for them (Unit.reruns: a guard-page fault with buffers on pages)."""
+        for det in self.mode.detectors:
+            if det in scenario.detectors:
+                reruns = UNITS[det].reruns(result)
+                if reruns is not None:
+                    return reruns
+        return None
 
-    def judge_probed(self, scenario: Scenario, case: Case, result: WorkerResult, probing: pageprobe.Probing) -> CaseResult:
-        """A guard-page fault judged with its reruns (the runner ran `probing`'s probes); the reruns, their times
-        and what was not run stay in the details."""
-        judged = self.judge_case(Evidence(scenario, case, result, self.mode, pages=probing))
-        judged.details["guard_page_reruns"] = probing.to_json()
+    def judge_probed(self, scenario: Scenario, case: Case, result: WorkerResult, probing: Reruns) -> CaseResult:
+        """A result judged with its reruns (the runner ran them); the reruns, their times and what was not run stay
+        in the details."""
+        judged = self.judge_case(Evidence(scenario, case, result, self.mode, reruns=probing))
+        judged.details[probing.details_key] = probing.to_json()
         judged.duration_s += sum(r.seconds for r in probing.runs)
         return judged
 
@@ -291,10 +293,10 @@ class Judge:
         if res.status == ERROR:
             return self._result(scenario, case, Outcome.UNRESOLVED, f"{res.message}\n{res.traceback}", [], runs, res)
         used = [d for d in self.mode.detectors if d in scenario.detectors]
-        void = self._poison_void(ev, used)
-        if void:       # poison's evidence cannot be judged on this case, by the case's own expectation: no verdict of it
-            runs = [DetectorRun(POISON, False, void) if d.detector == POISON else d for d in runs]
-            used = [d for d in used if d != POISON]
+        void = {d: why for d in used if (why := UNITS[d].void(ev))}
+        if void:       # a detector's evidence cannot be judged on this case, by the case's own expectation: no verdict of it
+            runs = [DetectorRun(d.detector, False, void[d.detector]) if d.detector in void else d for d in runs]
+            used = [d for d in used if d not in void]
         findings = [f for d in used for f in UNITS[d].findings(ev)]
         if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
             wild = self._wild_fault(scenario.expectation(case, res.arch))
@@ -305,14 +307,14 @@ class Judge:
         problem = self._unchecked(ev, runs)
         if problem:
             return self._result(scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
-        pages = layout.guard_page_offsets(res.buffers) if GUARD_PAGE in used else None
+        pages = layout.guard_page_offsets(res.buffers) if any(UNITS[d].placement in layout.PAGED for d in used) else None
         expectation = scenario.expectation(case, res.arch)
         assessed = assess(expectation, findings, runs, pages=pages, placements=layout.placements(res.buffers))
         self.assessed[case.id] = assessed          # a staged mode adds the stages' assessments up (judge.combine)
         self.buffer_maps[case.id] = list(res.buffers)
-        traced = ev.of(TRACE)
-        if traced and traced.get("launches"):
-            self.traced[case.id] = int(traced["launches"])    # a later stage's poison may leave it to the trace
+        checked = {d: n for d in used if (n := UNITS[d].checked_whole(ev))}
+        if checked:
+            self.checked[case.id] = checked       # what a later stage may leave to them (Unit.left_out)
         verdict = conclude(expectation, [assessed])
         outcome, message = verdict.outcome, verdict.message
         missing = [d for d in runs if d.missing and not d.ran]
@@ -330,8 +332,9 @@ class Judge:
             partial = {d.detector: d.detail for d in missing}    # a failure judged on part of its detectors
         if outcome is Outcome.UNSUPPORTED:
             outcome = Outcome.NOT_APPLICABLE
-        if void and outcome is Outcome.NOT_APPLICABLE:      # say why poison did not count, not that it did not run
-            message = f"{message} (poison ran and {void.removeprefix('not applicable here: ')})"
+        if void and outcome is Outcome.NOT_APPLICABLE:      # say why a detector did not count, not that it did not run
+            message = message + "".join(f" ({d} ran and {why.removeprefix('not applicable here: ')})"
+                                        for d, why in void.items())
         stress = res.evidence.get("stress")
         if stress is not None:
             message = (f"stress runs no memory-safety detector: {stress['iterations']} iterations ran without a "
@@ -354,46 +357,20 @@ class Judge:
         scratchpad writes), and such an access ends the kernel wherever it meets an unmapped address, which
         depends on where the allocator put things. No detector here can tell that fault from another; memcheck
         places the access and is the mode that judges it."""
-        wild = _wild(expectation)
-        if MEMCHECK in self.mode.detectors or not wild:
+        wild = wild_accesses(expectation)
+        if any(UNITS[d].places_strays for d in self.mode.detectors) or not wild:
             return ""
         return (f"not judged here: the expected {wild} reaches memory outside every "
                 f"buffer of the case and can end the kernel at an unmapped address; {self.mode.name} mode cannot "
                 f"tell that fault from another one (memcheck places it: run mode complete or memcheck)")
 
-    def _poison_void(self, ev: Evidence, used: Sequence[str]) -> str:
-        """Why poison's evidence on this case is no evidence ("" when it is): its results varied between identical
-        runs with nothing poisoned (poison.unstable_regions), and the case is expected to read or write memory that
-        is no buffer of ours (an UNATTRIBUTED expectation: triton#8327's scratchpad), which does exactly that: what
-        such an access meets depends on where the allocator put things in each run. Poison cannot see through it;
-        the other detectors' evidence stands, and memcheck places the access."""
-        if POISON not in used:
-            return ""
-        unstable = poison.unstable_regions(ev.of(POISON))
-        if not unstable:
-            return ""
-        try:
-            wild = _wild(ev.scenario.expectation(ev.case, ev.result.arch))
-        except Exception:   # noqa: BLE001 - a scenario's expect is user code: the verdict reports what it raises
-            return ""
-        if not wild:
-            return ""
-        return (f"not applicable here: {unstable}; this case is expected to make such a change "
-                f"({wild}: it reaches memory outside every buffer of the case), so "
-                f"poison cannot tell an overread from it (memcheck places the access: mode complete or memcheck)")
-
     def _unchecked(self, ev: Evidence, runs: list[DetectorRun]) -> str:
         """Why the case checked nothing, or cannot be trusted; "" when its evidence stands."""
         res = ev.result
-        surveyed = any(d.detector == POISON and d.ran for d in runs)
-        unstable = poison.unstable_regions(ev.of(POISON)) if surveyed else ""
-        if unstable:
-            return unstable
-        # a host-side refusal launches nothing by design: there is no result to compare
-        blind = poison.nothing_compared(ev.of(POISON)) if surveyed and not res.notes.get("refused") else ""
-        if blind:
-            return blind
         ran = {d.detector for d in runs if d.ran}
+        distrust = next((why for d in runs if d.ran and d.detector in UNITS and (why := UNITS[d.detector].distrust(ev))), "")
+        if distrust:
+            return distrust
         if self.mode.guarded and not res.guarded:
             return ("nothing was guarded: the adapter allocated no buffer through the context (ctx.tensor / ctx.rows), "
                     "so no detector had anything to check")
@@ -451,7 +428,8 @@ class Judge:
             details = {k: v for k, v in (("notes", res.notes), ("kernel_seconds", res.kernel_seconds),
                                          ("seconds", res.seconds),
                                          ("stress_iterations", (res.evidence.get("stress") or {}).get("iterations")),
-                                         ("poison", res.evidence.get("poison")), ("device", res.device), ("memory", res.memory),
+                                         *((d, res.evidence.get(d)) for d in UNITS if UNITS[d].keeps_evidence),
+                                         ("device", res.device), ("memory", res.memory),
                                          ("passes", res.passes), ("stray_processes", res.stray_processes))
                        if v not in (None, {}, "", [])}
             if res.cover and self.mode.watch_placement != layout.GUARDED:
@@ -466,7 +444,7 @@ class Judge:
                           kernel=(res.kernel if res else "") or scenario.kernel(case), arch=res.arch if res else "",
                           mode=self.mode.name, outcome=outcome,
                           expected=scenario.expectation(case, res.arch if res else "").describe(),
-                          findings=memcheck.undercounts(findings), detectors=runs, message=message.strip(),
+                          findings=reconcile(findings), detectors=runs, message=message.strip(),
                           duration_s=float(res.seconds if res else 0.0), details=details)
 
 
@@ -498,11 +476,6 @@ def apply_baseline(result: CaseResult, baseline: Any) -> CaseResult:
     result.details["baseline"] = [{"finding": seen.key, "reason": entry.reason, "upstream": entry.upstream}
                                   for seen, entry in diff.accepted]   # read by report.baselines and report.load
     return result
-
-
-def _wild(expectation: Expectation) -> str:
-    """The case's expected accesses to memory of no buffer of ours (ExpectedFinding.wild), in words ("" if none)."""
-    return "; ".join(e.describe() for e in expectation.findings if e.wild)
 
 
 def unreproduced(claimed: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:

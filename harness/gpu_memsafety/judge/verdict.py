@@ -26,10 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
+from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.engine.modes import NEEDS_WATCH
-from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, IN_ALLOCATION, PAST_END, DetectorRun, Expectation, ExpectedFinding,
+from gpu_memsafety.model import (BEFORE_START, IN_ALLOCATION, PAST_END, DetectorRun, Expectation, ExpectedFinding,
                                  Finding, Outcome)
-from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, unguarded_regions
+from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, PAGED, unguarded_regions
+
+# Detectors that put buffers against an unmapped page: blind to bytes before it (the alignment tail)
+ON_PAGES = frozenset(name for name, unit in UNITS.items() if unit.placement in PAGED)
 
 # Why an expected finding could not be checked in a process kind, most specific first (conclude's message).
 TAIL, UNGUARDED, BLIND = "tail", "unguarded", "blind"
@@ -82,8 +86,8 @@ def assess(expectation: Expectation, findings: Sequence[Finding], detectors: Seq
     unchecked: dict[int, tuple[str, str]] = {}
     seeable: list[ExpectedFinding] = []
     for i, e in enumerate(expectation.findings):
-        tail = _before_page(e, pages) and GUARD_PAGE in ran
-        able = tuple(d for d in e.detectors if not (tail and d == GUARD_PAGE))
+        tail = _before_page(e, pages) and bool(ON_PAGES & ran)
+        able = tuple(d for d in e.detectors if not (tail and d in ON_PAGES))
         e = replace(e, detectors=able)
         seeable.append(e)
         if any(e.matches(f) for f in findings):
@@ -200,7 +204,7 @@ def _unguarded(expected: ExpectedFinding, placement: str) -> str:
     """Why an expectation only the guard markers could see is not checked: its buffer's placement keeps no marker
     bytes on that side (layout.unguarded_regions)."""
     side = _SIDE.get(expected.region or "", "outside the tensor")
-    guard = _GUARD_WORD.get(expected.region or "", "guard")
+    guard = _GUARD_WORD.get(expected.region or "", "marker guard")
     return (f"{expected.describe()}: it lies {side} where only guard markers see it, and {expected.buffer}'s "
             f"placement ({placement}) has no {guard} there (at most an alignment tail past the end)")
 

@@ -45,6 +45,7 @@ FLUSH_END = "flush_end"    # the tensor's last byte is the allocation's last byt
 EXACT = "exact"            # the tensor is its whole allocation (memcheck sees both ends)
 GUARD_PAGE_BACK = "guard_page"  # an aligned tail, then an unmapped page of a VMM reservation (hardware faults)
 GUARD_PAGE_FRONT = "guard_page_front"  # an unmapped page, then the tensor at once (faults before its start)
+PAGED = (GUARD_PAGE_BACK, GUARD_PAGE_FRONT)  # the placements that put a buffer against an unmapped page
 PLACEMENTS = (GUARDED, FLUSH_END, EXACT, GUARD_PAGE_BACK, GUARD_PAGE_FRONT)
 # Placements whose tensor ends where its real allocation ends: a sanitizer sees the first byte past the end.
 SANITIZER_PLACEMENTS = (FLUSH_END, EXACT)
