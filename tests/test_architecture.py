@@ -424,10 +424,6 @@ MODE_TABLES = ("gpu_memsafety.engine.modes", "gpu_memsafety.host.modes")
 DETECTOR_DOORS = ("gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry")
 # Modules that still name detectors, each with the work that removes it (the list only shrinks, as KNOWN_UPWARD).
 KNOWN_NAMING: dict[str, str] = {
-    "gpu_memsafety.host.judge": "the host face of the guard markers (allocator hits -> guard findings, the "
-                                "fixture's markers, each detector's run line) moves into the detectors",
-    "gpu_memsafety.host.cpu_trace": "the trace's host face (guarded copies per launch) moves beside detectors/trace",
-    "gpu_memsafety.host.pages": "the guard-page finding of a host test moves into detectors/guard_page",
 }
 
 
@@ -448,6 +444,11 @@ def _names_detectors(module: Module) -> list[str]:
     docstrings = {id(n.body[0].value) for n in ast.walk(module.tree)
                   if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
                   and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    vocabulary = {"gpu_memsafety.model", "gpu_memsafety.api"}
+    aliases = {a.asname or a.name for n in ast.walk(module.tree) if isinstance(n, ast.ImportFrom)
+               and _absolute(module, n) == "gpu_memsafety" for a in n.names if f"gpu_memsafety.{a.name}" in vocabulary}
+    aliases |= {a.asname for n in ast.walk(module.tree) if isinstance(n, ast.Import) for a in n.names
+                if a.name in vocabulary and a.asname}
     for node in ast.walk(module.tree):
         if isinstance(node, ast.ImportFrom):
             base = _absolute(module, node)
@@ -462,10 +463,18 @@ def _names_detectors(module: Module) -> list[str]:
         elif isinstance(node, ast.Import):
             found += [f"{a.name} at {where(node)}" for a in node.names
                       if a.name.startswith("gpu_memsafety.detectors.") and a.name not in DETECTOR_DOORS]
-        elif isinstance(node, ast.Attribute) and node.attr in constants:
+        elif (isinstance(node, ast.Attribute) and node.attr in constants and isinstance(node.value, ast.Name)
+              and node.value.id in aliases):     # model.MEMCHECK; a mode table's own TRACE is a mode's name
             found.append(f"{node.attr} at {where(node)}")
-        elif isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings:
-            found.append(f"{node.value!r} at {where(node)}")
+        elif isinstance(node, (ast.Compare, ast.Subscript, ast.Dict)):
+            # a detector's name as a string where code decides on it: compared, looked up, a key (an option that
+            # happens to share a name, `gpu_memsafety(guard=False)`, is not a detector)
+            parts = ([node.left, *node.comparators] if isinstance(node, ast.Compare) else
+                     [node.slice] if isinstance(node, ast.Subscript) else [k for k in node.keys if k is not None])
+            for part in parts:
+                items = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) else [part]
+                found += [f"{c.value!r} at {where(c)}" for c in items
+                          if isinstance(c, ast.Constant) and c.value in names and id(c) not in docstrings]
     return found
 
 
@@ -475,7 +484,7 @@ def _naming(modules: dict[str, Module]) -> dict[str, list[str]]:
             and (hits := _names_detectors(m))}
 
 
-def test_the_judge_and_the_engine_name_no_detector() -> None:
+def test_the_judge_the_engine_and_host_name_no_detector() -> None:
     found = _naming(MODULES)
     new = {name: hits for name, hits in found.items() if name not in KNOWN_NAMING}
     assert not new, "detectors named outside detectors/ (read it from the unit: detectors/base.Unit):\n" + \
@@ -486,14 +495,16 @@ def test_the_judge_and_the_engine_name_no_detector() -> None:
 
 def test_the_naming_check_fails_on_a_module_that_names_a_detector() -> None:
     """A synthetic judge module that imports a detector constant, reads one as an attribute, imports a detector's
-    module, compares with a detector's name as a string: each is found; the doors and a docstring are not."""
+    module, compares with a detector's name as a string: each is found; the doors, a docstring and a mode table's
+    constant of the same name (a mode named after its detector) are not."""
     source = ('"""Judges poison."""\n'
               "from gpu_memsafety.model import POISON, Finding\n"
               "from gpu_memsafety.detectors.registry import UNITS\n"
               "from gpu_memsafety.detectors import memcheck\n"
               "from gpu_memsafety import model\n"
+              "from gpu_memsafety.host import modes as host_modes\n"
               "def f(d):\n"
-              "    return d == 'trace' or d == model.GUARD\n")
+              "    return d == 'trace' or d == model.GUARD or d == host_modes.TRACE\n")
     name = "gpu_memsafety.judge.fake"
     synthetic = {name: Module(name, Path("harness/gpu_memsafety/judge/fake.py"), ast.parse(source))}
     hits = _naming(synthetic)[name]

@@ -1,8 +1,9 @@
-"""pages mode after a fault (gpu_memsafety.host.pages): the reruns name the allocation and its side, a control run
+"""pages mode after a fault (gpu_memsafety.detectors.guard_page_host): the reruns name the allocation and its side, a control run
 that faults too names nothing, and what cannot be narrowed is named as candidates. Children are scripted here."""
 from __future__ import annotations
 
-from gpu_memsafety.host import children, pages
+from gpu_memsafety.detectors import guard_page_host as pages
+from gpu_memsafety.host import children
 from gpu_memsafety.placement.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation, Frame
 
 TEST = "t.py::test_k"

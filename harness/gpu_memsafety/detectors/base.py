@@ -104,6 +104,7 @@ class Detector(Protocol):
     watches_covered_ends: bool  # when its sanitizer ran, it watched both ends of every covered buffer
     keeps_evidence: bool        # its evidence goes into the case's details under its name
     tells_read_from_write: bool  # its findings say which (a hardware fault does not)
+    marks_writes: bool          # its findings are the bytes a write changed (an exact access inside them is that write)
 
     def ran(self, ev: Evidence) -> DetectorRun: ...
 
@@ -137,6 +138,7 @@ class Unit:
     watches_covered_ends = False
     keeps_evidence = False
     tells_read_from_write = True
+    marks_writes = False
 
     def reconcile(self, findings: list[Finding]) -> list[Finding]:
         """The case's findings (every detector's), with what this detector's own say of the others: unchanged."""

@@ -31,6 +31,7 @@ class GuardDetector(Unit):
     deadline_factor = 1.0
     explains_fault = ends_process = False
     sees = (OVERWRITE,)
+    marks_writes = True         # every changed marker byte was written: a count or a lower bound, never widened
 
     def merge_evidence(self, before: Any, after: Any) -> Any:
         return merge(before, after)

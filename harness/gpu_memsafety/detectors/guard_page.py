@@ -69,13 +69,20 @@ class GuardPageDetector(Unit):
             if probing.stopped:
                 note += f" ({probing.stopped}; not run: {', '.join(probing.not_run) or '-'})"
             # the fault ends the adapter before it returns its RunInfo: the scenario names the kernel instead
-            out.append(Finding(detector=GUARD_PAGE, kind=kind, buffer=named.buffer, region=named.region, bytes=0,
-                               kernel=res.kernel or ev.kernel_label(), arch=res.arch, note=note, exact=False,
-                               details={"access": access, "direction": named.how,
-                                        "candidates": "|".join(probing.candidates),
-                                        "named": "yes" if named.named else "no", "reruns": ran,
-                                        **({"reruns_stopped": probing.stopped} if probing.stopped else {})}))
+            out.append(fault_finding(kind, named.buffer, named.region, note, kernel=res.kernel or ev.kernel_label(),
+                                     arch=res.arch, details={"access": access, "direction": named.how,
+                                                             "candidates": "|".join(probing.candidates),
+                                                             "named": "yes" if named.named else "no", "reruns": ran,
+                                                             **({"reruns_stopped": probing.stopped} if probing.stopped else {})}))
         return out
+
+
+def fault_finding(kind: str, buffer: str, region: str, note: str, *, kernel: str = "", arch: str = "",
+                  details: Any = ()) -> Finding:
+    """A guard-page finding, a scenario case's or a host test's (guard_page_host): a hardware fault counts no bytes
+    and is never exact; the note says what the reruns told and what they could not."""
+    return Finding(detector=GUARD_PAGE, kind=kind, buffer=buffer, region=region, bytes=0, kernel=kernel, arch=arch,
+                   note=note, exact=False, details=details)
 
 
 def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:

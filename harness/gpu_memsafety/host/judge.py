@@ -27,15 +27,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.host import modes as host_modes
-from gpu_memsafety.host.launches import TensorUse, name_of
+from gpu_memsafety.host.allocations import marker_findings
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
-from gpu_memsafety.model import (BEFORE_START, GUARD, GUARD_PAGE, KINDS, MEMCHECK, OVERREAD, OVERWRITE, PAST_END,
-                                 REGIONS, TRACE, CaseResult, DetectorRun, Finding, Outcome, placed)
-from gpu_memsafety.placement.allocator import Allocation, GuardHit
+from gpu_memsafety.model import KINDS, OVERREAD, OVERWRITE, REGIONS, CaseResult, DetectorRun, Finding, Outcome, placed
 
 # The modes and which detectors each runs: host/modes.py, the one table.
 MODE_DETECTORS = host_modes.DETECTORS_OF
-STACK_SHOWN = 6
 # What each detector sees, explains and reports is the detector's own (gpu_memsafety.detectors.base.Unit), read from
 # the registry as the scenario path reads it: a finding that explains a lost CUDA context (`explains_fault`: a
 # guard-page fault; memcheck ends the kernel it reports, --destroy-on-device-error kernel, and the error that leaves
@@ -139,49 +136,6 @@ def _expected(fields: Mapping[str, Any]) -> Expected:
                     str(fields["site"]) if fields.get("site") else None)
 
 
-# ------------------------------------------------------------------------------------------- findings
-
-def allocation_details(alloc: Allocation, test: str, uses: Sequence[TensorUse] = (),
-                       kernel: str = "") -> tuple[tuple[str, str], ...]:
-    """What a finding says about the allocation it hit: how the code names it (the kernel's parameter, the test's
-    variable: host/launches.py), size, who made it, where (innermost frame first)."""
-    name = name_of(alloc.ptr, uses, kernel) if alloc.ptr else ""
-    named = (("tensor", name),) if name else ()
-    stack = "\n".join(f.describe() for f in alloc.stack[:STACK_SHOWN]) or "(no Python frame outside torch)"
-    made = "this test" if alloc.test == test else alloc.test
-    freed = f"; freed during {'this test' if alloc.freed_in == test else alloc.freed_in}" if alloc.freed_in else ""
-    return named + (("size", str(alloc.size)), ("allocated_in", made + freed), ("device", f"cuda:{alloc.device}"),
-            ("stack", stack))
-
-
-def guard_findings(hits: Sequence[GuardHit], test: str, arch: str, uses: Sequence[TensorUse] = ()) -> list[Finding]:
-    """Changed marker bytes -> one overwrite finding per allocation and side (before_start, past_end): the scenario
-    path's guard findings (sanitizer/attribute.guard_findings, one definition), with what the allocation is."""
-    from gpu_memsafety.sanitizer.attribute import guard_findings as by_region
-    out = []
-    for hit in hits:
-        size = hit.allocation.size
-        runs = [{"region": BEFORE_START if hi <= 0 else PAST_END, "start": lo, "end": hi,
-                 "logical": where_text(lo, hi, size)} for lo, hi in hit.changed_runs()]
-        state = "still allocated (markers re-armed)" if hit.live else "freed during the test; checked before release"
-        for f in by_region({hit.allocation.label: runs}, kernel="", arch=arch, detector=GUARD):
-            out.append(replace(f, note=f"{f.bytes} marker byte(s) changed {_side(f.region)} a {size} B allocation; "
-                                       f"{state}",
-                               details=(*f.details, *allocation_details(hit.allocation, test, uses))))
-    return out
-
-
-def _side(region: str) -> str:
-    return "before the start of" if region == BEFORE_START else "past the end of"
-
-
-def where_text(lo: int, hi: int, size: int) -> str:
-    """Bytes [lo, hi) outside an allocation of `size` bytes, relative to its first byte, in words."""
-    if hi <= 0:
-        return f"{-lo} to {-hi + 1} B before the first byte" if hi < 0 else f"{-lo} B before the first byte"
-    return f"bytes {lo - size}..{hi - size - 1} past the end (offsets {lo}..{hi - 1})"
-
-
 # --------------------------------------------------------------------------------------------- verdict
 
 def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> CaseResult:
@@ -205,7 +159,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
                                              f"{': ' + marker.reason if marker.reason else ''}")
     if ev.earlier_loss:
         return result(Outcome.NOT_APPLICABLE, f"not checked: {ev.earlier_loss}")
-    findings = fold(ev.findings + ev.fixture_findings + guard_findings(ev.hits, ev.test, ev.arch, ev.tensors))
+    findings = fold(ev.findings + ev.fixture_findings + marker_findings(ev.hits, ev.test, ev.arch, ev.tensors))
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
     if lost and not any(f.detector in UNITS and UNITS[f.detector].explains_fault for f in findings):
@@ -271,7 +225,7 @@ def fold(findings: list[Finding]) -> list[Finding]:
     memcheck's kernel, source line and thread; a memcheck write the markers did not see (beyond their 256 B, or
     landing in another allocation) stays memcheck's. Likewise in trace mode, a write the trace saw into a
     gpu_memsafety_guarded tensor's guard, which the fixture's markers saw too: one finding, with the kernel."""
-    guards = [f for f in findings if f.detector == GUARD]
+    guards = [f for f in findings if f.detector in UNITS and UNITS[f.detector].marks_writes]
     out: list[Finding] = []
     folded: dict[int, Finding] = {}
     for f in findings:
@@ -314,7 +268,7 @@ def _narrow(findings: list[Finding], sites: Sequence[str]) -> tuple[list[Finding
 
 def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker,
              fixture_only: bool = False) -> tuple[Outcome, str]:
-    seeable = set(UNITS[GUARD].sees) if fixture_only else {k for d in MODE_DETECTORS[ev.mode] for k in UNITS[d].sees}
+    seeable = set(UNITS[host_modes.MARKERS_DETECTOR].sees) if fixture_only else {k for d in MODE_DETECTORS[ev.mode] for k in UNITS[d].sees}
     unexpected = [f for f in findings if not any(e.matches(f, dict(f.details)) for e in marker.expected)]
     visible = [e for e in marker.expected if e.kind in seeable]
     missing = [e for e in visible if not any(e.matches(f, dict(f.details)) for f in findings)]
@@ -361,20 +315,19 @@ def _detector_runs(ev: Evidence) -> list[DetectorRun]:
     for det in MODE_DETECTORS[ev.mode]:
         if ev.unavailable:
             runs.append(DetectorRun(det, False, ev.unavailable))
-        elif det == GUARD and ev.mode == host_modes.COMPLETE and not ev.markers_checked:
-            runs.append(DetectorRun(det, False, "; ".join(ev.detector_notes) or "the markers pass did not run this test"))
+        elif (need := host_modes.RAN_IF.get((ev.mode, det))) and need[2] and not getattr(ev, need[0]):
+            runs.append(DetectorRun(det, False, "; ".join(ev.detector_notes) or need[1]))
         elif ev.detector_problem:
             runs.append(DetectorRun(det, False, ev.detector_problem))
-        elif det == TRACE and not ev.launches:
-            runs.append(DetectorRun(det, False, "the test ran no Triton kernel in Triton's interpreter"))
+        elif need and not getattr(ev, need[0]):
+            runs.append(DetectorRun(det, False, need[1]))
         else:
-            runs.append(DetectorRun(det, True, {GUARD: "markers verified at teardown", MEMCHECK: "compute-sanitizer ran",
-                                                GUARD_PAGE: "VMM guard pages",
-                                                TRACE: f"{ev.accesses:,} accesses of {ev.launches} interpreted Triton "
-                                                       f"launch(es) checked"}[det]))
-    if ev.fixture_checked and not any(r.detector == GUARD and r.ran for r in runs):
-        fixture = DetectorRun(GUARD, True, f"gpu_memsafety_guarded: {ev.fixture_checked} tensor(s) checked at teardown")
-        runs = [r for r in runs if r.detector != GUARD] + [fixture]
+            runs.append(DetectorRun(det, True, host_modes.RAN_WORDS[det].format(accesses=ev.accesses,
+                                                                                launches=ev.launches)))
+    fixture = host_modes.MARKERS_DETECTOR
+    if ev.fixture_checked and not any(r.detector == fixture and r.ran for r in runs):
+        line = DetectorRun(fixture, True, f"gpu_memsafety_guarded: {ev.fixture_checked} tensor(s) checked at teardown")
+        runs = [r for r in runs if r.detector != fixture] + [line]
     # the detectors of the mode asked for that could not run here, where nothing else of theirs ran
     runs += [DetectorRun(det, False, why) for det, why in ev.partial.items() if all(r.detector != det for r in runs)]
     return runs

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from gpu_memsafety.host.judge import allocation_details
+from gpu_memsafety.host.allocations import allocation_details
 from gpu_memsafety.host.launches import TensorUse
 from gpu_memsafety.model import Finding
 from gpu_memsafety.placement import layout as L

@@ -1,4 +1,5 @@
-"""pages mode after a fault: which allocation of the test, and on which side, by rerunning it alone.
+"""The guard page on a pytest suite (`--gpu-memsafety=pages`) after a fault: which allocation of the test, and on which
+side, by rerunning it alone. The host face of detectors/guard_page.py (its finding: `fault_finding`).
 
 A guard-page fault ends the CUDA context and names neither the allocation nor the side. The test runs again alone
 in fresh children: with no page at all (control: a fault there is not a guard-page access, and nothing is named),
@@ -6,6 +7,11 @@ with the page before every allocation (a fault: before_start), and, on the side 
 half of its allocations at a time (by their order in the test: the shim's page window) until one is left. At most
 MAX_PROBES children per test; what could not be narrowed is named as candidates. Planning is pure; `probe` runs the
 children through the callable it is given.
+
+Why not the scenario path's planner (detectors/pageprobe.py): a scenario knows its buffers by name before it runs
+and pages each alone (the name round, capped at MAX_RERUNS), then the other side, then a control when needed; a
+test's allocations are known only from its run, by their order, and the allocator shim pages a window of that
+order, so a suite with dozens of allocations is narrowed by halving windows, control first.
 """
 from __future__ import annotations
 
@@ -13,9 +19,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from gpu_memsafety.host import children
-from gpu_memsafety.host.judge import allocation_details
+from gpu_memsafety.host.allocations import allocation_details
 from gpu_memsafety.host.modes import PAGES
-from gpu_memsafety.model import BEFORE_START, GUARD_PAGE, OVERREAD, PAST_END, Finding
+from gpu_memsafety.detectors.guard_page import fault_finding
+from gpu_memsafety.model import BEFORE_START, OVERREAD, PAST_END, Finding
 from gpu_memsafety.placement.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation
 
 MAX_PROBES = 10
@@ -73,5 +80,5 @@ def _finding(test: str, named: Allocation | None, region: str, runs: list[ProbeR
         buffer = "|".join(dict.fromkeys(a.label for a in candidates)) or "(unknown allocation)"
         how = f"hardware fault on the guard page of one of {len(candidates)} allocation(s) (not told apart)"
         details = (("access", "read or write"), ("reruns", reruns))
-    return Finding(detector=GUARD_PAGE, kind=OVERREAD, buffer=buffer, region=region, bytes=0, arch=arch,
-                   note=f"{how}; no sanitizer{': ' + note if note else ''}", exact=False, details=details)
+    return fault_finding(OVERREAD, buffer, region, f"{how}; no sanitizer{': ' + note if note else ''}", arch=arch,
+                         details=details)

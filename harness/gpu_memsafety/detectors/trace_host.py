@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gpu_memsafety.detectors.trace import tensors_of
-from gpu_memsafety.host.judge import where_text
+from gpu_memsafety.host.allocations import where_text
 from gpu_memsafety.host.launches import variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
 from gpu_memsafety.placement import layout as L
