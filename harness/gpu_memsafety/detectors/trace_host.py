@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from gpu_memsafety.detectors.trace import tensors_of
 from gpu_memsafety.host.allocations import where_text
-from gpu_memsafety.host.launches import variables_of
+from gpu_memsafety.host.launches import storage_ptr, variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
 from gpu_memsafety.placement import layout as L
 
@@ -99,14 +99,8 @@ def _tensors(value: Any) -> list[Any]:
 
 
 def _cpu_ptr(value: Any) -> int | None:
-    """The first byte of a CPU tensor's storage (of the tensor a wrapper holds); None for anything else."""
-    tensor = next(iter(_tensors(value)), None) if not isinstance(value, (tuple, list)) else None
-    if tensor is None or getattr(tensor, "is_cuda", False):
-        return None
-    try:
-        return int(tensor.untyped_storage().data_ptr())
-    except Exception:                                  # noqa: BLE001 - a tensor subclass without a real storage
-        return None
+    """The first byte of a CPU tensor's storage (host/launches.storage_ptr, on the host)."""
+    return storage_ptr(value, cuda=False)
 
 
 def _guarded_buffer(buffers: list[Any], ptr: int) -> Any:

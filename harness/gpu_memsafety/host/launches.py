@@ -65,13 +65,14 @@ def _unique(items: Iterable[str]) -> list[str]:
     return out
 
 
-def storage_ptr(value: Any) -> int | None:
-    """The first byte of a CUDA tensor's storage (a Triton TensorDescriptor's base tensor's); None for anything else."""
+def storage_ptr(value: Any, *, cuda: bool = True) -> int | None:
+    """The first byte of a tensor's storage on the GPU (`cuda`) or the host (a Triton TensorDescriptor's or
+    TensorWrapper's base tensor's); None for anything else, a tuple of tensors included."""
     base = getattr(value, "base", None)
     if base is not None and not hasattr(value, "untyped_storage") and hasattr(base, "untyped_storage"):
-        value = base                                   # triton.tools.tensor_descriptor.TensorDescriptor
+        value = base                                   # triton.tools.tensor_descriptor.TensorDescriptor, TensorWrapper
     storage = getattr(value, "untyped_storage", None)
-    if storage is None or not getattr(value, "is_cuda", False):
+    if storage is None or bool(getattr(value, "is_cuda", False)) != cuda:
         return None
     try:
         return int(storage().data_ptr())
