@@ -143,8 +143,9 @@ def _named_for_import_module(module: Module) -> list[tuple[str, int]]:
     return out
 
 
-def _graph(*, top_level_only: bool) -> dict[str, dict[str, int]]:
-    return {name: {target: line for target, line in reversed(_imports(m, top_level_only=top_level_only))}
+def _graph(*, top_level_only: bool, type_checking: bool = False) -> dict[str, dict[str, int]]:
+    return {name: {target: line for target, line in reversed(_imports(m, top_level_only=top_level_only,
+                                                                       type_checking=type_checking))}
             for name, m in MODULES.items()}
 
 
@@ -299,7 +300,10 @@ def test_no_module_is_over_the_line_limit() -> None:
 
 
 def test_no_import_cycle() -> None:
-    graph = _graph(top_level_only=False)
+    """Not even through an import for the type checker: two modules that name each other's types are one module to a
+    reader (a Protocol in the lower one says what it needs of the upper one: detectors/base.SanitizerView,
+    engine/staged.Parent)."""
+    graph = _graph(top_level_only=False, type_checking=True)
     cycles = _cycles(graph)
     described = [" <-> ".join(f"{a} ({a}:{graph[a].get(b, '?')} imports {b})" for a, b in zip(c, c[1:] + c[:1])
                               if b in graph[a]) or " ".join(c) for c in cycles]

@@ -44,7 +44,6 @@ from gpu_memsafety.model import DetectorRun, Expectation, Finding
 
 if TYPE_CHECKING:
     from gpu_memsafety.engine.job import WorkerResult
-    from gpu_memsafety.sanitizer.records import SanitizerRun
     from gpu_memsafety.scenario.definition import Case, Scenario
 
 
@@ -59,6 +58,26 @@ class ModeView(Protocol):
     def detectors(self) -> tuple[str, ...]: ...
 
 
+class SanitizerView(Protocol):
+    """What a detector reads of one sanitized process (gpu_memsafety.sanitizer.records.SanitizerRun is one; records
+    are read and placed there, in the layer above this module, which imports the hazard detectors)."""
+
+    tool: str
+    problem: str
+    describe: str
+    caveat: str
+
+    @property
+    def attached(self) -> bool: ...
+
+    @property
+    def ran(self) -> bool: ...
+
+    def not_started(self, detector: str) -> DetectorRun | None: ...
+
+    def disagreement(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Everything the judge knows about one case in one process kind (a mode, or one stage of a staged mode)."""
@@ -67,7 +86,7 @@ class Evidence:
     case: "Case"
     result: "WorkerResult"
     mode: ModeView
-    sanitizer: "SanitizerRun | None" = None
+    sanitizer: SanitizerView | None = None
     sanitizer_findings: tuple[Finding, ...] = ()   # this case's share of the batch's placed records
     reruns: "Reruns | None" = None                  # a detector's reruns after a fault (Unit.reruns: the guard page's)
 

@@ -21,7 +21,7 @@ gpu_memsafety.judge.combine decides the outcome.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from gpu_memsafety.detectors.base import Earlier
 from gpu_memsafety.detectors.registry import UNITS
@@ -30,11 +30,23 @@ from gpu_memsafety.judge.combine import StageResult, combine, stops
 from gpu_memsafety.model import CaseResult
 
 if TYPE_CHECKING:
-    from gpu_memsafety.engine.runner import Runner
     from gpu_memsafety.scenario.definition import Case, Scenario
 
 
-def run(parent: "Runner", items: Sequence[tuple["Scenario", "Case"]]) -> list[CaseResult]:
+class Parent(Protocol):
+    """What a staged run needs of the runner that started it (gpu_memsafety.engine.runner.Runner, which calls `run`;
+    each stage runs in a runner of the same type): its options, its judge, the processes it lists, and its emit."""
+
+    o: Any
+    judge: Any
+    processes: list[dict[str, Any]]
+
+    def run(self, items: Sequence[tuple["Scenario", "Case"]]) -> list[CaseResult]: ...
+
+    def _emit(self, result: CaseResult) -> CaseResult: ...
+
+
+def run(parent: Parent, items: Sequence[tuple["Scenario", "Case"]]) -> list[CaseResult]:
     """Every stage of parent's mode over `items`, then one result per case (emitted through parent)."""
     o = parent.o
     per_case: dict[str, list[StageResult]] = {case.id: [] for _, case in items}

@@ -20,7 +20,6 @@ from gpu_memsafety.errors import Unsupported
 
 if TYPE_CHECKING:
     from gpu_memsafety.scenario.context import RunContext, RunInfo
-    from gpu_memsafety.scenario.definition import Case
 
 __all__ = ["Adapter", "Unsupported", "checked"]
 
@@ -29,7 +28,8 @@ __all__ = ["Adapter", "Unsupported", "checked"]
 class Adapter(Protocol):
     """Runs one case: allocate buffers through `ctx`, launch the kernel, return a RunInfo."""
 
-    def __call__(self, case: "Case", ctx: "RunContext") -> "RunInfo": ...
+    # case: a gpu_memsafety.scenario.definition.Case (its params, variant and id; definition imports this module)
+    def __call__(self, case: Any, ctx: "RunContext") -> "RunInfo": ...
 
 
 class AdapterError(TypeError):
