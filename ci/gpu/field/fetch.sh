@@ -40,8 +40,7 @@ for lib in ${@:-ao liger fla mamba}; do case $lib in
       test/transformers/test_relu_squared.py test/transformers/test_mhc.py \
       test/transformers/test_fused_neighborhood_attention.py ;;
   fla)    # fla/__init__ imports layers and models (transformers): the whole package is needed (5.3 MiB of .py)
-    build fla fla-org+flash-linear-attention bc3b101dcb71 fla tests/conftest.py tests/ops/utils \
-      tests/ops/test_hgrn.py tests/ops/test_solve_tril.py tests/ops/test_simple_gla.py tests/ops/test_gdn.py ;;
+    build fla fla-org+flash-linear-attention bc3b101dcb71 fla tests/conftest.py tests/ops ;;   # tests/ops: 0.8 MiB
   mamba)  # mamba_ssm/__init__ imports modules and models; the CUDA extensions are optional imports (try/except)
     build mamba state-spaces+mamba e9594ce1c732 mamba_ssm tests/ops/triton/test_selective_state_update.py \
       tests/ops/triton/test_layernorm_gated.py tests/ops/triton/test_ssd.py tests/ops/triton/test_mamba3_siso.py ;;

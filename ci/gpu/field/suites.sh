@@ -43,6 +43,10 @@ suite_def() {
       SUITE_ARGS=(test/transformers/test_sparsemax.py test/transformers/test_softmax.py
                   test/transformers/test_multi_token_attention.py test/transformers/test_relu_squared.py
                   test/transformers/test_mhc.py test/transformers/test_fused_neighborhood_attention.py) ;;
+    fla-cpu)   # fla-org/flash-linear-attention bc3b101dcb71 without a GPU: every varlen (cu_seqlens) test of tests/ops, its
+               # tensors put on the CPU by ci/gpu/field/cpu/fla_on_cpu.py (fla's device detection says cuda otherwise)
+      SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla:$REPO/ci/gpu/field/cpu"
+      SUITE_ARGS=(-p fla_on_cpu tests/ops -k varlen) ;;
     *) return 1 ;;
   esac
 }
