@@ -19,7 +19,7 @@ runs the probes, the judge (GuardPageDetector) turns `conclude()` into findings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.model import BEFORE_START, GUARD, PAST_END
@@ -107,8 +107,8 @@ class Probing:
     not_run: list[str] = field(default_factory=list)   # probes over the cap or the budget
     stopped: str = ""                          # why reruns stopped early ("" when they did not)
     _rounds: set[str] = field(default_factory=set)
-    budget_factor: float = RERUN_BUDGET_FACTOR  # the runner's wall-time budget, x the case's deadline
-    details_key: str = "guard_page_reruns"     # where the case's details keep to_json()
+    budget_factor: ClassVar[float] = RERUN_BUDGET_FACTOR  # the runner's wall-time budget, x the case's deadline
+    details_key: ClassVar[str] = "guard_page_reruns"     # where the case's details keep to_json()
 
     # -- planning ----------------------------------------------------------------------------------------
     def next_round(self) -> list[Probe]:

@@ -64,6 +64,7 @@ def run(parent: Parent, items: Sequence[tuple["Scenario", "Case"]]) -> list[Case
     for name in o.mode.stages:
         stage = MODES[name]
         without: dict[str, frozenset[str]] = {}    # case -> the detectors its stage runs without (Leave.alone)
+        seen: dict[str, Earlier] = {}              # what the earlier stages learnt of each case (unchanged in this one)
         todo = []
         for s, c in items:
             if c.id in stopped:
@@ -71,9 +72,9 @@ def run(parent: Parent, items: Sequence[tuple["Scenario", "Case"]]) -> list[Case
             # A stage runs for a case when it brings a detector its scenario uses that no earlier stage ran, and
             # that detector has something to look at (Unit.left_out: an earlier one saw all it could).
             new = [d for d in stage.detectors if d in s.detectors and d not in earlier]
-            seen = known(s, c)
+            seen[c.id] = known(s, c)
             for d in list(new):
-                leave = UNITS[d].left_out(seen)
+                leave = UNITS[d].left_out(seen[c.id])
                 if leave is None:
                     continue
                 less = without.get(c.id, frozenset()) | {d}
@@ -96,7 +97,7 @@ def run(parent: Parent, items: Sequence[tuple["Scenario", "Case"]]) -> list[Case
             assert mode is not None
             workdir = o.workdir / name / ("lean-" + "-".join(sorted(less))) if less else o.workdir / name
             recount = {c.id: r for s, c in cases
-                       if (r := tuple(dict.fromkeys(b for d in mode.detectors for b in UNITS[d].recount(known(s, c)))))}
+                       if (r := tuple(dict.fromkeys(b for d in mode.detectors for b in UNITS[d].recount(seen[c.id]))))}
             runner = type(parent)(replace(o, mode=mode, workdir=workdir, on_result=None, covered_seen=covered_seen,
                                           recount=recount))
             for result in runner.run(cases):

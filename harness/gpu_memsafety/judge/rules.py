@@ -39,7 +39,7 @@ from gpu_memsafety.detectors.registry import UNITS, reconcile
 from gpu_memsafety.engine.cover import COVER_WATCHED
 from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, STRAY_ACCESS, UNSUPPORTED, WorkerResult
 from gpu_memsafety.engine.modes import Mode
-from gpu_memsafety.judge.verdict import Assessment, assess, conclude
+from gpu_memsafety.judge.verdict import ON_PAGES, Assessment, assess, conclude
 from gpu_memsafety.model import CaseResult, DetectorRun, Expectation, Finding, Outcome
 from gpu_memsafety.placement import layout
 from gpu_memsafety.report.picture import BUFFERS, buffer_records
@@ -307,7 +307,7 @@ class Judge:
         problem = self._unchecked(ev, runs)
         if problem:
             return self._result(scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
-        pages = layout.guard_page_offsets(res.buffers) if any(UNITS[d].placement in layout.PAGED for d in used) else None
+        pages = layout.guard_page_offsets(res.buffers) if ON_PAGES.intersection(used) else None
         expectation = scenario.expectation(case, res.arch)
         assessed = assess(expectation, findings, runs, pages=pages, placements=layout.placements(res.buffers))
         self.assessed[case.id] = assessed          # a staged mode adds the stages' assessments up (judge.combine)
