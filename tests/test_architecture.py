@@ -11,6 +11,8 @@
 - The packages form layers (docs/architecture.md, "Layers", read from there): no module imports from a layer
   above its own, counting imports inside functions and under `if TYPE_CHECKING:` (a typing import up the stack
   is still a dependency a reader must follow).
+- The host path (a pytest suite's tests) and the scenario path share one definition each of the guard-page
+  finding, the guard-page rerun planner and the placing of an address on an allocation.
 
 The import graph is read from the AST of the checkout's folders as the distribution maps them
 (pyproject.toml's package-dir: harness/gpu_memsafety/ -> gpu_memsafety, ...), so the test needs no GPU and imports nothing it
@@ -514,3 +516,71 @@ def test_the_naming_check_fails_on_a_module_that_names_a_detector() -> None:
     hits = _naming(synthetic)[name]
     assert sorted(h.split(" at ")[0] for h in hits) == sorted(["POISON", "gpu_memsafety.detectors.memcheck", "'trace'",
                                                                "GUARD"]), hits
+
+
+# ------------------------------------------------------------------------------- one definition for both paths
+
+# Where each shared job is defined; every other module reaches it there.
+FINDING_AT = "gpu_memsafety.detectors.guard_page"            # the guard-page finding (fault_finding)
+PLANNER_AT = "gpu_memsafety.detectors.pageprobe"             # the guard-page reruns' planner (Probing.next_round)
+PLACING_AT = "gpu_memsafety.sanitizer.attribute"             # an address -> the allocation it hit or is near
+PLACING = ("nearest", "aggregate", "guard_findings")     # its functions (a generic `locate` is left out)
+
+
+def _only_a_signature(node: ast.FunctionDef) -> bool:
+    """A Protocol's method: a docstring and/or `...`, no body."""
+    return all(isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) for b in node.body)
+
+
+def _imported(module: Module) -> set[str]:
+    """Every name `module` imports, as module.name (from-imports) or module (imports)."""
+    return ({f"{_absolute(module, n)}.{a.name}" for n in ast.walk(module.tree) if isinstance(n, ast.ImportFrom)
+             for a in n.names} | {a.name for n in ast.walk(module.tree) if isinstance(n, ast.Import) for a in n.names})
+
+
+def _own_definitions(modules: dict[str, Module]) -> list[str]:
+    """Where a module does one of the shared jobs itself: builds a guard-page Finding, plans reruns (a class with a
+    `next_round`, or a loop that halves a window instead of asking the planner), or places addresses (a function
+    of the placing module's name). Each as 'what at path:line'."""
+    found = []
+    for name, m in modules.items():
+        where = lambda node: f"{m.path}:{node.lineno}"   # noqa: E731
+        for node in ast.walk(m.tree):
+            if (name != FINDING_AT and isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Finding"
+                    and any(k.arg == "detector" and getattr(k.value, "id", getattr(k.value, "value", "")) in
+                            ("GUARD_PAGE", "guard_page") for k in node.keywords)):
+                found.append(f"a guard-page Finding at {where(node)}")
+            elif (name != PLANNER_AT and isinstance(node, ast.FunctionDef) and node.name == "next_round"
+                  and not _only_a_signature(node)):
+                found.append(f"a rerun planner at {where(node)}")
+            elif (name != PLANNER_AT and isinstance(node, ast.While) and "probe" in m.path.name + name
+                  and not any(isinstance(c, ast.Attribute) and c.attr == "next_round" for c in ast.walk(node.test))):
+                found.append(f"a rerun loop not driven by the planner at {where(node)}")
+            elif name != PLACING_AT and isinstance(node, ast.FunctionDef) and node.name.lstrip("_") in PLACING:
+                found.append(f"{node.name} at {where(node)}")
+    return found
+
+
+def test_the_host_path_shares_the_finding_the_planner_and_the_placing() -> None:
+    assert not _own_definitions(MODULES), "defined again outside its one place:\n" + "\n".join(_own_definitions(MODULES))
+    host_face = _imported(MODULES["gpu_memsafety.detectors.guard_page_host"])
+    assert {f"{FINDING_AT}.fault_finding", PLANNER_AT} <= host_face, host_face
+    assert PLACING_AT in _imported(MODULES["gpu_memsafety.host.records"])
+
+
+def test_the_one_definition_check_fails_on_a_host_module_with_its_own() -> None:
+    """A synthetic host face that builds its own guard-page finding, halves a window in its own loop, and places
+    an address itself: each is found."""
+    source = ("from gpu_memsafety.model import GUARD_PAGE, Finding\n"
+              "def probe(run, n):\n"
+              "    lo, hi = 0, n\n"
+              "    while hi - lo > 1:\n"
+              "        mid = (lo + hi) // 2\n"
+              "        lo, hi = (lo, mid) if run(lo, mid) else (mid, hi)\n"
+              "    return Finding(detector=GUARD_PAGE, kind='overread', buffer=str(lo), region='', bytes=0)\n"
+              "def _nearest(addr, allocations):\n"
+              "    return min(allocations, key=lambda a: abs(a - addr))\n")
+    name = "gpu_memsafety.host.pageprobe_copy"
+    synthetic = {name: Module(name, Path("harness/gpu_memsafety/host/pageprobe_copy.py"), ast.parse(source))}
+    assert sorted(h.split(" at ")[0] for h in _own_definitions(synthetic)) == sorted(
+        ["a guard-page Finding", "a rerun loop not driven by the planner", "_nearest"])

@@ -133,6 +133,36 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
     assert "a back page: fault in 2.0 s" in f.detail("reruns")
 
 
+def test_halving_narrows_a_window_one_probe_at_a_time_after_the_unit_alone_faults() -> None:
+    """The host path's way (detectors/guard_page_host.py): confirm alone, then halves, then the other side."""
+    names = tuple(f"n{i}" for i in range(6))
+    probing = P.Probing(P.BACK, names, narrowing=P.HALVING, confirmed=False)
+    rounds = drive(probing, faults_when(("n4", P.BACK)))
+    assert rounds == [["every candidate on its back page, alone"], ["back page on n0 .. n2"], ["back page on n3"],
+                      ["back page on n4"], ["n4 front page"]]
+    [named] = probing.conclude()
+    assert (named.buffer, named.region, named.named) == ("n4", PAST_END, True)
+    assert "halved the 6 candidates" in named.how and probing.to_json()["narrowing"] == P.HALVING
+
+
+def test_halving_stops_at_a_rerun_that_ended_otherwise_and_names_the_window_left() -> None:
+    probing = P.Probing(P.BACK, tuple(f"n{i}" for i in range(8)), narrowing=P.HALVING, confirmed=False)
+    drive(probing, lambda probe: "timeout" if probe.why == P.NAME and len(probe.pages) == 2 else P.FAULTED)
+    [unnamed] = probing.conclude()
+    assert (unnamed.buffer, unnamed.named) == ("n0|n1|n2|n3", False) and "ended timeout" in unnamed.how
+    with pytest.raises(ValueError, match="before the name round"):
+        probing.widen(["n9"])
+    with pytest.raises(ValueError, match="narrowing 'thirds'"):
+        P.Probing(P.BACK, ("a",), narrowing="thirds")
+
+
+def test_a_unit_that_does_not_fault_alone_is_not_narrowed() -> None:
+    probing = P.Probing(P.BACK, ("a", "b"), confirmed=False)
+    assert drive(probing, lambda probe: P.CLEAN) == [["every candidate on its back page, alone"]]
+    [unnamed] = probing.conclude()
+    assert unnamed.buffer == "a|b" and "did not come back when the unit ran alone (it ran through)" in unnamed.how
+
+
 def test_probe_placements_travel_in_the_job_and_bad_ones_are_refused() -> None:
     case = registry.get("planted_oob").build()[0]
     entry = J.JobCase(case, None, P.Probe((("src", P.FRONT),), P.DIRECTION).placements())
