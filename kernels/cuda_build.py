@@ -3,6 +3,10 @@
 The build directory is keyed by a hash of the sources, the flags, torch's version and the Python ABI, so a
 later run (or a parallel process) reuses the library without recompiling; a file lock serialises the one
 build that is needed. A compile error becomes a KernelBuildError carrying the compiler output's tail.
+
+Three ways in: `build_extension` (a torch extension module), `build_library` (a plain shared library through
+torch's builder), and `cached_library` (an upstream kernel's generated launcher compiled by the caller's own
+commands, keyed by its include closure: DeepGEMM's, flashinfer's and sglang's kernels).
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
+from typing import Callable, Iterator, Sequence
 
 from gpu_memsafety.kernels.errors import KernelBuildError, ToolchainMissing
 from gpu_memsafety.util.paths import CACHE_ENV, cache_dir
@@ -101,6 +105,41 @@ def build_library(name: str, cu_path: Path, capability: tuple[int, int], *, extr
                                    f"--- compiler output (tail) ---\n{str(exc)[-OUTPUT_TAIL:]}") from exc
         (build_dir / ".complete").write_text(module_name, encoding="utf-8")
         return built
+
+
+def tree_text(root: Path) -> list[str]:
+    """Every file under `root`, as path and text: what a build from an include tree is keyed by."""
+    return [f"{p.relative_to(root)}\0{p.read_text(errors='replace')}" for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def cached_library(folder: str, stem: str, *, library: str, unit: str, source: str, key: Sequence[str],
+                   commands: Callable[[Path, Path], Sequence[list[str]]], what: str) -> Path:
+    """A shared library built once from one generated source file by the caller's commands, reused after.
+
+    Its build directory, <cache>/<folder>/<stem>-<digest>, is keyed by the source and `key` (the command line, the
+    include tree's text). Under the directory's file lock: a finished library is returned; else `source` is written
+    as `unit` and `commands(unit, out)` run in order, the last one writing `out` (a temporary name), which becomes
+    `library` only when every command succeeded. A failing command is a KernelBuildError naming `what`, the
+    directory, the command and its output's tail."""
+    digest = hashlib.sha256("\0\0".join([source, *key]).encode()).hexdigest()[:16]
+    build_dir = cache_root() / folder / f"{stem}-{digest}"
+    built = build_dir / library
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with exclusive(build_dir.with_name(build_dir.name + ".lock")):
+        if built.is_file():
+            return built
+        written = write_if_changed(build_dir / unit, source)
+        tmp = build_dir / f".{os.getpid()}.{library}"
+        for cmd in commands(written, tmp):
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise KernelBuildError(f"building {what} failed\nbuild_dir = {build_dir}\ncommand = {' '.join(cmd)}\n"
+                                       f"--- output (tail) ---\n{(proc.stdout + proc.stderr)[-OUTPUT_TAIL:]}")
+        if not tmp.is_file():
+            raise KernelBuildError(f"building {what} wrote no library\nbuild_dir = {build_dir}\nexpected = {tmp}")
+        os.replace(tmp, built)
+    return built
 
 
 def driver_ldflags() -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,94 @@ def test_a_compile_error_in_the_source_stays_a_build_failure(monkeypatch: pytest
     with pytest.raises(KernelBuildError, match=r"expected a") as info:
         _load(tmp_path)
     assert not isinstance(info.value, ToolchainMissing) and classify(info.value) == ERROR
+
+
+# ------------------------------------------------------------- cached_library: an upstream kernel's launcher
+
+def _copying(log: list[str]):
+    """Commands that 'compile' by copying the unit to the output, logging each call."""
+    def commands(unit: Path, out: Path) -> list[list[str]]:
+        log.append(unit.name)
+        return [["cp", str(unit), str(out)]]
+    return commands
+
+
+def test_a_library_is_built_once_per_source_and_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path))
+    log: list[str] = []
+    build = lambda source, key: cuda_build.cached_library(   # noqa: E731
+        "up", "k-1.0", library="launch.so", unit="launch.cu", source=source, key=key, commands=_copying(log),
+        what="up 1.0's kernel")
+    first = build("src", ["-O3"])
+    assert first.read_text() == "src" and first.parent.parent == tmp_path / "up" and first.parent.name.startswith("k-1.0-")
+    assert build("src", ["-O3"]) == first and log == ["launch.cu"]          # reused: the commands did not run again
+    assert build("src", ["-O2"]) != first and build("src2", ["-O3"]) != first and len(log) == 3
+    assert sorted(p.name for p in first.parent.iterdir()) == ["launch.cu", "launch.so"]   # no temporary left
+
+
+def test_a_failing_command_leaves_no_library_and_says_what_failed(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path))
+    script = "import sys; print('x' * 9000); print('launch.cu(3): error: expected a \";\"', file=sys.stderr); sys.exit(2)"
+    failing = lambda unit, out: [[sys.executable, "-c", f"open({str(out)!r}, 'w').write('half')"],   # noqa: E731
+                                 [sys.executable, "-c", script]]
+    with pytest.raises(KernelBuildError) as info:
+        cuda_build.cached_library("up", "k", library="launch.so", unit="launch.cu", source="s", key=[],
+                                  commands=failing, what="up 1.0's kernel")
+    text = str(info.value)
+    assert text.startswith("building up 1.0's kernel failed") and 'launch.cu(3): error: expected a ";"' in text
+    assert len(text) < 5000 and "command = " in text and "build_dir = " in text
+    [folder] = [p for p in (tmp_path / "up").iterdir() if p.is_dir()]
+    assert sorted(p.name for p in folder.iterdir()) == ["launch.cu"]       # neither the library nor the half-written one
+    with pytest.raises(KernelBuildError, match="wrote no library"):
+        cuda_build.cached_library("up", "k", library="launch.so", unit="launch.cu", source="t", key=[],
+                                  commands=lambda unit, out: [["true"]], what="up 1.0's kernel")
+
+
+def test_an_upstream_builder_compiles_its_launcher_through_the_cache(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """flashinfer's top-k launcher with a stand-in nvcc: the command line it is given, the include tree in the key."""
+    from gpu_memsafety.kernels.topk_sampling import build as topk
+    monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path / "cache"))
+    include = tmp_path / "include"
+    (include / "flashinfer").mkdir(parents=True)
+    (include / "flashinfer" / "sampling.cuh").write_text("// v1")
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\n"
+                    f"open({str(tmp_path / 'argv')!r}, 'a').write(' '.join(args) + '\\n')\n"
+                    "open(args[args.index('-o') + 1], 'w').write('lib')\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(topk, "include_dir", lambda version: include)
+    monkeypatch.setattr(topk, "find_nvcc", lambda: str(nvcc))
+    library = topk.build("0.6.1", (9, 0))
+    assert library.name == "launch.so" and library.read_text() == "lib" and library.parent.parent.name == "flashinfer"
+    [argv] = (tmp_path / "argv").read_text().splitlines()
+    assert "-gencode=arch=compute_90a,code=sm_90a" in argv and f"-I{include}" in argv and "-shared" in argv
+    assert topk.build("0.6.1", (9, 0)) == library                                      # cached
+    (include / "flashinfer" / "sampling.cuh").write_text("// v2")                     # a changed header: rebuilt
+    assert topk.build("0.6.1", (9, 0)) != library and len((tmp_path / "argv").read_text().splitlines()) == 2
+
+
+def test_sglangs_builder_compiles_then_links_through_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """sglang's pre-dispatch module with a stand-in nvcc and c++: compile to cuda.o, link to the library."""
+    from gpu_memsafety.kernels.pre_dispatch import sglang
+    monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path / "cache"))
+    src = tmp_path / "sglang"
+    (src / sglang.JIT_DIR / "include").mkdir(parents=True)
+    (src / sglang.CUH).parent.mkdir(parents=True, exist_ok=True)
+    (src / sglang.CUH).write_text("// kernel")
+    tool = f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\n" \
+           f"open({str(tmp_path / 'argv')!r}, 'a').write(sys.argv[0] + ' ' + ' '.join(args) + '\\n')\n" \
+           "open(args[args.index('-o') + 1], 'w').write('built')\n"
+    for name in ("nvcc", "cxx"):
+        (tmp_path / name).write_text(tool)
+        (tmp_path / name).chmod(0o755)
+    tc = sglang.Toolchain(str(tmp_path / "nvcc"), str(tmp_path / "cxx"), "/x/libcudart.so", ("/x/inc",), "/x/lib", "tvm_ffi")
+    monkeypatch.setattr(sglang, "source_dir", lambda version: src)
+    monkeypatch.setattr(sglang, "toolchain", lambda: tc)
+    library = sglang.build("0.5.19", (9, 0))
+    assert library.name == "mega_moe_pre_dispatch.so" and library.read_text() == "built"
+    compile_line, link_line = (tmp_path / "argv").read_text().splitlines()
+    assert compile_line.startswith(tc.nvcc) and f"-c {library.parent / 'cuda.cu'} -o {library.parent / 'cuda.o'}" in compile_line
+    assert link_line.startswith(tc.cxx) and str(library.parent / "cuda.o") in link_line and "-ltvm_ffi" in link_line
+    assert library.parent.name.startswith("pre_dispatch-0.5.19-sm90a-") and sglang.build("0.5.19", (9, 0)) == library

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from gpu_memsafety.cli import upstream as U
 from gpu_memsafety.errors import Unsupported
-from gpu_memsafety.kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, find_nvcc, write_if_changed
+from gpu_memsafety.kernels.cuda_build import cached_library, find_nvcc, tree_text
 from gpu_memsafety.kernels.errors import KernelBuildError
 from gpu_memsafety.kernels.paged_mqa_metadata import layout as L
 
@@ -99,24 +96,10 @@ def build(version: str, batch_size: int, num_sms: int, capability: tuple[int, in
     source = launcher_source(batch_size, num_sms, num_atoms_arg=L.TAKES_NUM_ATOMS[version])
     nvcc = find_nvcc()
     probe = compile_command(nvcc, capability, include, Path("launch.cu"), Path("launch.so"))
-    closure = [f"{p.relative_to(include)}\0{p.read_text(errors='replace')}" for p in sorted(include.rglob("*")) if p.is_file()]
-    digest = hashlib.sha256("\0\0".join([source, " ".join(probe[1:]), *closure]).encode()).hexdigest()[:16]
-    build_dir = cache_root() / "deep_gemm" / f"metadata-vllm{version}-{digest}"
-    library = build_dir / "launch.so"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with exclusive(build_dir.with_name(build_dir.name + ".lock")):
-        if library.is_file():
-            return library
-        unit = write_if_changed(build_dir / "launch.cu", source)
-        tmp = build_dir / f".launch.{os.getpid()}.so"
-        cmd = compile_command(nvcc, capability, include, unit, tmp)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise KernelBuildError(f"building DeepGEMM's metadata kernel from vLLM {version} failed\nbuild_dir = "
-                                   f"{build_dir}\ncommand = {' '.join(cmd)}\n--- output (tail) ---\n"
-                                   f"{(proc.stdout + proc.stderr)[-OUTPUT_TAIL:]}")
-        os.replace(tmp, library)
-    return library
+    return cached_library("deep_gemm", f"metadata-vllm{version}", library="launch.so", unit="launch.cu", source=source,
+                          key=[" ".join(probe[1:]), *tree_text(include)],
+                          commands=lambda unit, out: [compile_command(nvcc, capability, include, unit, out)],
+                          what=f"DeepGEMM's metadata kernel from vLLM {version}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gpu_memsafety.cli import upstream as U
-from gpu_memsafety.kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, write_if_changed
+from gpu_memsafety.kernels.cuda_build import cached_library, tree_text
 from gpu_memsafety.errors import Unsupported
-from gpu_memsafety.kernels.errors import KernelBuildError
 from gpu_memsafety.kernels.pre_dispatch.layout import SGLANG_REFUSALS
 
 GROUP_SIZE = 32
@@ -147,40 +146,17 @@ def build(version: str, capability: tuple[int, int]) -> Path:
     tc = toolchain()
     cuh = src / CUH
     wrapper = wrapper_source(cuh)
-    probe = compile_command(tc, capability, src / JIT_DIR / "include", Path("cuda.cu"), Path("cuda.o"))
-    digest = _digest([wrapper, " ".join(probe), *(_tree_text(src / JIT_DIR))])
-    build_dir = cache_root() / "sglang" / f"pre_dispatch-{version}-sm{arch_target(capability)}-{digest}"
-    library = build_dir / "mega_moe_pre_dispatch.so"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with exclusive(build_dir.with_name(build_dir.name + ".lock")):
-        if library.is_file():
-            return library
-        unit = write_if_changed(build_dir / "cuda.cu", wrapper)
-        obj = build_dir / "cuda.o"
-        tmp_lib = build_dir / f".{library.name}.{os.getpid()}.tmp"
-        for cmd in (compile_command(tc, capability, src / JIT_DIR / "include", unit, obj),
-                    link_command(tc, obj, tmp_lib)):
-            _run(cmd, version, build_dir)
-        os.replace(tmp_lib, library)
-    return library
+    include = src / JIT_DIR / "include"
+    probe = compile_command(tc, capability, include, Path("cuda.cu"), Path("cuda.o"))
 
+    def commands(unit: Path, out: Path) -> list[list[str]]:
+        obj = unit.with_name("cuda.o")
+        return [compile_command(tc, capability, include, unit, obj), link_command(tc, obj, out)]
 
-def _tree_text(root: Path) -> list[str]:
-    return [f"{p.relative_to(root)}\0{p.read_text(errors='replace')}" for p in sorted(root.rglob("*")) if p.is_file()]
-
-
-def _digest(parts: Sequence[str]) -> str:
-    import hashlib
-
-    return hashlib.sha256("\0\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _run(cmd: list[str], version: str, build_dir: Path) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr)[-OUTPUT_TAIL:]
-        raise KernelBuildError(f"building sglang {version} mega_moe_pre_dispatch failed\nbuild_dir = {build_dir}\n"
-                               f"command = {' '.join(cmd)}\n--- output (tail) ---\n{output}")
+    return cached_library("sglang", f"pre_dispatch-{version}-sm{arch_target(capability)}",
+                          library="mega_moe_pre_dispatch.so", unit="cuda.cu", source=wrapper,
+                          key=[" ".join(probe), *tree_text(src / JIT_DIR)], commands=commands,
+                          what=f"sglang {version} mega_moe_pre_dispatch")
 
 
 @functools.lru_cache(maxsize=None)

@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from gpu_memsafety.cli import upstream as U
 from gpu_memsafety.errors import Unsupported
-from gpu_memsafety.kernels.cuda_build import OUTPUT_TAIL, cache_root, exclusive, find_nvcc, write_if_changed
-from gpu_memsafety.kernels.errors import KernelBuildError
+from gpu_memsafety.kernels.cuda_build import cached_library, find_nvcc, tree_text
 from gpu_memsafety.kernels.topk_sampling import layout as L
 
 HEADER = "flashinfer/sampling.cuh"
@@ -69,27 +65,14 @@ def compile_command(nvcc: str, capability: tuple[int, int], include: Path, sourc
 
 
 def build(version: str, capability: tuple[int, int]) -> Path:
+    """The launcher library for `version` on `capability`, compiled once into the cache."""
     include = include_dir(version)
     nvcc = find_nvcc()
     probe = compile_command(nvcc, capability, include, Path("launch.cu"), Path("launch.so"))
-    closure = [f"{p.relative_to(include)}\0{p.read_text(errors='replace')}" for p in sorted(include.rglob("*")) if p.is_file()]
-    digest = hashlib.sha256("\0\0".join([LAUNCHER, " ".join(probe[1:]), *closure]).encode()).hexdigest()[:16]
-    build_dir = cache_root() / "flashinfer" / f"top_k_sampling-{version}-{digest}"
-    library = build_dir / "launch.so"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with exclusive(build_dir.with_name(build_dir.name + ".lock")):
-        if library.is_file():
-            return library
-        unit = write_if_changed(build_dir / "launch.cu", LAUNCHER)
-        tmp = build_dir / f".launch.{os.getpid()}.so"
-        cmd = compile_command(nvcc, capability, include, unit, tmp)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise KernelBuildError(f"building flashinfer {version}'s top-k sampling failed\nbuild_dir = {build_dir}\n"
-                                   f"command = {' '.join(cmd)}\n--- output (tail) ---\n"
-                                   f"{(proc.stdout + proc.stderr)[-OUTPUT_TAIL:]}")
-        os.replace(tmp, library)
-    return library
+    return cached_library("flashinfer", f"top_k_sampling-{version}", library="launch.so", unit="launch.cu",
+                          source=LAUNCHER, key=[" ".join(probe[1:]), *tree_text(include)],
+                          commands=lambda unit, out: [compile_command(nvcc, capability, include, unit, out)],
+                          what=f"flashinfer {version}'s top-k sampling")
 
 
 @functools.lru_cache(maxsize=None)
