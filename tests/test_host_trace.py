@@ -112,17 +112,33 @@ def test_known_overread():
 
 
 @triton.jit
-def scalar_cast(x_ptr, eps, n, BLOCK: tl.constexpr):
+def asm_copy(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
-    eps = eps.to(tl.float32)                    # a Python float under the interpreter: AttributeError (Liger's case)
-    tl.store(x_ptr + offs, x + eps, mask=offs < n)
+    y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    tl.store(x_ptr + offs, y, mask=offs < n)     # NotImplementedError in the interpreter: the launch ends
 
 
 def test_a_kernel_the_interpreter_cannot_finish():
     x = torch.zeros(8)
     with pytest.raises(Exception):
-        scalar_cast[(1,)](x, 1e-5, 8, BLOCK=8)
+        asm_copy[(1,)](x, 8, BLOCK=8)
+
+
+@triton.jit
+def scaled_rows(x_ptr, out_ptr, eps, rows, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for r in range(rows):                       # r: an int32 scalar in compiled Triton, a Python int in the interpreter
+        row = r.to(tl.int64) * n
+        x = tl.load(x_ptr + row + offs, mask=offs < n + 1)          # one element past each row: past x's end at the last
+        tl.store(out_ptr + row + offs, x * eps.to(tl.float32), mask=offs < n)   # eps: fp32 compiled, a float here
+
+
+def test_a_float_argument_and_a_loop_variable_as_compiled_triton_has_them():
+    x = torch.ones(3, 4)
+    out = torch.empty(3, 4)
+    scaled_rows[(1,)](x, out, 0.5, 3, 4, BLOCK=8)
+    assert torch.equal(out, torch.full((3, 4), 0.5))
 
 
 @triton.jit
@@ -245,7 +261,10 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     # a launch the interpreter could not finish was not checked to its end: never clean
     unfinished = by["test_a_kernel_the_interpreter_cannot_finish"]
     assert unfinished["outcome"] == "not applicable", unfinished
-    assert "did not finish (first: scalar_cast raised AttributeError" in unfinished["message"]
+    assert "did not finish (first: asm_copy raised NotImplementedError" in unfinished["message"]
+    # .to() on a float argument and on a loop variable, as compiled Triton allows: checked to the end
+    scaled = only(by["test_a_float_argument_and_a_loop_variable_as_compiled_triton_has_them"])
+    assert (scaled["kind"], scaled["buffer"], scaled["bytes"], scaled["exact"]) == ("overread", "x_ptr", 4, True), scaled
     # a partial run: memcheck and the markers did not run, and every report says so
     clean = by["test_views_of_one_storage_stay_one_and_results_come_back"]
     ran = {d["detector"]: d["ran"] for d in clean["detectors"]}
@@ -265,6 +284,7 @@ def test_trace_by_name_under_xdist_judges_the_same(suite: Path) -> None:
         "test_views_of_one_storage_stay_one_and_results_come_back": "clean",
         "test_known_overread": "expected finding", "test_no_kernel": "not applicable",
         "test_a_kernel_the_interpreter_cannot_finish": "not applicable",
+        "test_a_float_argument_and_a_loop_variable_as_compiled_triton_has_them": "finding",
         "test_a_read_past_a_guarded_fixture_tensor": "finding", "test_autotuned_overread": "finding",
         "test_a_tuple_argument_names_each_tensor": "finding"}
     assert not any("partial" in c["details"] for c in doc["cases"])      # asked for by name: nothing left out

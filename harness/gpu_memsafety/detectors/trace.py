@@ -395,6 +395,8 @@ def _install() -> None:
     import numpy as np
     from triton.runtime import interpreter as I
 
+    from gpu_memsafety.detectors import trace_fidelity
+    trace_fidelity.install()          # floats and loop variables as compiled Triton has them
     builder = I.InterpreterBuilder
     orig = {name: getattr(builder, name) for name in
             ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")}
