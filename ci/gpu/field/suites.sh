@@ -37,12 +37,21 @@ suite_def() {
       SUITE_ARGS=(test_ao_4634.py) ;;
     calib-cpu) # the calibration on CPU tensors (its conftest sets TRITON_INTERPRET=1 without a GPU)
       SUITE_DIR="$REPO/ci/gpu/field/calib"; SUITE_PATH="$SUITE_DIR"; SUITE_ARGS=(test_widths.py) ;;
-    liger-cpu) # linkedin/Liger-Kernel without a GPU: the test files whose kernels Triton's interpreter can run
-               # (infer_device() is "cpu" there); the rest stop at a float argument's .to() in the interpreter
+    liger-cpu) # linkedin/Liger-Kernel without a GPU: the test files whose kernels Triton's interpreter runs (infer_device()
+               # is "cpu" there); the norms, GEGLU and swiglu since detectors/trace_fidelity.py (float arguments,
+               # loop variables, libdevice as compiled Triton has them). rope's tests fail on this transformers.
       SUITE_DIR="$F/liger"; SUITE_PATH="$F/liger/src:$F/liger"
       SUITE_ARGS=(test/transformers/test_sparsemax.py test/transformers/test_softmax.py
                   test/transformers/test_multi_token_attention.py test/transformers/test_relu_squared.py
-                  test/transformers/test_mhc.py test/transformers/test_fused_neighborhood_attention.py) ;;
+                  test/transformers/test_mhc.py test/transformers/test_fused_neighborhood_attention.py
+                  test/transformers/test_rms_norm.py test/transformers/test_layer_norm.py
+                  test/transformers/test_group_norm.py test/transformers/test_dyt.py test/transformers/test_poly_norm.py
+                  test/transformers/test_fused_add_rms_norm.py test/transformers/test_modulated_rms_norm.py
+                  test/transformers/test_geglu.py test/transformers/test_swiglu.py) ;;
+    mamba-cpu) # state-spaces/mamba e9594ce1c732 without a GPU: its Triton op tests, whose `device = "cuda"` tensors
+               # ci/gpu/field/cpu/cuda_on_cpu.py makes on the CPU
+      SUITE_DIR="$F/mamba"; SUITE_PATH="$F/mamba:$REPO/ci/gpu/field/cpu"
+      SUITE_ARGS=(-p cuda_on_cpu tests/ops/triton) ;;
     fla-cpu)   # fla-org/flash-linear-attention bc3b101dcb71 without a GPU: every varlen (cu_seqlens) test of tests/ops, its
                # tensors put on the CPU by ci/gpu/field/cpu/fla_on_cpu.py (fla's device detection says cuda otherwise)
       SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla:$REPO/ci/gpu/field/cpu"
