@@ -17,6 +17,8 @@ from triton.language.extra import libdevice
 from triton.language.extra.libdevice import tanh
 from triton.language.extra.cuda.libdevice import rsqrt
 
+maximum = tl.maximum          # a Triton builtin by a bare name, as fla's utils bind `gather = tl.gather`
+
 @triton.jit
 def kernel(x_ptr, y_ptr, eps, n, steps, big, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
@@ -32,6 +34,8 @@ def kernel(x_ptr, y_ptr, eps, n, steps, big, BLOCK: tl.constexpr):
     t = (10.0, 20.0)
     for s in tl.static_range(2):
         acc += t[s]                                     # a Python int: indexes a tuple, as compiled Triton unrolls it
+    first = min(4, tl.cdiv(n, 4) + 5).to(tl.float32)        # min(int, tensor): the int, as compiled Triton's
+    acc = maximum(acc + first, 0.0)                         # builtin_min returns it, a scalar with .to()
     tl.store(y_ptr + offs, acc, mask=offs < n)
 
 
@@ -78,8 +82,8 @@ def test_floats_and_loop_variables_run_as_compiled_triton_has_them(tmp_path: Pat
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "'float' object has no attribute 'to'" in out["before"], out          # the interpreter alone
     assert (out["installed"], out["again"]) == (True, False)
-    # 0.5 + (0+1+2+3) + (1+3) + 0 + (10+20)
-    assert out["after"][0] == [40.5] * 8, out
+    # 0.5 + (0+1+2+3) + (1+3) + 0 + (10+20) + min(4, 7)
+    assert out["after"][0] == [44.5] * 8, out
     # libdevice by the stub module, a stub function and a cuda function: 1/2 + 0 + 16 + 3 (half away from zero) + 1
     assert out["after"][1] == [20.5] * 4, out
 

@@ -15,6 +15,13 @@ can check the kernel to its end (triton 3.6, runtime/interpreter.py and compiler
   from there. Here a kernel's (or helper's) stub functions and module are the cuda ones, and an extern call is
   computed with numpy by its libdevice symbol (`__nv_rsqrtf`: LIBDEVICE["rsqrt"]); a symbol not in LIBDEVICE still
   ends the launch. The values only need to be close: the trace judges addresses.
+- `min`/`max` in a kernel: compiled Triton takes them as tl's builtin_min/builtin_max (code_generator's
+  builtin_namespace), tensor-aware; the interpreter runs Python's, which hands back a Python int where the int is
+  smaller (`min(NC, tl.cdiv(...)).to(tl.int32)`: fla's KDA). Here the kernel's `min`/`max` calls are tl's when an
+  argument is a tensor (Python's otherwise, the same value).
+- A Triton builtin bound by a bare name in the kernel's module (`gather = tl.gather`, fla's utils): compiled Triton
+  resolves it like `tl.gather`; the interpreter patches only the attributes of `triton.language`, so the bare name
+  is the unpatched function ("Did you forget to add @triton.jit ?"). Here it is the `tl` attribute, read at call time.
 
 Without these such a launch ends early, and the trace says "not checked to the end" (never clean). Installed once
 per process, with the trace's own wrappers (detectors/trace.py), only where Triton interprets; kernels rewritten
@@ -29,6 +36,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 RANGE = "_gpu_memsafety_range"      # the name the rewritten loops call, in each kernel's globals
+MIN_MAX = {"min": "_gpu_memsafety_min", "max": "_gpu_memsafety_max"}     # and the rewritten min() and max() calls
 STUBS = "triton.language.extra.libdevice"
 
 
@@ -93,12 +101,30 @@ def install() -> bool:
         for i in range(lo, hi, by):
             yield scalar(i, ty)
 
+    def builtin(python: Any, triton_builtin: Any) -> Any:
+        """min or max as compiled Triton calls it: tl's builtin when an argument is a tensor."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if any(isinstance(a, tl.tensor) for a in args):
+                return triton_builtin(*args, _semantic=semantic, **kwargs)
+            return python(*args, **kwargs)
+        return call
+
     class Loops(I.ASTTransformer):     # type: ignore[misc, name-defined]
         def visit_For(self, node: ast.For) -> ast.For:
             self.generic_visit(node)
             if isinstance(node.iter, ast.Call) and _is_range(node.iter.func):
                 node.iter = ast.Call(func=ast.Name(id=RANGE, ctx=ast.Load()), args=node.iter.args,
                                      keywords=node.iter.keywords)
+            return node
+
+        def visit_Assign(self, node: ast.Assign) -> Any:
+            node.value = self.visit(node.value)     # the interpreter's own visit_Assign does not look inside
+            return super().visit_Assign(node)
+
+        def visit_Call(self, node: ast.Call) -> ast.Call:
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id in MIN_MAX:
+                node.func = ast.Name(id=MIN_MAX[node.func.id], ctx=ast.Load())
             return node
 
     table = _libdevice()
@@ -125,6 +151,14 @@ def install() -> bool:
         return wrapped[fn]
 
     module = SimpleNamespace(**{name: interpreted(f) for name, f in vars(cuda).items() if tl.core.is_builtin(f)})
+    forwards: dict[tuple[int, str], Any] = {}
+
+    def forward(owner: Any, name: str) -> Any:
+        """`owner.name` looked up when called: inside a launch, the interpreter's patched member."""
+        key = (id(owner), name)
+        if key not in forwards:
+            forwards[key] = lambda *a, **k: getattr(owner, name)(*a, **k)
+        return forwards[key]
 
     def rewrite_ast(self: Any) -> Any:
         names = self.fn.__globals__
@@ -135,6 +169,10 @@ def install() -> bool:
                 names[key] = interpreted(getattr(cuda, value.__name__))
             elif getattr(value, "__module__", "") == cuda.__name__ and tl.core.is_builtin(value):
                 names[key] = interpreted(value)
+            elif tl.core.is_builtin(value):
+                owner = next((o for o in (tl, tl.math) if getattr(o, value.__name__, None) is value), None)
+                if owner is not None:
+                    names[key] = forward(owner, value.__name__)
         return original_rewrite(self)
 
     original_rewrite = I.FunctionRewriter.rewrite_ast
@@ -142,6 +180,8 @@ def install() -> bool:
     I.InterpreterBuilder.create_extern_elementwise = extern_elementwise
     I._implicit_cvt = implicit_cvt
     setattr(I, RANGE, loop)     # the rewriter copies the interpreter's globals into each kernel's
+    setattr(I, MIN_MAX["min"], builtin(min, tl.core.builtin_min))
+    setattr(I, MIN_MAX["max"], builtin(max, tl.core.builtin_max))
     I.FunctionRewriter.ast_transformer = Loops()
     I.InterpretedFunction.rewritten_fn.clear()
     return True
