@@ -31,6 +31,13 @@ suite_def() {
       SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla"
       SUITE_ARGS=(tests/ops/test_hgrn.py tests/ops/test_solve_tril.py tests/ops/test_simple_gla.py
                   -k "fused_recurrent_varlen or solve_tril_varlen") ;;
+    fla-loglinear) # fla bc3b101dcb71, log-linear attention: the varlen tests (cu_seqlens [0, 15]: level_scales read
+               # past its end, results/cpu/field-cpu-session17.md) and #1142's partial-last-chunk tests (the control)
+      SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla"
+      SUITE_ARGS=(tests/ops/test_log_linear_attn.py -k "varlen or partial_last_chunk") ;;
+    fla-loglinear-15) # the one test of fla-loglinear that reads past the end (T = 15)
+      SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla"
+      SUITE_ARGS=("tests/ops/test_log_linear_attn.py::test_chunk_varlen[H4-D64-cu_seqlens[0, 15]-torch.float32]") ;;
     ao-cpu)    # without a GPU (INTERPRET=1): pytorch/ao's real blockwise kernels on CPU tensors in Triton's interpreter,
                # the control pytorch/ao#4634 declared per test, and a full-block clean twin (ci/gpu/field/cpu/)
       SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/ao"; SUITE_ENV+=(TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1)
