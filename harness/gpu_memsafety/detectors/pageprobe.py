@@ -200,17 +200,15 @@ class Probing:
         want = ((name, side),)
         return next((r for r in self.runs if r.probe.pages == want), None)
 
-    def _control(self) -> ProbeRun | None:
-        return next((r for r in self.runs if r.probe.why == CONTROL), None)
-
-    def _confirm(self) -> ProbeRun | None:
-        return next((r for r in self.runs if r.probe.why == CONFIRM), None)
+    def _round(self, why: str) -> ProbeRun | None:
+        """The run of a one-probe round (CONFIRM, CONTROL), if it ran."""
+        return next((r for r in self.runs if r.probe.why == why), None)
 
     def _unconfirmed(self) -> bool:
         """The unit alone has not (yet, or at all) faulted with every candidate paged: nothing to narrow."""
         if self.confirmed:
             return False
-        run = self._confirm()
+        run = self._round(CONFIRM)
         return run is not None and not run.faulted
 
     def _never_clean(self) -> bool:
@@ -250,7 +248,7 @@ class Probing:
         return run.faulted
 
     def _named(self) -> list[str]:
-        if self._unconfirmed() or (not self.confirmed and self._confirm() is None):
+        if self._unconfirmed() or (not self.confirmed and self._round(CONFIRM) is None):
             return []
         if self.narrowing == HALVING:
             lo, hi, _ = self._window()
@@ -259,7 +257,7 @@ class Probing:
 
     def not_a_page_fault(self) -> bool:
         """The control run (no page at all) faulted: the fault is not an access across a guard page."""
-        control = self._control()
+        control = self._round(CONTROL)
         return control is not None and control.faulted
 
     def conclude(self) -> list[Named]:
@@ -268,7 +266,7 @@ class Probing:
             return [self._unnamed("the case faults with no guard page at all: the fault is not an access across a "
                                   "guard page (a wild access, or a crash of its own)")]
         if not self.confirmed:
-            confirm = self._confirm()
+            confirm = self._round(CONFIRM)
             if confirm is None:
                 return [self._unnamed(f"the unit alone did not run ({self.stopped or 'no reruns were made'})")]
             if not confirm.faulted:

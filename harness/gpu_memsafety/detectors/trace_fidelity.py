@@ -134,10 +134,10 @@ def install() -> bool:
         op = libdevice_op(symbol, table)
         if op is None:
             raise NotImplementedError(f"extern_elementwise {symbol} not supported in interpreter mode")
-        scalar = getattr(ret, "scalar", ret)
+        element = getattr(ret, "scalar", ret)      # a block type's element type
         with np.errstate(all="ignore"):
             value = op(*(np.asarray(a.data) for a in args))
-        return I.TensorHandle(np.asarray(value).astype(I._get_np_dtype(scalar)), scalar)
+        return I.TensorHandle(np.asarray(value).astype(I._get_np_dtype(element)), element)
 
     from triton.language.extra import libdevice as stubs
     from triton.language.extra.cuda import libdevice as cuda
