@@ -176,6 +176,11 @@ def test_triton_interpret_never_reaches_a_gpu_worker(tmp_path: Path, monkeypatch
     assert on_gpu["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa0000-0000"
     on_cpu = Runner(RunOptions(mode=MODES["guard"], workdir=tmp_path / "c", gpu_available=False))._env(False)
     assert on_cpu["TRITON_INTERPRET"] == "1"
+    # a run without a GPU hides every one from its workers, whatever the user's setting or the pin
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    pinned = Runner(RunOptions(mode=MODES["guard"], workdir=tmp_path / "p", gpu_available=False,
+                               cuda_visible_devices="GPU-aaaa0000-0000"))._env(False)
+    assert pinned["CUDA_VISIBLE_DEVICES"] == "" and pinned["TRITON_INTERPRET"] == "1"
 
 
 def test_no_visible_gpu_gives_the_reason_in_the_unsupported_message(tmp_path: Path) -> None:
@@ -450,18 +455,34 @@ def test_scaling_plumbing_with_cpu_workers(tmp_path: Path) -> None:
 
 
 def test_the_reason_for_no_gpu_is_nvmls_or_the_users_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpu_memsafety.fixtures import scenario_run as plugin
     from gpu_memsafety.cli import env
     monkeypatch.setattr(env, "discover", lambda: env.Discovery(nvml="NVML did not initialise: driver not loaded"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert plugin._visible_gpus() == ([], "NVML did not initialise: driver not loaded")
+    assert env.visible_gpus() == ([], "NVML did not initialise: driver not loaded")
     two = [env.Gpu(i, "H200", u, (9, 0), 1) for i, u in FAKE_GPUS[:2]]
     monkeypatch.setattr(env, "discover", lambda: env.Discovery(gpus=two))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    devices, why = plugin._visible_gpus()
+    devices, why = env.visible_gpus()
     assert devices == [] and "CUDA_VISIBLE_DEVICES is set and empty" in why
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert plugin._visible_gpus() == ([gpus.Device(1, FAKE_GPUS[1][1])], "")
+    assert env.visible_gpus() == ([gpus.Device(1, FAKE_GPUS[1][1])], "")
+
+
+def test_repro_and_run_case_take_the_users_cuda_visible_devices_as_scenario_runs_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """NVML lists a GPU, CUDA_VISIBLE_DEVICES="" hides it: `repro` and `run_case` say the case could not run and why,
+    as a scenario run does (run 52 on the H200: repro ran the case on the GPU the user had hidden)."""
+    from gpu_memsafety.api import run_case
+    from gpu_memsafety.cli import env, repro
+    h200 = env.Discovery(gpus=[env.Gpu(0, "H200", FAKE_GPUS[0][1], (9, 0), 143771)], driver="580")
+    monkeypatch.setattr(env, "discover", lambda: h200)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    result = run_case("planted_oob[clean-cuda-n4000-x1]", mode="guard", workdir=tmp_path / "one")
+    assert result.outcome.label == "unsupported" and "CUDA_VISIBLE_DEVICES is set and empty" in result.message
+    assert repro.main(["planted_oob[clean-cuda-n4000-x1]", "--mode", "guard"]) == repro.NOT_CHECKED
+    out = capsys.readouterr().out
+    assert "1 GPU(s): 0: H200 sm_90; driver 580 (none usable here: CUDA_VISIBLE_DEVICES is set and empty" in out, out
+    assert "CUDA_VISIBLE_DEVICES is set and empty" in out.split("[guard]", 1)[1], out
 
 
 def test_a_run_that_checked_nothing_exits_like_pytests_no_tests_ran(tmp_path: Path) -> None:

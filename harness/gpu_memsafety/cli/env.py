@@ -7,6 +7,7 @@ is an answer ("none found", with the reason), never an exception.
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import platform
 import socket
 from dataclasses import asdict, dataclass, field
@@ -70,6 +71,19 @@ def _gpu(pynvml: Any, index: int) -> Gpu:
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1 << 20)
     return Gpu(index, _text(pynvml.nvmlDeviceGetName(handle)), _text(pynvml.nvmlDeviceGetUUID(handle)),
                (int(major), int(minor)), int(memory))
+
+
+def visible_gpus(disc: Discovery | None = None) -> tuple[list[Any], str]:
+    """The GPUs this process may use, as `fixtures.gpus.Device`s, and, when none, why: NVML's list with the user's
+    CUDA_VISIBLE_DEVICES applied (NVML ignores that variable; an empty value hides every GPU). The one place a run
+    decides whether it has a GPU: scenario runs, `repro`, `run_case` and `bench` all ask here, so a worker never
+    gets a GPU its run was told it does not have."""
+    from gpu_memsafety.fixtures import gpus
+    disc = disc or discover()
+    devices, why = gpus.visible([(g.index, g.uuid) for g in disc.gpus], os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if not disc.gpus:
+        why = disc.nvml or "NVML reports no device"      # why NVML found none says more than "no GPU"
+    return devices, why
 
 
 def package_version(name: str) -> str:

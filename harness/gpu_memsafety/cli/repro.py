@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
                     help="pytest configuration file whose gpu_memsafety_scenario_paths to use (default: the one pytest would use here)")
     args = ap.parse_args(argv)
     from gpu_memsafety.sanitizer import tool as sanitizer
-    from gpu_memsafety.cli.env import discover
+    from gpu_memsafety.cli.env import discover, visible_gpus
     from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
     try:
         if args.keep is not None:
@@ -124,13 +124,16 @@ def main(argv: list[str]) -> int:
         print(f"error: --mode {','.join(unknown)} unknown (known: {', '.join(MODES)}, all)", file=sys.stderr)
         return 2
     disc = discover()
+    devices, no_gpu = visible_gpus(disc)
     lookup = sanitizer.locate()
     workdir = Path(tempfile.mkdtemp(prefix="repro-"))
     try:
-        print(f"case {case.id}\n  params: {json.dumps(dict(case.params))}\n  GPUs: {disc.summary}")
+        print(f"case {case.id}\n  params: {json.dumps(dict(case.params))}\n  GPUs: {disc.summary}"
+              + (f" (none usable here: {no_gpu})" if disc.gpus and not devices else ""))
         results, failed, unchecked = [], False, []
         for mode in modes:
-            options = RunOptions(mode=MODES[mode], workdir=workdir / mode, gpu_available=bool(disc.gpus),
+            options = RunOptions(mode=MODES[mode], workdir=workdir / mode, gpu_available=bool(devices),
+                                 gpu_missing_reason=no_gpu,
                                  sanitizer=lookup, iterations=args.loop, cover=args.cover)
             t0 = time.perf_counter()
             if mode == "stress":

@@ -29,7 +29,7 @@ def run_case(case_id: str, *, mode: str = DEFAULT_MODE, scenario_path: Sequence[
         raise ScenarioError(case_id, "mode", f"{mode!r} is not one of {', '.join(m for m in MODES if m != 'stress')}")
     if cover not in COVER_OPTIONS:
         raise ScenarioError(case_id, "cover", f"{cover!r} is not one of {', '.join(COVER_OPTIONS)}")
-    from gpu_memsafety.cli.env import discover
+    from gpu_memsafety.cli.env import visible_gpus
     from gpu_memsafety.engine.runner import RunOptions, Runner
     from gpu_memsafety.sanitizer import tool as sanitizer
     registry.configure(scenario_path)
@@ -37,7 +37,8 @@ def run_case(case_id: str, *, mode: str = DEFAULT_MODE, scenario_path: Sequence[
     temporary = workdir is None
     root = Path(tempfile.mkdtemp(prefix="gpu-memsafety-case-")) if workdir is None else Path(workdir)
     try:
-        options = RunOptions(mode=MODES[mode], workdir=root / mode, gpu_available=bool(discover().gpus),
+        devices, no_gpu = visible_gpus()
+        options = RunOptions(mode=MODES[mode], workdir=root / mode, gpu_available=bool(devices), gpu_missing_reason=no_gpu,
                              sanitizer=sanitizer.locate(), cover=cover)
         (result,) = Runner(options).run([(scenario, case)])
         return result

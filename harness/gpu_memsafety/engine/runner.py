@@ -266,6 +266,9 @@ class Runner:
         if self.o.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.o.cuda_visible_devices
         if not self.o.gpu_available:
+            # A run told it has no GPU hides every one from its workers: the worker picks its device from torch,
+            # and Triton's interpreter on a CUDA tensor reads device addresses as host memory (SIGSEGV).
+            env["CUDA_VISIBLE_DEVICES"] = ""
             env["TRITON_INTERPRET"] = "1"
         else:
             env.pop("TRITON_INTERPRET", None)    # a user's interpreter setting would run the GPU cases on the CPU

@@ -74,9 +74,9 @@ class Bench:
         atomic_write_text(self.out / "bench.md", bench_markdown(self.doc))
 
     def run(self) -> int:
-        from gpu_memsafety.cli.env import discover, environment
+        from gpu_memsafety.cli.env import discover, environment, visible_gpus
         disc = discover()
-        self.gpu = bool(disc.gpus)
+        self.gpu = bool(visible_gpus(disc)[0])
         self.doc["environment"] = environment(disc)
         for part in self.args.parts:
             self.log(f"part {part} ...")
@@ -108,7 +108,7 @@ class Bench:
         env = dict(os.environ, PYTHONPATH=inherited_pythonpath(),
                    PYTHONUNBUFFERED="1")
         if not self.gpu:
-            env["TRITON_INTERPRET"] = "1"
+            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")    # as the runner's workers: no GPU, none seen
         if sanitized:
             argv, env = self._sanitized(argv, env, out)
         expected = max(1, len(case_ids))
