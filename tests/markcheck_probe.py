@@ -9,8 +9,11 @@ import random
 import numpy as np
 import torch
 
+from gpu_memsafety.detectors import trace_fidelity
 from gpu_memsafety.placement.guard import Arena
 from gpu_memsafety.placement.markcheck import WORD, Span, SpanTable
+
+trace_fidelity.install()    # the interpreter as a case worker has it (its fence installs this): numpy 2.4's int()
 
 
 def reference(span: Span, memory: np.ndarray, base: int) -> int:

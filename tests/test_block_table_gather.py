@@ -135,7 +135,9 @@ def test_missing_vendor_is_unsupported_with_how_to_get(tmp_path):
 
 _INTERPRETED_CHECK = """
 import torch
+from gpu_memsafety.detectors import trace_fidelity
 from gpu_memsafety.kernels.block_table_gather import cases as C, layout as L, vllm_kernel as V
+trace_fidelity.install()    # the interpreter as a case worker has it (numpy 2.4 refuses the plain one's int())
 for version in L.VERSIONS:
     kernel = V.load(version)
     for shape in C.SHAPES:

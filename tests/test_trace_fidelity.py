@@ -99,3 +99,49 @@ def test_libdevice_symbols_map_to_numpy_functions() -> None:
         assert libdevice_op(symbol, table) is table[name], symbol
     assert libdevice_op("__nv_brev", table) is None and libdevice_op("__nv_umulhi", table) is None
     assert list(table["round"](np.array([2.5, -2.5, 0.4]))) == [3.0, -3.0, 0.0]     # roundf: half away from zero
+
+
+INDEX_CHILD = r'''
+import json, torch, triton, triton.language as tl
+
+@triton.jit
+def strided(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    for start in range(pid * BLOCK, n, programs * BLOCK):      # bounds are scalars: int() of their arrays
+        offs = start + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * (10.0, 20.0)[pid], mask=offs < n)
+
+
+def launch():
+    x, y = torch.ones(40), torch.zeros(40)
+    strided[(2,)](x, y, 40, BLOCK=8)
+    return sorted(set(y.tolist()))
+
+
+out = {}
+try:
+    out["before"] = launch()
+except Exception as exc:
+    out["before"] = f"{type(exc).__name__}: {exc}"
+from gpu_memsafety.detectors import trace_fidelity
+trace_fidelity.install()
+out["after"] = launch()
+print(json.dumps(out))
+'''
+
+
+def test_a_scalar_used_as_an_index_works_with_numpy_2_4_and_later(tmp_path: Path) -> None:
+    """numpy 2.4 refuses int() of a one-element array (the H200's numpy 2.5: markcheck's and vLLM's strided loops
+    ended there). Here numpy 2.3's DeprecationWarning for that conversion is made the error 2.4 raises, unless the
+    child has numpy 2.4 or later already; the patched interpreter squeezes the array first."""
+    script = tmp_path / "child.py"
+    script.write_text(INDEX_CHILD)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "harness"), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-W", "error:Conversion of an array with ndim > 0:DeprecationWarning",
+                           str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "0-dimensional" in out["before"] or "ndim > 0" in out["before"], out      # the interpreter alone
+    assert out["after"] == [10.0, 20.0], out

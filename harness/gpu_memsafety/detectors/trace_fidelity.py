@@ -23,6 +23,11 @@ can check the kernel to its end (triton 3.6, runtime/interpreter.py and compiler
   resolves it like `tl.gather`; the interpreter patches only the attributes of `triton.language`, so the bare name
   is the unpatched function ("Did you forget to add @triton.jit ?"). Here it is the `tl` attribute, read at call time.
 
+- A scalar used as an index (`range(pid * BLOCK, n)` outside a rewritten loop, `t[pid]`): the interpreter calls
+  int() on the scalar's one-element array, which numpy refuses from 2.4 on ("only 0-dimensional arrays can be
+  converted to Python scalars": triton#9171, fixed after 3.6 by #9172; the H200's numpy is 2.5). Here the array is
+  squeezed first, as that fix does.
+
 Without these such a launch ends early, and the trace says "not checked to the end" (never clean). Installed once
 per process, with the trace's own wrappers (detectors/trace.py), only where Triton interprets; kernels rewritten
 before are rewritten again.
@@ -175,10 +180,17 @@ def install() -> bool:
                     names[key] = forward(owner, value.__name__)
         return original_rewrite(self)
 
+    original_patch_tensor = I._patch_lang_tensor
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        original_patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
+
     original_rewrite = I.FunctionRewriter.rewrite_ast
     I.FunctionRewriter.rewrite_ast = rewrite_ast
     I.InterpreterBuilder.create_extern_elementwise = extern_elementwise
     I._implicit_cvt = implicit_cvt
+    I._patch_lang_tensor = patch_lang_tensor    # called by name at each launch; its scope restores what it set
     setattr(I, RANGE, loop)     # the rewriter copies the interpreter's globals into each kernel's
     setattr(I, MIN_MAX["min"], builtin(min, tl.core.builtin_min))
     setattr(I, MIN_MAX["max"], builtin(max, tl.core.builtin_max))
