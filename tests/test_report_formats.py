@@ -37,7 +37,8 @@ def test_every_junit_testcase_has_file_line_and_its_kernel_arch_and_upstream() -
     assert known == {"kernel": "matmul_k", "arch": "sm_90", "upstream.source": "triton_kernels from sgl-kernel 0.3.21",
                      "upstream.version": "0.3.21", "upstream.issue": "triton-lang/triton#10772"}
     assert props(cases["stray_store[accepted-n4]"])["baseline"] == "accepted: fix pending (upstream sgl-project/sglang#1)"
-    parsed = junitparser.JUnitXml.fromstring(xml)
+    # the bytes junit.xml holds: lxml, which junitparser uses where installed, refuses a str declaring an encoding
+    parsed = junitparser.JUnitXml.fromstring(xml.encode("utf-8"))
     assert sum(1 for suite in parsed for _ in suite) == 7
 
 

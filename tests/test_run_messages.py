@@ -25,7 +25,7 @@ from test_own_scenarios import write_scenario
 
 def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
-            if not k.startswith("PYTEST") and k not in ("PYTHONPATH", registry.ENV_VAR, "CUDA_VISIBLE_DEVICES")}
+            if not k.startswith("PYTEST") and k not in ("PYTHONPATH", registry.ENV_VAR)}   # CUDA_VISIBLE_DEVICES stays: conftest.py
 
 
 def run(args: list[str], cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess[str]:
