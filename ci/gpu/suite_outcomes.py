@@ -1,0 +1,62 @@
+"""The harness's own test suite, test by test, from pytest's junit.xml: `outcomes` writes {test id: outcome}
+(passed, failed, error, skipped), `compare` lists what differs between two such files (ci/gpu/suite_check.sh).
+
+    python3 ci/gpu/suite_outcomes.py outcomes junit.xml > outcomes.json
+    python3 ci/gpu/suite_outcomes.py compare before.json after.json
+
+A test id is the junit testcase's classname and name as pytest's node id (`tests/test_x.py::test_y[p]`); a test
+only one side has is listed as such, never counted as a difference of outcome. Stdlib only: it runs with the
+device image's python before any bootstrap.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+
+def outcomes(junit_path: str) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for case in ET.parse(junit_path).getroot().iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        module = "/".join(parts[:-1] if parts and parts[-1][:1].isupper() else parts) + ".py"
+        node = f"{module}::{case.get('name', '')}"
+        kinds = {child.tag for child in case}
+        outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
+                   else "skipped" if "skipped" in kinds else "passed")
+        if table.get(node) in ("failed", "error"):       # an error in teardown after a failure: keep the failure
+            continue
+        table[node] = outcome
+    return table
+
+
+def compare(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    lines = [f"before: {len(before)} tests {dict(Counter(before.values()))}",
+             f"after:  {len(after)} tests {dict(Counter(after.values()))}"]
+    both = sorted(set(before) & set(after))
+    changed = [t for t in both if before[t] != after[t]]
+    lines.append(f"in both: {len(both)}; outcome differs: {len(changed)}")
+    lines += [f"  {t}: {before[t]} -> {after[t]}" for t in changed]
+    for name, only in (("only before", sorted(set(before) - set(after))), ("only after", sorted(set(after) - set(before)))):
+        lines.append(f"{name}: {len(only)} {dict(Counter((before if name == 'only before' else after)[t] for t in only))}")
+        lines += [f"  {t}: {(before if name == 'only before' else after)[t]}" for t in only
+                  if (before if name == "only before" else after)[t] != "passed"]
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "outcomes":
+        json.dump(outcomes(argv[1]), sys.stdout, indent=1, sort_keys=True)
+        print()
+        return 0
+    if len(argv) == 3 and argv[0] == "compare":
+        with open(argv[1]) as a, open(argv[2]) as b:
+            print("\n".join(compare(json.load(a), json.load(b))))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
