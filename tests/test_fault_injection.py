@@ -246,7 +246,10 @@ def read_record(name, extra):
 
 
 def stray_records():
-    """A 4-byte write 2,147,450,881 B before dst for every far_write case that ran: outside every buffer."""
+    """A 4-byte write at dst + FAKE_FAR_OFFSET (-2,147,450,881) for every far_write case that ran: outside every
+    buffer."""
+    import os
+    far = int(os.environ.get("FAKE_FAR_OFFSET", -2147450881))
     job = json.loads(Path(target[-1]).read_text())
     out = []
     for index, case in enumerate(job["cases"]):
@@ -257,7 +260,7 @@ def stray_records():
         out.append("<record><kind>Precise</kind><level>Error</level><what>"
                    "<text>Invalid __global__ write of size 4 bytes is out of bounds</text><space>__global__</space>"
                    "<size>4</size><direction>write</direction><error>out of bounds</error>"
-                   f"<address>{{dst['tensor_addr'] - 2147450881:#x}}</address></what><where><func>far_k</func>"
+                   f"<address>{{dst['tensor_addr'] + far:#x}}</address></what><where><func>far_k</func>"
                    "<path>/tmp/far.py</path><line>3</line><pc>0x80</pc></where></record>\\n")
     return "".join(out)
 
@@ -311,18 +314,35 @@ def test_fake_sanitizer_round_trip_attributes_its_record(worker_env: Path, tmp_p
     assert next(d for d in result.detectors if d.detector == MEMCHECK).ran
 
 
-def test_a_stray_record_is_traced_to_its_case_and_no_other_case_of_the_batch_is_blamed(worker_env: Path, tmp_path: Path) -> None:
+def _position_independent(executable: str) -> bool:
+    """The ELF header's e_type: ET_DYN (3), a position-independent executable, whose heap is mapped high."""
+    with open(os.path.realpath(executable), "rb") as f:
+        return int.from_bytes(f.read(18)[16:18], "little") == 3
+
+
+def test_a_stray_record_is_traced_to_its_case_and_no_other_case_of_the_batch_is_blamed(
+        worker_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 19: a far write (a wrapped int32 offset) from one case of a batch maps to no buffer. The case whose
     kernel the record names reruns in a process of its own; the write is that case's, named from its nearest
     buffer; the clean cases batched with it are judged on the batch's run and stay clean (issue 26: before, every
-    case of the batch reran, one process each)."""
+    case of the batch reran, one process each).
+
+    The write is 2,147,450,881 B below dst, an address a GPU buffer always has below it. The CPU stand-in's dst
+    comes from the worker's heap, which a python built without PIE (Debian's and Ubuntu's, the H200 image's) maps
+    just above its binary, below 2 GiB: there the address would be negative, so the write is 2^31 + 8 B above dst's
+    start instead, a signed int32 that wrapped the other way."""
+    position_independent = _position_independent(sys.executable)
+    offset = -2_147_450_881 if position_independent else (1 << 31) + 8
+    monkeypatch.setenv("FAKE_FAR_OFFSET", str(offset))
     runner = make_runner(tmp_path / "runs", "memcheck", gpu_available=True, sanitizer=fake_sanitizer(tmp_path, "stray"))
     results = by_id(runner.run([item("clean"), item("far_write"), item("clean", "n64")]))
     far = results["fake_faults[far_write-n4000]"]
     assert far.outcome is Outcome.EXPECTED_FINDING, far.message
     [finding] = far.findings
-    assert (finding.kind, finding.buffer, finding.region, finding.bytes) == ("overwrite", "dst", "before_start", 4)
-    assert "2,147,450,881 B before dst" in finding.note
+    region, where = (("before_start", "2,147,450,881 B before dst") if position_independent
+                     else ("past_end", f"{(1 << 31) + 8 - 4000 + 1:,} B after the end of dst"))
+    assert (finding.kind, finding.buffer, finding.region, finding.bytes) == ("overwrite", "dst", region, 4)
+    assert where in finding.note, finding.note
     assert finding.detail("access") == "write" and "out of bounds" in finding.detail("sanitizer")
     for clean in ("fake_faults[clean-n4000]", "fake_faults[clean-n64]"):
         assert results[clean].outcome is Outcome.CLEAN, results[clean].message

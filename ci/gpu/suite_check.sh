@@ -18,7 +18,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/steps.sh"
 if [ -n "${WHEELS:-}" ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=$(cd "$WHEELS" && pwd); fi
 TREE=$PWD
-if [ -n "${ARCHIVE:-}" ]; then TREE=$R/tree; mkdir -p "$TREE"; tar -xzf "$ARCHIVE" -C "$TREE"; fi
+if [ -n "${ARCHIVE:-}" ]; then   # the other tree gets this checkout's .vendor/ (make upstream's output), if any
+  TREE=$R/tree; mkdir -p "$TREE"; tar -xzf "$ARCHIVE" -C "$TREE"; [ -d .vendor ] && ln -s "$PWD/.vendor" "$TREE/.vendor"
+fi
 { date -u; nvidia-smi -L; nproc; echo "tree $TREE"; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
 } > "$R/env.txt" 2>&1
 cd "$TREE"

@@ -6,6 +6,8 @@ the tests scale down with RunOptions.timeout_scale.
 """
 from __future__ import annotations
 
+import os
+
 from gpu_memsafety.model import DETECTORS, GUARD, MEMCHECK, OVERREAD, OVERWRITE, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
@@ -14,6 +16,13 @@ N = 4000
 VARIANTS = ("clean", "overwrite", "overread", "hang", "kill", "raise", "unsupported", "oom", "kill_pytest_worker",
             "illegal_address", "far_write", "refused", "no_launch", "slow", "stuck_exit")
 FAR = 2_147_450_881   # far_write: the fake sanitizer reports a 4-byte write this many bytes before dst
+
+
+def far_offset() -> int:
+    """Where the fake sanitizer's far write lands, from dst's first byte: -FAR, or FAKE_FAR_OFFSET where a test sets
+    another (tests/test_fault_injection.py, for a python whose heap lies below 2 GiB). Read at each call: the
+    scenario module may be loaded before the test sets it."""
+    return int(os.environ.get("FAKE_FAR_OFFSET", -FAR))
 TIMEOUT_S = 10.0
 
 
@@ -34,8 +43,9 @@ def _expect(case: Case) -> Expectation:
                                             ranges=((n, n + 4),)),), "4 bytes read past src's end")
     if case.variant == "far_write":
         # A wrapped int32 offset: outside every allocation, seen only by a (fake) sanitizer.
-        return Expectation((ExpectedFinding(OVERWRITE, "dst", (MEMCHECK,), region="before_start", bytes=4,
-                                            ranges=((-FAR, -FAR + 4),)),), "a write 2 GiB before dst")
+        far = far_offset()
+        return Expectation((ExpectedFinding(OVERWRITE, "dst", (MEMCHECK,), region="before_start" if far < 0 else "past_end",
+                                            bytes=4, ranges=((far, far + 4),)),), f"a write at dst{far:+,}")
     return Expectation()
 
 
