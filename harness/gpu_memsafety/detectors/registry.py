@@ -19,6 +19,12 @@ if tuple(UNITS) != NAMES:     # the model's vocabulary and the registry name the
     raise RuntimeError(f"detector registry {tuple(UNITS)} differs from gpu_memsafety.model.DETECTORS {NAMES}")
 
 
+def says(name: str, part: str) -> bool:
+    """What the detector `name` says of one part of its unit (`explains_fault`, `marks_writes`, `places_strays`,
+    `exact_accesses`, ...): False for a name that is no detector's (a finding the host placed itself)."""
+    unit = UNITS.get(name)
+    return unit is not None and bool(getattr(unit, part))
+
 
 def reconcile(findings: list[Finding]) -> list[Finding]:
     """A case's findings after every detector has said what its own show of the others' (Unit.reconcile: memcheck's

@@ -197,6 +197,7 @@ class _Launch:
 
 
 def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
+    """f named by the kernel argument and test variable it was found in; its note starts with its byte count."""
     from dataclasses import replace
     params = ", ".join(f"`{p}`" for p in copy.params)
     tensor = f"kernel argument {params} of {kernel}"
@@ -234,9 +235,15 @@ def merged(findings: list[Finding]) -> list[Finding]:
         size = int(first.detail("size") or 0)
         ranges = tuple(ByteRange(first.region, lo, hi, where_text(lo, hi, size) if size else "") for lo, hi in spans)
         nbytes = sum(r.nbytes for r in ranges)
-        note = first.note.replace(f"{first.bytes} B", f"{nbytes} B", 1) + f"; the union of {len(group)} launches"
+        note = _with_bytes(first, nbytes) + f"; the union of {len(group)} launches"
         out.append(replace(first, ranges=ranges, bytes=nbytes, count=sum(f.count for f in group), note=note))
     return out
+
+
+def _with_bytes(f: Finding, nbytes: int) -> str:
+    """f's note for `nbytes` bytes: a named finding's note starts with its byte count (_named); another's has none."""
+    head = f"{f.bytes} B "
+    return f"{nbytes} B {f.note[len(head):]}" if f.note.startswith(head) else f.note
 
 
 class HostTrace:

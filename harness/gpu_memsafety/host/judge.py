@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.detectors.registry import UNITS
+from gpu_memsafety.detectors.registry import UNITS, says
 from gpu_memsafety.host import modes as host_modes
 from gpu_memsafety.host.allocations import marker_findings
 from gpu_memsafety.host.evidence import Evidence, OwnResult, module_of, variant_of
@@ -162,7 +162,7 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
     findings = fold(ev.findings + ev.fixture_findings + marker_findings(ev.hits, ev.test, ev.arch, ev.tensors))
     findings, ignored = _narrow(findings, marker.sites)
     lost = ev.crashed or ev.context_lost
-    if lost and not any(f.detector in UNITS and UNITS[f.detector].explains_fault for f in findings):
+    if lost and not any(says(f.detector, "explains_fault") for f in findings):
         return result(Outcome.CRASHED, f"{lost}; {_own_words(own)}", findings)
     if ev.breaks and not findings:
         return result(Outcome.NOT_APPLICABLE, "; ".join(b.reason() for b in ev.breaks))
@@ -225,7 +225,7 @@ def fold(findings: list[Finding]) -> list[Finding]:
     memcheck's kernel, source line and thread; a memcheck write the markers did not see (beyond their 256 B, or
     landing in another allocation) stays memcheck's. Likewise in trace mode, a write the trace saw into a
     gpu_memsafety_guarded tensor's guard, which the fixture's markers saw too: one finding, with the kernel."""
-    guards = [f for f in findings if f.detector in UNITS and UNITS[f.detector].marks_writes]
+    guards = [f for f in findings if says(f.detector, "marks_writes")]
     out: list[Finding] = []
     folded: dict[int, Finding] = {}
     for f in findings:
@@ -244,7 +244,7 @@ def fold(findings: list[Finding]) -> list[Finding]:
 
 
 def _exact(detector: str) -> bool:
-    return detector in UNITS and UNITS[detector].exact_accesses
+    return says(detector, "exact_accesses")
 
 
 def _same_place(f: Finding, g: Finding) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from gpu_memsafety.detectors.registry import UNITS, reconcile
+from gpu_memsafety.detectors.registry import reconcile, says
 from gpu_memsafety.engine.job import STRAY_ACCESS
 from gpu_memsafety.judge.verdict import Assessment, conclude
 from gpu_memsafety.model import CaseResult, DetectorRun, Finding, Outcome
@@ -104,7 +104,7 @@ def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
     make (engine.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
     trace): that stage's findings say what the accesses were, so such a stage decides nothing (rule 1 does not apply)
     and adds nothing."""
-    if not any(d.ran and d.detector in UNITS and UNITS[d.detector].places_strays
+    if not any(d.ran and says(d.detector, "places_strays")
                for s in stages for d in s.result.detectors):
         return []
     return [s for s in stages if s.assessment is None and s.result.outcome is Outcome.UNRESOLVED
