@@ -166,13 +166,10 @@ def site_of(python: Path) -> Path:
     return Path(proc.stdout.strip())
 
 
-@pytest.fixture(scope="module", params=STACKS, ids=[s.name for s in STACKS])
-def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """A fresh venv that holds the stack (layered on its cached venv), then the wheel installed into it with pip's
+def install_next_to(stack: Stack, wheel: Path, venv: Path) -> Installed:
+    """A fresh venv that holds the stack (layered on its cached venv), then `wheel` installed into it with pip's
     ordinary resolution."""
-    stack: Stack = request.param
     base = stack_site(stack)
-    venv = tmp_path_factory.mktemp(f"venv-{stack.name}")
     # no pip or setuptools of its own, which would shadow the stack's: all it sees is the stack (pip included)
     assert run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)]).returncode == 0
     python = venv / "bin" / "python"
@@ -184,6 +181,25 @@ def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pyt
             (pin, before.get(req.name))
     proc = run([str(python), "-m", "pip", "install", "--disable-pip-version-check", str(wheel)])
     return Installed(stack, python, base, before, versions(python), proc.stdout + proc.stderr, proc.returncode)
+
+
+def problems(installed: Installed) -> list[str]:
+    """What the install did wrong: a failed resolution, a package of the stack changed, or the cache written."""
+    out = []
+    if installed.pip_exit != 0 or "ResolutionImpossible" in installed.pip_output:
+        out.append(f"pip install failed (exit {installed.pip_exit}):\n{installed.pip_output[-3000:]}")
+    changed = {n: (v, installed.after.get(n)) for n, v in installed.before.items() if installed.after.get(n) != v}
+    if changed:
+        out.append(f"installing the wheel changed what the {installed.stack.name} stack held: {changed}")
+    if list(installed.base.glob("gpu_memsafety*")):
+        out.append("the wheel went into the cached stack, not the fresh venv")
+    return out
+
+
+@pytest.fixture(scope="module", params=STACKS, ids=[s.name for s in STACKS])
+def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    stack: Stack = request.param
+    return install_next_to(stack, wheel, tmp_path_factory.mktemp(f"venv-{stack.name}"))
 
 
 def test_the_stacks_span_the_declared_ranges() -> None:
@@ -205,11 +221,26 @@ def test_the_stacks_span_the_declared_ranges() -> None:
 
 
 def test_installs_without_a_resolution_error_and_changes_nothing_there(installed: Installed) -> None:
-    assert installed.pip_exit == 0 and "ResolutionImpossible" not in installed.pip_output, installed.pip_output[-4000:]
-    changed = {n: (v, installed.after.get(n)) for n, v in installed.before.items() if installed.after.get(n) != v}
-    assert not changed, f"installing the wheel changed what the {installed.stack.name} stack held: {changed}"
+    assert not problems(installed), "\n".join(problems(installed))
     assert "gpu-memsafety" in installed.after and "pytest-xdist" not in installed.after   # xdist is optional
-    assert not list(installed.base.glob("gpu_memsafety*")), "the wheel went into the cached stack, not the fresh venv"
+
+
+def test_the_check_sees_a_downgrade(tmp_path: Path) -> None:
+    """A test of the test: a package that asks numpy<2.4 (as gpu-memsafety did) next to numpy 2.4.6 is a problem.
+    (numpy 2.3.5 lies in this machine's local index: nothing is downloaded.)"""
+    src = tmp_path / "src"
+    (src / "probe_pin").mkdir(parents=True)
+    (src / "probe_pin" / "__init__.py").write_text("")
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=70.1"]\nbuild-backend = '
+                                        '"setuptools.build_meta"\n[project]\nname = "probe-pin"\nversion = "1"\n'
+                                        'dependencies = ["numpy<2.4"]\n')
+    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path),
+                str(src)])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    (probe,) = tmp_path.glob("probe_pin-*.whl")
+    stack = next(s for s in STACKS if s.name == "newest-cpu")
+    found = problems(install_next_to(stack, probe, tmp_path / "venv"))
+    assert any("'numpy': ('2.4.6', '2.3" in p for p in found), found
 
 
 def planted_run(installed: Installed, root: Path, *, conftest: str = "") -> tuple[subprocess.CompletedProcess, dict]:
