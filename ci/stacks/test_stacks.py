@@ -275,8 +275,6 @@ def test_the_trace_finds_the_planted_bugs_when_the_suite_sets_the_interpreter(in
     assert_planted_found(*planted_run(installed, tmp_path / "suite", conftest=INTERPRET_CONFTEST))
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 51 item 2 (plugin-ux): the plugin sets Triton's interpreter "
-                                       "itself when there is no GPU; until then the bare flag checks nothing here")
 def test_the_bare_flag_finds_the_planted_bugs_with_no_environment_variable(installed: Installed,
                                                                           tmp_path: Path) -> None:
     """What a user does: install, run `pytest --gpu-memsafety`, nothing else set."""
