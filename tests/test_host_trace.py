@@ -18,7 +18,7 @@ import pytest
 from gpu_memsafety.host import modes
 from gpu_memsafety.host.evidence import Evidence, OwnResult
 from gpu_memsafety.host.judge import TestMarker as Marker, judge
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, Finding, Outcome
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, TRACE_RACE, Finding, Outcome
 from gpu_memsafety.scenario import registry
 
 CONFTEST = '''
@@ -268,7 +268,7 @@ def test_the_bare_flag_without_a_gpu_traces_the_suites_triton_launches(suite: Pa
     # a partial run: memcheck and the markers did not run, and every report says so
     clean = by["test_views_of_one_storage_stay_one_and_results_come_back"]
     ran = {d["detector"]: d["ran"] for d in clean["detectors"]}
-    assert ran == {TRACE: True, MEMCHECK: False, GUARD: False}, clean["detectors"]
+    assert ran == {TRACE: True, TRACE_RACE: True, MEMCHECK: False, GUARD: False}, clean["detectors"]
     assert set(clean["details"]["partial"]) == {MEMCHECK, GUARD}
     assert doc["run"]["mode"] == "complete" and clean["mode"] == "trace"
     assert "memcheck did not run on" in out and "CHECKED NOTHING" not in out

@@ -206,15 +206,14 @@ def test_stopping_raises_an_interrupt_and_restores_the_handlers() -> None:
 def test_a_killed_child_is_collected_even_when_an_interrupt_left_popens_lock_held() -> None:
     """An interrupt inside Popen.wait(timeout), between its lock's acquire and the try that releases it, leaves the
     lock held: a later proc.wait() blocked for good (a vetting parent that never ended after SIGINT, under load).
-    Cleanup collects the killed child with procs.collect, which needs no lock."""
-    from gpu_memsafety.util import procs
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    assert proc._waitpid_lock.acquire(False)          # the leaked lock, as the interrupt leaves it
-    try:
-        proc.kill()
-        start = time.monotonic()
-        assert procs.collect(proc) == -signal.SIGKILL
-        assert time.monotonic() - start < 10 and proc.returncode == -signal.SIGKILL
-        assert procs.collect(proc) == -signal.SIGKILL     # collected once, asked again: the same answer
-    finally:
-        proc._waitpid_lock.release()
+    The supervisor collects a killed child on its pid (util.child.Child.collect), which needs no lock."""
+    from gpu_memsafety.util.child import GRACE_S, Child
+    with Child([sys.executable, "-c", "import time; time.sleep(60)"]) as child:
+        assert child.proc._waitpid_lock.acquire(False)          # the leaked lock, as the interrupt leaves it
+        try:
+            start = time.monotonic()
+            assert child.kill() == -signal.SIGKILL
+            assert time.monotonic() - start < GRACE_S + 5 and child.proc.returncode == -signal.SIGKILL
+            assert child.collect() == -signal.SIGKILL     # collected once, asked again: the same answer
+        finally:
+            child.proc._waitpid_lock.release()

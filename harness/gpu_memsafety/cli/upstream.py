@@ -45,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
@@ -286,14 +285,12 @@ Runner = Callable[[Sequence[str]], "tuple[int, str]"]
 
 def _run_streaming(cmd: Sequence[str]) -> tuple[int, str]:
     """Run cmd with its output passed through to stderr (pip draws its own progress); (code, last lines)."""
-    tail: deque[str] = deque(maxlen=25)
-    with subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace") as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    from gpu_memsafety.util.child import Child
+    with Child(cmd, pipe=True, stdin=None) as child:
+        for line in child.lines():
             sys.stderr.write(line)
-            tail.append(line.rstrip())
-    return proc.returncode, "\n".join(tail)
+        child.wait(None)
+    return (child.proc.returncode if child.proc.returncode is not None else -1), child.tail()
 
 
 def find_wheel(art: Artifact, cache: Path) -> Path | None:

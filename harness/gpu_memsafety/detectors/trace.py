@@ -125,6 +125,8 @@ class Tracer:
         self._strays: dict[str, dict[tuple[str, int], list[Any]]] = {}   # direction -> (arg, its size) -> offsets
         self._wild: dict[str, list[Any]] = {}           # direction -> addresses near no argument
         self._judging = True                            # strays are judged (every tensor argument on the host)
+        self.kernel = ""                                # the launch in progress (its Triton function's name)
+        self.races: Any = None                          # detectors/trace_race.Races, where the mode runs that check
 
     def begin(self, args: list[tuple[str, Any]]) -> None:
         """A launch starts: its tensor arguments (parameter name, value as passed: a tensor, a TensorDescriptor,
@@ -143,8 +145,12 @@ class Tracer:
                 owner = next((b for b, base, alloc, _t, _l in self._buffers() if base <= lo < base + alloc), "")
                 found.append(Arg(name, lo, lo + size, owner))
         self._args = found
+        if self.races is not None:
+            self.races.begin(self.kernel, found, self.arena)
 
     def end(self) -> None:
+        if self.races is not None:
+            self.races.end()
         self._args, self._live, self._judging = [], None, True
 
     def _buffers(self) -> list[tuple[str, int, int, int, L.GuardLayout]]:
@@ -425,25 +431,41 @@ def _install() -> None:
         """The access's mask less its stray lanes (which the interpreter must not touch)."""
         return mask if stray is None else I.TensorHandle(np.asarray(mask.data).astype(bool) & ~stray, mask.dtype)
 
+    # Each access also goes, lanes as the interpreter will make them, to the launch's race check when one runs
+    # (detectors/trace_race.Races: which program instance, builder.grid_idx, touched which bytes).
     def load(self: Any, ptrs: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = active().record(READ, ptrs.data, mask.data, size_of(ptrs))
-        return orig["create_masked_load"](self, ptrs, allowed(mask, stray), *args, **kw)
+        tracer = active()
+        lanes = allowed(mask, tracer.record(READ, ptrs.data, mask.data, size_of(ptrs)))
+        if tracer.races is not None:
+            tracer.races.access(READ, ptrs.data, lanes.data, size_of(ptrs), self.grid_idx, self.grid_dim)
+        return orig["create_masked_load"](self, ptrs, lanes, *args, **kw)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = active().record(WRITE, ptrs.data, mask.data, size_of(ptrs))
-        return orig["create_masked_store"](self, ptrs, value, allowed(mask, stray), *args, **kw)
+        tracer = active()
+        lanes = allowed(mask, tracer.record(WRITE, ptrs.data, mask.data, size_of(ptrs)))
+        if tracer.races is not None:
+            tracer.races.access(WRITE, ptrs.data, lanes.data, size_of(ptrs), self.grid_idx, self.grid_dim, value.data)
+        return orig["create_masked_store"](self, ptrs, value, lanes, *args, **kw)
 
     def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = active().record(WRITE, ptr.data, mask.data, size_of(ptr))
-        return orig["create_atomic_rmw"](self, op, ptr, val, allowed(mask, stray), *args, **kw)
+        tracer = active()
+        lanes = allowed(mask, tracer.record(WRITE, ptr.data, mask.data, size_of(ptr)))
+        if tracer.races is not None:
+            tracer.races.atomic(ptr.data, lanes.data, self.grid_idx, self.grid_dim,
+                                release=op == I._ir.ATOMIC_OP.XCHG)
+        return orig["create_atomic_rmw"](self, op, ptr, val, lanes, *args, **kw)
 
     def cas(self: Any, ptr: Any, *args: Any, **kw: Any) -> Any:
-        active().record(WRITE, ptr.data, None, size_of(ptr))    # no mask to take a stray lane off: recorded only
+        tracer = active()
+        tracer.record(WRITE, ptr.data, None, size_of(ptr))    # no mask to take a stray lane off: recorded only
+        if tracer.races is not None:
+            tracer.races.atomic(ptr.data, None, self.grid_idx, self.grid_dim, acquire=True)
         return orig["create_atomic_cas"](self, ptr, *args, **kw)
 
     def run(self: Any, *args: Any, **kw: Any) -> Any:
         tracer = active()
         tracer.launches += 1
+        tracer.kernel = getattr(self.fn, "__name__", "a Triton kernel")
         names = list(getattr(self, "arg_names", None) or ())
         names += [f"#{i}" for i in range(len(names), len(args))]      # parameters by position where unnamed
         tracer.begin(list(zip(names, args)) + list(kw.items()))
@@ -465,14 +487,16 @@ def _install() -> None:
 
 
 @contextlib.contextmanager
-def tracing(arena: Any) -> Iterator[Tracer | None]:
+def tracing(arena: Any, races: Any = None) -> Iterator[Tracer | None]:
     """Trace the interpreted launches while the block runs (installing the fence first, its strictness left as the
-    worker set it); yields the Tracer (None when Triton is not interpreted here: nothing is wrapped)."""
+    worker set it), checking races between their program instances with `races` (detectors/trace_race.Races) when
+    given; yields the Tracer (None when Triton is not interpreted here: nothing is wrapped)."""
     if not interpreting():
         yield None
         return
     _install()
     tracer = Tracer(arena)
+    tracer.races = races
     _ACTIVE.append(tracer)
     try:
         yield tracer

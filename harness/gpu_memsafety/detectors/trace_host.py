@@ -61,12 +61,14 @@ class TraceOfTest:
     unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
     unhooked: str = ""     # the trace's hooks were gone by the test's end: its later launches went unseen (why)
     untimed: list[str] = field(default_factory=list)       # autotuned kernels whose every config ran once, untimed
+    race_notes: list[str] = field(default_factory=list)    # the race check's (detectors/trace_race.notes)
 
     def notes(self) -> list[str]:
         """What the trace did differently from a plain interpreted run, in the verdict's words."""
+        races = list(dict.fromkeys(self.race_notes))
         if not self.untimed:
-            return []
-        return [f"Triton's autotuner cannot time configs without a GPU ('0 active drivers'): each config of "
+            return races
+        return races + [f"Triton's autotuner cannot time configs without a GPU ('0 active drivers'): each config of "
                 f"{', '.join(sorted(set(self.untimed)))} ran once under the trace, untimed, and the first was kept"]
 
 
@@ -115,9 +117,11 @@ class _Launch:
     def __init__(self, kernel: str, params: list[tuple[str, Any]], variables: dict[int, tuple[str, ...]],
                  guarded: list[Any] = ()) -> None:
         from gpu_memsafety.detectors.trace import Tracer
+        from gpu_memsafety.detectors.trace_race import Races
         self.kernel = kernel
         self.arena = _Arena()
         self.tracer = Tracer(self.arena)
+        self.tracer.races = Races()          # races between its program instances (detectors/trace_race.py)
         self.params = params
         self.variables = variables
         self.guarded = list(guarded)         # the test's gpu_memsafety_guarded buffers: placed as they are
@@ -194,16 +198,30 @@ class _Launch:
                                    arch="cpu", ranges=tuple(strays), details=(("access", direction),),
                                    note="memory outside every allocation the launch can reach; the interpreter did "
                                         "not touch it"))
-        return out
+        return out + self._races()
+
+    def _races(self) -> list[Finding]:
+        """The race check's findings, each tensor named as the trace's are (kernel argument, test variable)."""
+        from gpu_memsafety.detectors.trace_race import findings_of
+
+        def name(rec: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+            copy = self.arena.buffers.get(rec["buffer"])
+            if copy is None:
+                return rec["buffer"], (("tensor", f"kernel argument `{rec['buffer']}` of {self.kernel}"),)
+            label = copy.name if copy.storage is None and copy.keep is None or not copy.params else copy.params[0]
+            return label, (("tensor", _tensor_words(copy, self.kernel)), ("size", str(copy.layout.nbytes)),
+                           ("device", "cpu"))
+        return findings_of(self.tracer.races.evidence(), "cpu", name)
+
+    def race_notes(self) -> list[str]:
+        from gpu_memsafety.detectors.trace_race import notes
+        return notes(self.tracer.races.evidence())
 
 
 def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
     """f named by the kernel argument and test variable it was found in; its note starts with its byte count."""
     from dataclasses import replace
-    params = ", ".join(f"`{p}`" for p in copy.params)
-    tensor = f"kernel argument {params} of {kernel}"
-    if copy.variables:
-        tensor += "; test variable " + ", ".join(f"`{v}`" for v in copy.variables)
+    tensor = _tensor_words(copy, kernel)
     fixture = copy.storage is None and copy.keep is None       # a gpu_memsafety_guarded tensor, placed as it is
     where = {L.PAST_END: "past the end of", L.BEFORE_START: "before the start of"}.get(f.region, f"in the {f.region} of")
     what = "gpu_memsafety_guarded tensor" if fixture else "CPU storage"
@@ -211,6 +229,15 @@ def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
             f"({'read' if f.kind == OVERREAD else 'written'}; exact bytes of whole accesses)")
     return replace(f, buffer=copy.name if fixture or not copy.params else copy.params[0], note=note,
                    details=(*f.details, ("tensor", tensor), ("size", str(copy.layout.nbytes)), ("device", "cpu")))
+
+
+def _tensor_words(copy: _Copy, kernel: str) -> str:
+    """A copy's tensor in the test's words: its kernel argument(s) and the test variable(s) that hold it."""
+    params = ", ".join(f"`{p}`" for p in copy.params)
+    tensor = f"kernel argument {params} of {kernel}"
+    if copy.variables:
+        tensor += "; test variable " + ", ".join(f"`{v}`" for v in copy.variables)
+    return tensor
 
 
 def merged(findings: list[Finding]) -> list[Finding]:
@@ -328,6 +355,7 @@ class HostTrace:
                 host.current.accesses += current.tracer.accesses
                 host.current.copies += len(current.arena.buffers)
                 host.current.findings += current.findings()
+                host.current.race_notes += current.race_notes()
 
         def init_args(executor: Any, args_dev: Any, kwargs: Any) -> Any:
             args_hst, kwargs_hst = init(executor, args_dev, kwargs)

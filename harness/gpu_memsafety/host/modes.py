@@ -34,7 +34,7 @@ PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES:
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py
 # checks the spelling).
 DETECTORS_OF = {COMPLETE: ("memcheck", "guard"), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard"),
-                TRACE: ("trace",)}
+                TRACE: ("trace", "trace_race")}
 # Modes that need a GPU, and what each runs on a machine without one instead: the bare flag sees everything it can
 # (complete: the interpreter's trace, its own detectors said not to have run); a mode asked for by name runs as
 # named or says it could not.
@@ -42,11 +42,13 @@ WITHOUT_GPU = {COMPLETE: TRACE}
 NEEDS_GPU = frozenset({COMPLETE, MARKERS, MEMCHECK, PAGES})
 # What a detector's line says when it ran on a test (the trace's counts are the evidence's).
 RAN_WORDS = {"guard": "markers verified at teardown", "memcheck": "compute-sanitizer ran", "guard_page": "VMM guard pages",
-             "trace": "{accesses:,} accesses of {launches} interpreted Triton launch(es) checked"}
+             "trace": "{accesses:,} accesses of {launches} interpreted Triton launch(es) checked",
+             "trace_race": "races between the program instances of {launches} interpreted Triton launch(es) checked"}
 # A detector of a mode that did not run on a test whose evidence lacks a field: (mode, detector) -> (the field, why,
 # whether the evidence's detector notes say it better): complete's markers pass, the trace's interpreted launches.
 RAN_IF = {(COMPLETE, "guard"): ("markers_checked", "the markers pass did not run this test", True),
-          (TRACE, "trace"): ("launches", "the test ran no Triton kernel in Triton's interpreter", False)}
+          (TRACE, "trace"): ("launches", "the test ran no Triton kernel in Triton's interpreter", False),
+          (TRACE, "trace_race"): ("launches", "the test ran no Triton kernel in Triton's interpreter", False)}
 # The detector of marker bytes on a suite: the allocator shim's guards (markers mode, complete's markers pass) and the
 # gpu_memsafety_guarded fixture's tensors (their own markers, checked at teardown, in any mode).
 MARKERS_DETECTOR = "guard"

@@ -25,7 +25,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -236,9 +235,11 @@ ORPHAN_AGE_S = 600.0
 
 def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pythonpath: str | None) -> list[Verdict]:
     """The child in a session of its own, its temporary folder removed after it: on a stop signal too (every
-    catchable one: util.signals), the child's whole process group is killed and waited for before the folder goes.
-    What an uncatchable one (SIGKILL) leaves, the next vetting finds and removes first (`sweep_abandoned`)."""
+    catchable one: util.signals), the child's whole process group is killed and collected before the folder goes,
+    and what it started that left the group but carries VETTING_ENV is ended (util.child). What an uncatchable one
+    (SIGKILL) leaves, the next vetting finds and removes first (`sweep_abandoned`)."""
     from gpu_memsafety.util import procs
+    from gpu_memsafety.util.child import Child
     from gpu_memsafety.util.paths import inherited_pythonpath
     from gpu_memsafety.util.signals import stopping
     procs.subreaper()          # a process a scenario file starts at import and leaves (setsid, double fork) is ours
@@ -249,21 +250,12 @@ def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pytho
         job.write_text(json.dumps({"sources": todo, "log": str(log)}))
         env = dict(os.environ)
         env["PYTHONPATH"] = inherited_pythonpath(env) if pythonpath is None else pythonpath
-        env[VETTING_ENV] = tmp           # what the child and everything it starts inherit: how they are found
-        before = procs.snapshot()
-        proc: subprocess.Popen[bytes] | None = None
-        try:
-            with open(err, "wb") as stderr:
-                proc = subprocess.Popen([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                        start_new_session=True)
-                timed_out = _wait(proc, deadline_s)
-        finally:
-            if proc is not None:
-                _kill_group(proc.pid)
-                procs.collect(proc)          # never proc.wait(): an interrupt may have left its lock held
-                procs.sweep(proc.pid, before, VETTING_ENV, tmp)
-        return _verdicts(todo, _log_lines(log), proc.returncode, timed_out, deadline_s, err.read_bytes())
+        # VETTING_ENV: what the child and everything it starts inherit, how they are found
+        with Child([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env, log=err, log_stdout=False,
+                   mark=(VETTING_ENV, tmp)) as child:
+            if not child.wait(deadline_s):
+                child.kill(timed_out=True)
+        return _verdicts(todo, _log_lines(log), child.proc.returncode, child.timed_out, deadline_s, err.read_bytes())
 
 
 def sweep_abandoned(folder: str | None = None) -> list[str]:
@@ -293,34 +285,6 @@ def _owned(path: Path, mtime: float) -> bool:
     except (OSError, ValueError):
         return time.time() - mtime < ORPHAN_AGE_S
     return pid.isdigit() and str(procs.start_ticks(int(pid))) == ticks
-
-
-def _wait(proc: subprocess.Popen[bytes], deadline_s: float) -> bool:
-    try:
-        proc.wait(timeout=deadline_s)
-        return False
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        _collect(proc)
-        return True
-    except BaseException:
-        _kill_group(proc.pid)
-        _collect(proc)
-        raise
-
-
-def _collect(proc: subprocess.Popen[bytes]) -> None:
-    from gpu_memsafety.util import procs
-    procs.collect(proc)
-
-
-def _kill_group(pgid: int) -> None:
-    """The child's process group: the child and whatever it started that stayed in its group."""
-    import signal
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _log_lines(log: Path) -> list[dict[str, Any]]:

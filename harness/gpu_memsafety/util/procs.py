@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
 import signal
 import time
 from dataclasses import dataclass
@@ -240,23 +239,4 @@ def _wait(pid: int, timeout_s: float = WAIT_S) -> None:
         if done or time.monotonic() > deadline:
             return
         time.sleep(0.01)
-
-
-def collect(proc: "subprocess.Popen[bytes]") -> int | None:
-    """Wait for a Popen child that was just killed, without Popen's own wait lock; its exit code.
-
-    A KeyboardInterrupt (Ctrl-C, or a stop signal raised as one: util.signals) that lands inside Popen.wait(timeout)
-    between the lock's non-blocking acquire and the try that releases it leaves the lock held, and every later
-    proc.wait() without a timeout then blocks for good (seen: a vetting parent that never ended after SIGINT on a
-    loaded machine, tests/test_stop_signals.py). os.waitpid on the pid needs no lock."""
-    if proc.returncode is not None:
-        return proc.returncode
-    try:
-        _, status = os.waitpid(proc.pid, 0)
-    except ChildProcessError:           # collected already (by Popen itself, or by a waitpid elsewhere)
-        return proc.returncode
-    except InterruptedError:
-        return proc.returncode
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode
 
