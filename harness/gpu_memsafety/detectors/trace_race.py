@@ -8,8 +8,9 @@ trace's bounds check are all silent. Triton's interpreter runs the programs one 
 each access (detectors/trace.py's wrappers hand each one here, its lanes as the interpreter makes them).
 
 What counts. Per launch and per storage of a tensor argument, every byte's first writer and first reader program
-(numpy arrays, one int32 each per byte, and one flag: did a write change the byte). A program's accesses are
-gathered while it runs and checked when the next program starts, against the programs before it only:
+(numpy arrays, an int16 each per byte, int32 on a grid of 32,767 programs or more, and one flag: did a write change
+the byte). A program's accesses are gathered while it runs and checked when the next program starts, against the
+programs before it only:
 - write-write: bytes this program writes that an earlier program wrote;
 - read-write: bytes this program writes that an earlier program read, or reads that an earlier program wrote.
 Since programs run one after another and each is checked against every earlier one, every pair of programs that
@@ -21,9 +22,10 @@ touch one byte, one of them writing, is found (the later of the two sees the ear
   address releases it: the lock orders them): not recorded, counted in the detector's line;
 - masked-off lanes (and the trace's stray lanes, which the interpreter does not make): not accesses.
 
-Bounded: a storage's bookkeeping (9 B per byte) is allocated when a program first touches it, and only while the
-launch's tracked bytes stay under GPU_MEMSAFETY_RACE_BYTES (32 MiB by default); a storage past it is not checked,
-and the detector's line and the verdict say "race check partial", naming it. Freed when the launch ends.
+Bounded: a storage's bookkeeping (5 B per byte, 9 on a larger grid) is allocated when a program first touches it,
+and only while the launch's tracked bytes stay under GPU_MEMSAFETY_RACE_BYTES (32 MiB by default); a storage past
+it is not checked, and the detector's line and the verdict say "race check partial", naming it. Freed when the
+launch ends.
 
 Where it runs: wherever the trace runs (model.RIDES_WITH): the scenario worker's traced launch, and a host suite's
 interpreted launches (detectors/trace_host.py), on a CPU by default and with `--gpu-memsafety=trace`.
@@ -40,7 +42,7 @@ from gpu_memsafety.model import BEFORE_START, INSIDE, PAST_END, RACE, TRACE_RACE
 from gpu_memsafety.placement import layout as L
 
 CAP_ENV = "GPU_MEMSAFETY_RACE_BYTES"
-DEFAULT_CAP = 32 << 20          # storage bytes tracked per launch (x 9 B of bookkeeping each)
+DEFAULT_CAP = 32 << 20          # storage bytes tracked per launch (x 5 or 9 B of bookkeeping each)
 WW, RW = "write-write", "read-write"
 SAME_WW, SAME_RW = "same-value write-write", "same-value read-write"
 OFF = f"race check off ({CAP_ENV}=0): races between program instances were not checked"
@@ -315,7 +317,9 @@ class Races:
         self._used += n
         self.tracked += n
         memory = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(st.lo))
-        st.state = (np.full(n, -1, dtype=np.int32), np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=bool), memory)
+        gx, gy, gz = self._grid
+        ids = np.int16 if gx * gy * gz < np.iinfo(np.int16).max else np.int32    # 5 B per byte where it can
+        st.state = (np.full(n, -1, dtype=ids), np.full(n, -1, dtype=ids), np.zeros(n, dtype=bool), memory)
         return True
 
     def _fold(self) -> None:
