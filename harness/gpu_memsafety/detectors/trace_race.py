@@ -234,11 +234,30 @@ class Races:
                 st.params.append(arg.name)
         self._storages = list(by_lo.values())
 
-    def access(self, direction: str, addrs: Any, mask: Any, size: int, grid_idx: Any, grid_dim: Any,
-               value: Any = None) -> None:
+    def access(self, *args: Any, **kw: Any) -> None:
+        """One load or store of the running program (_access); an error of the check's own stops it for the rest
+        of the launch, said as partial, and never reaches the kernel's run."""
+        self._guarded(self._access, *args, **kw)
+
+    def atomic(self, *args: Any, **kw: Any) -> None:
+        """An atomic of the running program (_atomic), guarded as access is."""
+        self._guarded(self._atomic, *args, **kw)
+
+    def _guarded(self, step: Callable[..., None], *args: Any, **kw: Any) -> None:
+        if not self._storages:
+            return
+        try:
+            step(*args, **kw)
+        except Exception as exc:                # noqa: BLE001 - the suite's kernel runs on, the check says it stopped
+            self.partial.append(f"the check of {self._kernel} stopped at an error of its own "
+                                f"({type(exc).__name__}: {str(exc)[:200]}); that launch's races are not all known")
+            self._storages, self._program = [], -1
+
+    def _access(self, direction: str, addrs: Any, mask: Any, size: int, grid_idx: Any, grid_dim: Any,
+                value: Any = None) -> None:
         """One load or store of the running program: the lanes `mask` lets through (None: all)."""
         import numpy as np
-        if not self._storages or self.cap <= 0:
+        if self.cap <= 0:
             return
         full = np.asarray(addrs)
         lanes = None if mask is None else np.broadcast_to(np.asarray(mask).astype(bool), full.shape)
@@ -275,8 +294,8 @@ class Races:
             st.same.append(off[same])
             st.diff.append(off[keep & ~same])
 
-    def atomic(self, addrs: Any, mask: Any, grid_idx: Any, grid_dim: Any, *, acquire: bool = False,
-               release: bool = False) -> None:
+    def _atomic(self, addrs: Any, mask: Any, grid_idx: Any, grid_dim: Any, *, acquire: bool = False,
+                release: bool = False) -> None:
         """An atomic of the running program: not a race; a compare-and-swap takes a lock on its addresses, an
         exchange on one of them gives it back (the accesses between are ordered by the lock)."""
         import numpy as np
@@ -371,10 +390,15 @@ class Races:
 
     def end(self) -> None:
         """The launch is over: its last program checked, its races kept as records, its bookkeeping freed."""
-        import numpy as np
         if not self._storages:
             return
-        self._fold()
+        self._guarded(self._fold)
+        if self._storages:
+            self._guarded(self._keep)
+        self._storages, self._program = [], -1
+
+    def _keep(self) -> None:
+        import numpy as np
         self.launches += 1
         for st in self._storages:
             if not st.found:
@@ -388,7 +412,6 @@ class Races:
                                "left_out": max(0, len(runs) - MAX_RUNS), "programs": list(st.pairs[kind])}
             self.records.append({"kernel": self._kernel, "buffer": st.label, "params": list(st.params),
                                  "size": st.size, "grid": list(self._grid), "kinds": kinds})
-        self._storages, self._program = [], -1
 
     def evidence(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"launches": self.launches, "tracked": self.tracked, "races": self.records}
