@@ -81,6 +81,9 @@ suite_def() {
                # the empty first sequence is campaign 2's finding, declared (expected finding)
       SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/mamba:$REPO/ci/gpu/field/cpu"
       SUITE_ARGS=(-p cuda_on_cpu test_mamba_varlen_edges.py) ;;
+    mamba-varlen) # on a GPU: the same test file with CUDA tensors (no cuda_on_cpu), compiled Triton
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/mamba"; SUITE_ENV+=(TRITON_INTERPRET=0)
+      SUITE_ARGS=(test_mamba_varlen_edges.py) ;;
     *) return 1 ;;
   esac
 }
