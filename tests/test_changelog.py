@@ -114,3 +114,33 @@ def test_the_repositorys_changelog_and_fragments_fold(tmp_path: Path) -> None:
     assert changelog.main(["--root", str(tmp_path)]) == 0
     text = (tmp_path / "CHANGELOG.md").read_text()
     assert text.index("## [Unreleased]") < text.index("## Wave 1")
+
+
+@pytest.mark.parametrize(("unreleased", "says"), [
+    ("### Fixed\n\nHand-written text, not a bullet.\n", "is not a bullet"),
+    ("### Fixed\n\n- An old fix (#3)\n\nA paragraph after the bullets.\n", "is not a bullet"),
+    ("### Notes\n\n- a note the tool has no section for\n", "is a heading this tool cannot keep"),
+    ("### Fixed\n\n- An old fix (#3)\n\n### Notes\n\n- misfiled under Fixed before\n", "'### Notes'"),
+    ("#### Detail\n\ntext\n", "is a heading this tool cannot keep"),
+])
+def test_an_unreleased_section_it_cannot_keep_is_refused_and_nothing_is_deleted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], unreleased: str, says: str) -> None:
+    """Issue 53: hand-written Unreleased text was dropped and a '### Notes' subsection misfiled under Fixed, then the
+    fragments were deleted (exit 0)."""
+    root = checkout(tmp_path, {"1.a.md": "Added: a\n"})
+    before = BEFORE.replace("### Fixed\n\n- An old fix (#3)\n", unreleased)
+    assert before != BEFORE
+    (root / "CHANGELOG.md").write_text(before)
+    assert changelog.main(["--root", str(root)]) == 1
+    assert says in capsys.readouterr().err
+    assert (root / "CHANGELOG.md").read_text() == before and (root / "changelog.d" / "1.a.md").exists()
+
+
+def test_a_fragment_that_is_not_utf8_is_named_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = checkout(tmp_path, {"1.a.md": "Added: a\n"})
+    (root / "changelog.d" / "2.latin1.md").write_bytes("Fixed: caf\u00e9\n".encode("latin-1"))
+    for args in ([], ["--check"]):
+        assert changelog.main(["--root", str(root), *args]) == 1
+        err = capsys.readouterr().err
+        assert "2.latin1.md: not UTF-8" in err and "Traceback" not in err
+    assert (root / "CHANGELOG.md").read_text() == BEFORE and len(list((root / "changelog.d").iterdir())) == 3

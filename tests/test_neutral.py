@@ -16,19 +16,10 @@ from gpu_memsafety.model import MEMCHECK, OVERREAD, CaseResult, DetectorRun, Fin
 from gpu_memsafety.report import build_report, render_files, report_json_text
 from gpu_memsafety.report.history import History, read_runs
 from gpu_memsafety.util.neutral import visible
+from hostile_text import ATTACKS, RAW_CONTROL, RUNNER_WHITESPACE, assert_neutral
 
-ATTACK = ("adapter says\n::add-mask::secret\n::stop-commands::tok\n\r::warning::forged\n  ::error::x\n##[error]y\n"
+ATTACK = ("\n".join(ATTACKS) + "\nadapter says\n::add-mask::secret\n::stop-commands::tok\n\r::warning::forged\n  ::error::x\n##[error]y\n"
           "section_start:1:s\r\x1b[0Kx\x00\x07\x9b\u202e\u2066\ufffe end")
-# A line a CI would take as a command, and any character a terminal, a log or an XML file must not get raw.
-COMMAND_LINE = re.compile(r"^[ \t]*(::|##\[)", re.MULTILINE)
-RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ud800-\udfff"
-                         "\ufeff\ufffe\uffff]")
-
-
-def assert_neutral(text: str, where: str = "") -> None:
-    assert not COMMAND_LINE.search(text), f"{where}: a workflow command at column 0:\n{text}"
-    raw = RAW_CONTROL.search(text)
-    assert raw is None, f"{where}: raw control character {raw.group()!r}" if raw else ""
 
 
 def test_visible_escapes_controls_and_breaks_every_command_line() -> None:
@@ -39,6 +30,18 @@ def test_visible_escapes_controls_and_breaks_every_command_line() -> None:
     assert visible("a\ud800b") == "a\\ud800b"
     assert "\n" not in visible(ATTACK, newlines=False)
     assert_neutral(visible(ATTACK, newlines=False))
+
+
+def test_a_command_led_by_any_white_space_a_runner_trims_or_in_mid_line_is_broken() -> None:
+    """Issue 53: `::stop-commands::` after a no-break space or U+3000, `##[add-mask]` in mid-line."""
+    for space in RUNNER_WHITESPACE:
+        for command in ("::stop-commands::t", "::add-mask::s"):
+            assert_neutral(visible(f"{space}{command}"), repr(space))
+            assert_neutral(visible(f"a\n{space * 3}{command}\nb"), repr(space))
+    for text in ATTACKS + ("a ##[group]b", "###[x]", "a##VSO[x]", "x ##[", "####[[[##[", "\u180e::x"):
+        assert_neutral(visible(text), repr(text))
+        assert_neutral(visible(text, newlines=False), repr(text))
+    assert visible("issue #12 ## notes [x]: a##b") == "issue #12 ## notes [x]: a##b"   # no command: unchanged
 
 
 def hostile_result(outcome: Outcome = Outcome.FINDING) -> CaseResult:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_memsafety.cli import new
 from gpu_memsafety.scenario.definition import ScenarioError
@@ -117,3 +119,22 @@ def test_the_command_line_refuses_a_dangling_link_as_the_folder(tmp_path: Path) 
     (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
     with pytest.raises(PathArgError, match="is a dangling symbolic link"):
         output_dir(tmp_path / "gone", "--path")
+
+
+@pytest.mark.parametrize("name", ["foo\n", "foo\nbar", "class", "match", "f\u00f6o", "foo ", "\nfoo", "foo\r", ""])
+def test_a_name_that_is_not_an_identifier_writes_nothing(tmp_path: Path, name: str) -> None:
+    """Issue 53: `gpu-memsafety new $'foo\\n'` wrote files with a newline in their names (`$` matched before it)."""
+    with pytest.raises(ScenarioError, match="name"):
+        new.write_scenario(name, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(name=st.text(max_size=12))
+def test_only_lower_snake_case_identifiers_are_names(name: str) -> None:
+    import keyword
+    import re
+    from gpu_memsafety.scenario.definition import name_problem
+    good = bool(re.fullmatch(r"[a-z][a-z0-9_]*", name)) and not keyword.iskeyword(name) \
+        and not keyword.issoftkeyword(name)
+    assert (name_problem(name) == "") == good, name

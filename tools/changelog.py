@@ -40,7 +40,7 @@ def read_fragment(path: Path) -> list[Entry]:
         raise FragmentError(f"{path}: a fragment is named <issue>.<slug>.md (e.g. 43.evidence-out-of-tree.md)")
     issue = int(match.group(1))
     entries: list[tuple[str, list[str]]] = []
-    for line in path.read_text().splitlines():
+    for line in read_text(path).splitlines():
         if not line.strip():
             continue
         kind, sep, rest = line.partition(":")
@@ -59,6 +59,15 @@ def read_fragment(path: Path) -> list[Entry]:
     return [Entry(kind, " ".join(lines).strip(), issue) for kind, lines in entries]
 
 
+def read_text(path: Path) -> str:
+    """A file's text as UTF-8; anything else is refused by name (never a traceback, never a guess)."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FragmentError(f"{path}: not UTF-8 (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
+                            f"save it as UTF-8") from None
+
+
 def fragments(folder: Path) -> list[Path]:
     found = [p for p in folder.glob("*.md") if p.name != "README.md"]
     return sorted(found, key=lambda p: (int(m.group(1)) if (m := FRAGMENT.match(p.name)) else -1, p.name))
@@ -73,24 +82,43 @@ def fold(changelog: str, entries: list[Entry]) -> str:
     bullets: dict[str, list[str]] = {k: [] for k in KINDS}
     current = None
     preamble: list[str] = []
+    blank = False
     for line in section.splitlines()[1:]:
-        heading = re.match(r"^### (\w+)\s*$", line)
-        if heading and heading.group(1) in KINDS:
-            current = heading.group(1)
+        heading = re.match(r"^#{1,6}\s", line)
+        if heading and re.fullmatch(r"### (\w+)\s*", line) and line.split()[1] in KINDS:
+            current = line.split()[1]
+        elif heading:
+            raise FragmentError(f"CHANGELOG.md: the Unreleased section's line {line.strip()[:60]!r} is a heading this "
+                                f"tool cannot keep (its sections are ### {', ### '.join(KINDS)}): move what it "
+                                f"heads under one of them, or into a fragment, then fold again")
         elif current is None:
             if line.strip():
                 preamble.append(line)
         elif line.startswith("- "):
             bullets[current].append(line)
-        elif line.strip() and bullets[current]:
+        elif line.strip() and bullets[current] and (line.startswith((" ", "\t")) or not blank):
             bullets[current][-1] += "\n" + line
+        elif line.strip():
+            raise FragmentError(f"CHANGELOG.md: under '### {current}' of the Unreleased section, {line.strip()[:60]!r} "
+                                f"is not a bullet ('- ...'): make it one (or a fragment), then fold again")
+        blank = not line.strip()
     for entry in entries:
         bullets[entry.kind].append(f"- {entry.text} (#{entry.issue})")
     body = [UNRELEASED, ""] + ([*preamble, ""] if preamble else [])
     for kind in KINDS:
         if bullets[kind]:
             body += [f"### {kind}", "", *bullets[kind], ""]
-    return head + "\n".join(body) + ("\n## " + rest if nxt else "")
+    folded = head + "\n".join(body) + ("\n## " + rest if nxt else "")
+    _check_kept(changelog, folded)
+    return folded
+
+
+def _check_kept(before: str, after: str) -> None:
+    """Every non-blank line of the old CHANGELOG is in the new one, in its order: the fold adds, never drops."""
+    lines = iter(after.splitlines())
+    for line in before.splitlines():
+        if line.strip() and not any(other == line for other in lines):
+            raise FragmentError(f"CHANGELOG.md: folding would drop the line {line.strip()[:60]!r}: nothing written")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     target = args.root / "CHANGELOG.md"
     try:
-        target.write_text(fold(target.read_text(), entries))
+        target.write_text(fold(read_text(target), entries), encoding="utf-8")
     except FragmentError as exc:
         print(f"changelog: {exc}", file=sys.stderr)
         return 1

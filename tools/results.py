@@ -16,12 +16,27 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
+import importlib.util
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+def _project_jsonio() -> Any:
+    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
+    its path: this script runs without the package installed."""
+    path = Path(__file__).resolve().parents[1] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
+    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+jsonio = _project_jsonio()
+from typing import Any
 
 ARCHIVE = "evidence-archive"
 COMMIT = re.compile(r"(?:\bCommit:?\s*|\bat\s+|\bcommit\s+)`?([0-9a-f]{7,40})\b")
@@ -77,7 +92,9 @@ def command_block(text: str) -> list[str]:
 def report_line(path: Path, run_dir: Path) -> str | None:
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     try:
-        doc = json.loads(raw)
+        doc = jsonio.loads(raw)
+    except jsonio.DuplicateKeyError as exc:
+        raise ValueError(f"{path}: {exc}: refused (which value is meant?)") from None
     except ValueError:
         return None
     if not isinstance(doc, dict) or "summary" not in doc:
@@ -140,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"results: {run_dir} has no COMMAND.md: not summarised (write one, then run again)", file=sys.stderr)
             status = 1
             continue
-        summary = summarise(run_dir)
+        try:
+            summary = summarise(run_dir)
+        except ValueError as exc:       # a report.json that names a key twice: refused, never read as its last value
+            print(f"results: {exc}", file=sys.stderr)
+            status = 1
+            continue
         summary.recorded_in = recorded_in(args.history, summary.machine, summary.run)
         target = args.out / summary.machine / f"{summary.run}.md"
         target.parent.mkdir(parents=True, exist_ok=True)

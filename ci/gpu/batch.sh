@@ -4,7 +4,8 @@
 # script's exit code, wall time and the tail of its output).
 #   bash ci/gpu/batch.sh "NAME=VAR=VALUE...:script.sh" ...     e.g. "h:BUDGET=420:ci/gpu/heldout_check.sh"
 set -u
-OUT=${OUT:-/tmp/out}; B=/tmp/batch; rm -rf "$B"; mkdir -p "$OUT" "$B"
+source "$(dirname "$0")/runenv.sh"
+OUT=${OUT:-/tmp/out}; fresh_run_folder batch; B=$R; mkdir -p "$OUT"; fresh_file "$OUT/batch.txt"
 for spec in "$@"; do
   name=${spec%%:*}; rest=${spec#*:}; script=${rest##*:}; vars=${rest%:*}; [ "$vars" = "$script" ] && vars=""
   mkdir -p "$B/$name"; t0=$(date +%s)

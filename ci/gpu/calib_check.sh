@@ -17,7 +17,8 @@
 set -u
 # The image's python3 (its numpy is outside the bootstrap pins and the machine has no index: see the bootstrap note in ci/gpu/README.md).
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
-OUT=${OUT:-/tmp/out}; R=/tmp/calib-r; mkdir -p "$OUT" "$R"
+source "$(dirname "$0")/runenv.sh"
+OUT=${OUT:-/tmp/out}; fresh_run_folder calib-r; mkdir -p "$OUT"
 BUDGET_S=450; T_START=$(date +%s)
 LOGS="$R"
 source "$(dirname "$0")/steps.sh"

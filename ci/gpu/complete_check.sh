@@ -37,8 +37,10 @@
 # finding (planted_shared: memcheck overread of __shared__/shared, 4 B, shared.cu line 22), each fixed twin clean.
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
-OUT=${OUT:-/tmp/out}; R=/tmp/complete-r; mkdir -p "$OUT" "$R"
-PART=${PART:-default}; BUDGET_S=${BUDGET:-580}; T_START=$(date +%s); LOGS="$R"
+source "$(dirname "$0")/runenv.sh"
+whole BUDGET 580 0 86400; whole WORKERS 0 0 1024; whole NEED 150 0 86400
+OUT=${OUT:-/tmp/out}; fresh_run_folder complete-r; mkdir -p "$OUT"
+PART=${PART:-default}; BUDGET_S=$BUDGET; T_START=$(date +%s); LOGS="$R"
 source "$(dirname "$0")/steps.sh"
 { date -u; nvidia-smi -L; nproc; free -g | head -2
   python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
@@ -54,13 +56,13 @@ cases = sum(len(s.build()) for s in registry.all_scenarios().values())
 print('gpu_memsafety from', gpu_memsafety.__file__, sys.version)
 print('auto workers', scenario_workers([g.memory_mib for g in discover().gpus], os.cpu_count() or 1, cases), 'for', cases, 'cases')
 " >> "$R/env.txt" 2>&1
-AUTO=$(sed -n 's/^auto workers \([0-9]*\) .*/\1/p' "$R/env.txt")
+AUTO=$(sed -n 's/^auto workers \([0-9]*\) .*/\1/p' "$R/env.txt"); [[ $AUTO =~ ^[0-9]{1,4}$ ]] || AUTO=5
 
 if [ -n "${WATCH:-}" ]; then  # every 15 s: GPU use and the worker processes' state (ps.txt), to see a hang from outside
   ( while true; do { echo "== $(date +%T)"; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
       ps -eo pid,pgid,stat,wchan:24,etimes,pcpu,args | grep -E 'engine.worker|compute-sanitizer' | grep -v grep | cut -c1-200
     } >> "$R/ps.txt" 2>&1; sleep 15; done ) &
-  WATCHER=$!; trap 'kill $WATCHER 2>/dev/null' EXIT
+  WATCHER=$!; on_exit 'kill $WATCHER 2>/dev/null'
 fi
 run() {  # run NAME LIMIT [make arguments...]: one `make sanitize` into $R/NAME
   local name=$1 limit=$2; shift 2
@@ -99,7 +101,7 @@ case "$PART" in
   repeat)
     k=1; while [ $(( BUDGET_S - ($(date +%s) - T_START) )) -gt 150 ]; do run "repeat-$k" 200; k=$((k + 1)); done ;;
   double)
-    W=${WORKERS:-$(( 2 * ${AUTO:-5} ))}
+    W=$WORKERS; [ "$W" -gt 0 ] || W=$(( 2 * AUTO ))
     k=1; while [ $(( BUDGET_S - ($(date +%s) - T_START) )) -gt 150 ]; do run "double-$k" 220 PYTEST_ARGS="-n $W"; k=$((k + 1)); done ;;
   modes1|modes2|modes3|modes4)
     default_modes=$(case "$PART" in modes1) echo "both guard memcheck";; modes2) echo "poison values";;
@@ -115,10 +117,10 @@ case "$PART" in
   seq)
     k=0; for s in ${STEPS:-default}; do
       k=$((k + 1)); left=$(( BUDGET_S - ($(date +%s) - T_START) ))
-      if [ "$left" -lt "${NEED:-150}" ]; then echo "[$k-$s] not started: ${left} s of the budget left" | tee -a "$R/steps.txt"; continue; fi
+      if [ "$left" -lt "$NEED" ]; then echo "[$k-$s] not started: ${left} s of the budget left" | tee -a "$R/steps.txt"; continue; fi
       case "$s" in
         default) run "$k-default" 300 ;;
-        double) run "$k-double" 300 PYTEST_ARGS="-n $(( 2 * ${AUTO:-5} ))" ;;
+        double) run "$k-double" 300 PYTEST_ARGS="-n $(( 2 * AUTO ))" ;;
         mode-*) run "$k-$s" 560 MODE="${s#mode-}" ;;
         heldout) heldout ;;
         flake16) flake16 ;;

@@ -26,8 +26,10 @@
 # --gpu-memsafety-cover watched: both bugs unexpectedly clean ("... was not covered ..."), clean stays clean.
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
-OUT=${OUT:-/tmp/out}; R=/tmp/cover-r; mkdir -p "$OUT" "$R"
-PART=${PART:-matrix}; COVERS=${COVERS:-all watched}; BUDGET_S=${BUDGET:-580}; T_START=$(date +%s); LOGS="$R"
+source "$(dirname "$0")/runenv.sh"
+whole BUDGET 580 0 86400
+OUT=${OUT:-/tmp/out}; fresh_run_folder cover-r; mkdir -p "$OUT"
+PART=${PART:-matrix}; COVERS=${COVERS:-all watched}; BUDGET_S=$BUDGET; T_START=$(date +%s); LOGS="$R"
 MATRIX_ARGS=${MATRIX_ARGS:--n 4}
 source "$(dirname "$0")/steps.sh"
 { date -u; nvidia-smi -L; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"

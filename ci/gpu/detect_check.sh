@@ -14,7 +14,8 @@ set -u
 # in bootstrap, see ci/gpu/README.md). Logs and reports go to a scratch folder; $OUT gets
 # summary.txt, steps.txt and two archives (few files come back from the device).
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
-OUT=${OUT:-/tmp/out}; R=/tmp/detect-r; mkdir -p "$OUT" "$R"
+source "$(dirname "$0")/runenv.sh"
+OUT=${OUT:-/tmp/out}; fresh_run_folder detect-r; mkdir -p "$OUT"
 BUDGET_S=280; T_START=$(date +%s)   # the whole call stays under 5 minutes: no step runs past the budget
 LOGS="$R"
 source "$(dirname "$0")/steps.sh"

@@ -16,7 +16,7 @@
 #      any, for tests/data/sanitizer).
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
+OUT=${OUT:-/tmp/out}; rm -rf -- "$OUT/r"; mkdir -p "$OUT/r"     # this call's own
 BUDGET_S=280; T_START=$(date +%s)
 LOGS="$OUT/r"
 source "$(dirname "$0")/steps.sh"

@@ -13,11 +13,26 @@ memcheck records lost under load (each rerun alone by the judge: `details.memche
 from __future__ import annotations
 
 import gzip
-import json
+import importlib.util
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def _project_jsonio() -> Any:
+    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
+    its path: this script runs without the package installed."""
+    path = Path(__file__).resolve().parents[2] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
+    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+jsonio = _project_jsonio()
+from typing import Any
 
 BASELINE = Path("run27-default-after-fix") / "cold" / "report.json.gz"     # relative to the H200 folder
 SELECTING = ("--scenario", "--gpu-memsafety-scenario", "-k", "--lf", "--deselect")
@@ -43,7 +58,7 @@ class Row:
 
 def load(path: Path) -> dict:
     raw = path.read_bytes()
-    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    return jsonio.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
 
 
 def commit_of(evidence: Path) -> str:

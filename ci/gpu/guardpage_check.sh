@@ -21,10 +21,12 @@
 #   PART=all      planted, then matrix (BUDGET caps it: the matrix steps that do not fit say "not run").
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
-OUT=${OUT:-/tmp/out}; R=/tmp/guardpage-r; mkdir -p "$OUT" "$R"
+source "$(dirname "$0")/runenv.sh"
+whole BUDGET 570 0 86400
+OUT=${OUT:-/tmp/out}; fresh_run_folder guardpage-r; mkdir -p "$OUT"
 T_START=$(date +%s)
 LOGS=$R; source "$(dirname "$0")/steps.sh"
-PART=${PART:-all}; BUDGET_S=${BUDGET:-570}
+PART=${PART:-all}; BUDGET_S=$BUDGET
 { date -u; nvidia-smi -L; python3 -m gpu_memsafety env; git log -1 --format='%H %s' 2>/dev/null
   if ls .devwhl/*.whl > /dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps .devwhl/*.whl; echo "tvm-ffi rc=$?"; fi
 } > "$R/env.txt" 2>&1

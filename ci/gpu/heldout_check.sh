@@ -7,8 +7,10 @@
 # Everything under $OUT: summary.txt (per case), score.md (the held-out table), steps.txt, env.txt, reports.tgz.
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build" GPU_MEMSAFETY_PROGRESS=plain
-OUT=${OUT:-/tmp/out}; R=/tmp/heldout-r; mkdir -p "$OUT" "$R"
-HELDOUT=${HELDOUT:-.heldout}; T0=$(date +%s); BUDGET=${BUDGET:-560}
+source "$(dirname "$0")/runenv.sh"
+whole BUDGET 560 0 86400; whole WORKERS 4 1 1024
+OUT=${OUT:-/tmp/out}; fresh_run_folder heldout-r; mkdir -p "$OUT"
+HELDOUT=${HELDOUT:-.heldout}; T0=$(date +%s)
 { date -u; nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   git log --oneline -1 2>/dev/null; ls "$HELDOUT"; } > "$R/env.txt" 2>&1
 run() {  # run NAME LIMIT pytest-args...
@@ -16,9 +18,9 @@ run() {  # run NAME LIMIT pytest-args...
   local left=$(( BUDGET - ($(date +%s) - T0) )); [ "$left" -lt "$limit" ] && limit=$left
   if [ "$limit" -le 10 ]; then echo "[$name] not run: budget spent" | tee -a "$R/steps.txt"; return; fi
   local t0=$(date +%s)
-  timeout "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n ${WORKERS:-4} --dist loadgroup \
+  timeout "$limit" python3 -m pytest scenarios -p no:cacheprovider -rfEs -n "$WORKERS" --dist loadgroup \
     --gpu-memsafety-report-dir "$R/$name" "$@" > "$R/$name.log" 2>&1
-  echo "[$name] python3 -m pytest scenarios -p no:cacheprovider -rfEs -n ${WORKERS:-4} --dist loadgroup --gpu-memsafety-report-dir R/$name $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
+  echo "[$name] python3 -m pytest scenarios -p no:cacheprovider -rfEs -n $WORKERS --dist loadgroup --gpu-memsafety-report-dir R/$name $* -> rc=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$R/steps.txt" "$R/$name.log"
 }
 for mode in ${MODES:-both poison guard_page uninit}; do
   run "heldout-$mode" 120 --gpu-memsafety-scenario-path "$HELDOUT" -m heldout --gpu-memsafety-mode "$mode"

@@ -27,8 +27,10 @@
 set -u
 set -o pipefail
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
-REPO=$PWD; OUT=${OUT:-/tmp/out}; R=/tmp/hostsuite-r; mkdir -p "$OUT" "$R"
-BUDGET_S=${BUDGET:-430}; T_START=$(date +%s); LOGS="$R"; PART=${PART:-all}
+REPO=$PWD; source "$REPO/ci/gpu/runenv.sh"
+whole BUDGET 430 0 86400; whole REPS 2 0 1000
+OUT=${OUT:-/tmp/out}; fresh_run_folder hostsuite-r; mkdir -p "$OUT"
+BUDGET_S=$BUDGET; T_START=$(date +%s); LOGS="$R"; PART=${PART:-all}
 export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
 source "$(dirname "$0")/steps.sh"
 TK="$REPO/.vendor/sgl-kernel-0.3.21"; TESTS="$REPO/.vendor/triton-kernels-tests-d4399a15/tests"
@@ -93,7 +95,7 @@ if [ "$PART" = warm ]; then   # markers' overhead with Triton's cache warm on bo
   W=${WARM_SUBSET:-"tests/test_routing.py tests/test_mxfp.py tests/test_swiglu.py tests/test_compaction.py"}
   hs warm-plain-cold 150 "$SUITE" $W                               # fills Triton's cache (not timed against)
   guarded warm-markers-cold 150 "$SUITE" markers $W                # the shim's build, and any kernel left
-  for k in $(seq 1 "${REPS:-2}"); do
+  for k in $(seq 1 "$REPS"); do
     hs "warm-plain-$k" 90 "$SUITE" $W
     guarded "warm-markers-$k" 90 "$SUITE" markers $W
   done

@@ -26,7 +26,7 @@ test_tensor_details/test_layout_blackwell.py 084b7005c01dd7c55c475419a28bc293b9a
 test_tensor_details/test_layout_hopper.py e9edac5fbf11fc69634ebe4c0b0e21e30d812689"
 
 (cd "$REPO" && "${PYTHON:-.venv/bin/python}" -m gpu_memsafety upstream --only tk-A --no-tvm-ffi --all)
-tmp=$(mktemp -d)
+tmp=$(mktemp -d); trap 'rm -rf -- "$tmp"' EXIT
 git -C "$TRITON_GIT" archive "$COMMIT" python/triton_kernels/tests | tar -x -C "$tmp"
 while read -r path blob; do
   got=$(git hash-object "$tmp/python/triton_kernels/tests/$path")

@@ -3,7 +3,8 @@
 # the same job runs again in-process under cProfile (no sanitizer: modes without one only). Output: $OUT/profile.txt
 # (the top functions by cumulative and by own time). CASES="scenario[label] ..." MODE=poison (the default).
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; K=/tmp/profile-keep; rm -rf "$K"
+source "$(dirname "$0")/runenv.sh"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; fresh_run_folder profile-keep; K=$R
 MODE=${MODE:-poison}; PY=${PY:-$PWD/.venv/bin/python}
 for CASE in ${CASES:?set CASES}; do rm -rf "$K"
 { echo "== $CASE in mode $MODE"; date -u

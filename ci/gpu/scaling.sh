@@ -11,7 +11,7 @@
 # Wall times come from `date +%s` (no bc on the device). Each step has its own limit inside the budget.
 set -uf   # -f: the case ids below hold brackets, never globs
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_CACHE="$PWD/.cache/build"
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/r"
+OUT=${OUT:-/tmp/out}; rm -rf -- "$OUT/r"; mkdir -p "$OUT/r"     # this call's own
 BUDGET_S=530; T_START=$(date +%s)
 LOGS="$OUT/r"; STEP_TAIL=4
 source "$(dirname "$0")/steps.sh"

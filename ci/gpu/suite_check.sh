@@ -12,9 +12,11 @@
 #   BUDGET=s       the whole call (default 560)
 set -u
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
-OUT=${OUT:-/tmp/out}; R=$(mktemp -d /tmp/suite-XXXX); mkdir -p "$OUT"
-BUDGET_S=${BUDGET:-560}; T_START=$(date +%s); LOGS="$R"
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/runenv.sh"
+whole BUDGET 560 0 86400; whole WORKERS 12 1 1024
+OUT=${OUT:-/tmp/out}; fresh_run_folder suite; mkdir -p "$OUT"     # removed when the call ends
+BUDGET_S=$BUDGET; T_START=$(date +%s); LOGS="$R"
 source "$HERE/steps.sh"
 if [ -n "${WHEELS:-}" ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=$(cd "$WHEELS" && pwd); fi
 TREE=$PWD
@@ -24,7 +26,7 @@ fi
 { date -u; nvidia-smi -L; nproc; echo "tree $TREE"; python3 -c "import numpy, torch, triton; print('numpy', numpy.__version__, 'torch', torch.__version__, 'triton', triton.__version__)"
 } > "$R/env.txt" 2>&1
 cd "$TREE"
-step make-test $(( BUDGET_S - 20 )) make test PYTEST_ARGS="-n ${WORKERS:-12} -p no:cacheprovider -rfEs --junitxml=$R/junit.xml"
+step make-test $(( BUDGET_S - 20 )) make test PYTEST_ARGS="-n $WORKERS -p no:cacheprovider -rfEs --junitxml=$R/junit.xml"
 python3 "$HERE/suite_outcomes.py" outcomes "$R/junit.xml" > "$R/outcomes.json" 2>> "$R/steps.txt"
 if [ -n "${BASE:-}" ]; then python3 "$HERE/suite_outcomes.py" compare "$BASE" "$R/outcomes.json" > "$R/compare.txt" 2>&1; head -40 "$R/compare.txt"; fi
 tail -3 "$R/make-test.log"

@@ -10,10 +10,27 @@ device image's python before any bootstrap.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def _project_jsonio() -> Any:
+    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
+    its path: this script runs without the package installed."""
+    path = Path(__file__).resolve().parents[2] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
+    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+jsonio = _project_jsonio()
 
 
 def outcomes(junit_path: str) -> dict[str, str]:
@@ -51,8 +68,14 @@ def main(argv: list[str]) -> int:
         print()
         return 0
     if len(argv) == 3 and argv[0] == "compare":
-        with open(argv[1]) as a, open(argv[2]) as b:
-            print("\n".join(compare(json.load(a), json.load(b))))
+        tables = []
+        for path in argv[1:3]:
+            try:
+                tables.append(jsonio.loads(Path(path).read_text(encoding="utf-8")))
+            except ValueError as exc:       # not JSON, or a test named twice: which outcome is meant?
+                print(f"suite_outcomes: {path}: {exc}", file=sys.stderr)
+                return 2
+        print("\n".join(compare(*tables)))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

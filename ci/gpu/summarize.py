@@ -3,14 +3,29 @@ DIR/*/report.json, its status and counts, every case's outcome and message, and 
 region, bytes, source, ranges and note (the device scripts' summary.txt)."""
 from __future__ import annotations
 
-import json
+import importlib.util
 import sys
 from pathlib import Path
 
 
+def _project_jsonio() -> Any:
+    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
+    its path: this script runs without the package installed."""
+    path = Path(__file__).resolve().parents[2] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
+    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+jsonio = _project_jsonio()
+from typing import Any
+
+
 def main(folder: str) -> None:
     for report in sorted(Path(folder).glob("*/report.json")):
-        data = json.loads(report.read_text())
+        data = jsonio.loads(report.read_text())
         summary = data.get("summary", {})
         print(f"== {report.parent.name}: {summary.get('status')} {summary.get('counts')}")
         for case in data.get("cases", []):

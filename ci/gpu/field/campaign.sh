@@ -21,9 +21,12 @@
 set -u
 set -o pipefail
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
-REPO=$PWD; OUT=${OUT:-/tmp/out}; R=/tmp/field-runs; LOGS=$R/logs
-mkdir -p "$OUT" "$R" "$LOGS"
-BUDGET_S=${BUDGET:-540}; T_START=$(date +%s); STEP_MAX=${STEP_MAX:-240}
+REPO=$PWD; OUT=${OUT:-/tmp/out}
+source "$REPO/ci/gpu/runenv.sh"
+whole BUDGET 540 0 86400; whole STEP_MAX 240 1 86400
+fresh_run_folder field-runs; LOGS=$R/logs     # this call's own: a warm machine's earlier call never shows in it
+mkdir -p "$OUT" "$LOGS"; fresh_file "$OUT/summary.txt"; rm -f "$OUT"/*.part-*
+BUDGET_S=$BUDGET; T_START=$(date +%s)
 SUITES=${SUITES:-"calib ao"}; STEPS=${STEPS:-"plain plain markers complete"}
 PY="$REPO/.venv/bin/python"
 export TRITON_CACHE_DIR=/tmp/field-cache/triton TRITON_CACHE_AUTOTUNING=1
@@ -31,7 +34,7 @@ export GPU_MEMSAFETY_CACHE=/tmp/field-cache/gms
 mkdir -p "$TRITON_CACHE_DIR"
 # CACHE_IN=DIR: the parts (*.part-*) of an earlier call's CACHE_OUT, carried in DIR
 if [ -n "${CACHE_IN:-}" ] && ls "$CACHE_IN"/*.part-* > /dev/null 2>&1; then
-  cat "$CACHE_IN"/*.part-* | { if command -v xz > /dev/null; then xz -dc 2>/dev/null || true; fi; } > /tmp/cache.tar; [ -s /tmp/cache.tar ] || cat "$CACHE_IN"/*.part-* | gzip -dc > /tmp/cache.tar; tar -xf /tmp/cache.tar -C /tmp/field-cache && echo "cache restored: $(du -sh /tmp/field-cache)"
+  cat "$CACHE_IN"/*.part-* | { if command -v xz > /dev/null; then xz -dc 2>/dev/null || true; fi; } > "$R/cache.tar"; [ -s "$R/cache.tar" ] || cat "$CACHE_IN"/*.part-* | gzip -dc > "$R/cache.tar"; tar -xf "$R/cache.tar" -C /tmp/field-cache && echo "cache restored: $(du -sh /tmp/field-cache)"; rm -f "$R/cache.tar"
 fi
 
 step() {    # step NAME LIMIT COMMAND...: at most LIMIT s (less when the budget runs short), logged, timed

@@ -113,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     _cwd_on_import_path()
     from gpu_memsafety.util.signals import stop_as_interrupt
     stop_as_interrupt()      # SIGTERM, SIGHUP: cleaned up like Ctrl-C (children killed, temporary folders removed)
+    from gpu_memsafety.util.neutral import neutral_output
+    with neutral_output():      # every line any command prints (errors, foreign names, tools' output) neutral
+        return _guarded_main(args)
+
+
+def _guarded_main(args: list[str]) -> int:
     from gpu_memsafety.scenario.definition import ScenarioError
     try:
         return _main(args)

@@ -23,9 +23,7 @@ import sys
 from pathlib import Path
 
 from gpu_memsafety.util.paths import EXAMPLE_DIR
-from gpu_memsafety.scenario.definition import ScenarioError
-
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+from gpu_memsafety.scenario.definition import ScenarioError, name_problem
 
 # The Triton scaffold is the guide's own example (harness/gpu_memsafety/cli/example/scale_kernel.py, scale_store.py: run by
 # tests/test_guide_example.py), renamed: one copy of the code, so the guide and `new` never drift apart.
@@ -192,8 +190,9 @@ def shadowed_module(module: str, path: Path) -> str:
 def files_for(name: str, path: Path, kind: str = "triton") -> dict[Path, str]:
     """The generated files, by path (nothing written); a name whose files would shadow a module is refused."""
     from gpu_memsafety.util.paths import EXAMPLE_DIR
-    if not _NAME.match(name):
-        raise ScenarioError(name, "name", "must be lower_snake_case (letters, digits, _; starting with a letter)")
+    problem = name_problem(name)
+    if problem:
+        raise ScenarioError(name, "name", problem)
     if kind not in ("triton", "cuda"):
         raise ScenarioError(name, "kind", f"{kind!r} is not triton or cuda")
     for module in (name, f"{name}_kernel", f"test_{name}"):

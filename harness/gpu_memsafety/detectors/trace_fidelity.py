@@ -188,9 +188,13 @@ def install() -> bool:
 
     original_patch_tensor = I._patch_lang_tensor
 
-    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
-        original_patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
+    def patch_lang_tensor(tensor: Any, *scope: Any) -> None:
+        original_patch_tensor(tensor, *scope)
+        index = lambda self: int(np.asarray(self.handle.data).squeeze())      # noqa: E731
+        if scope:
+            scope[0].set_attr(tensor, "__index__", index)
+        else:                  # triton 3.4: the interpreter sets tl.tensor's attributes itself, with no scope
+            tensor.__index__ = index
 
     original_rewrite = I.FunctionRewriter.rewrite_ast
     I.FunctionRewriter.rewrite_ast = rewrite_ast
@@ -198,8 +202,9 @@ def install() -> bool:
     I._implicit_cvt = implicit_cvt
     I._patch_lang_tensor = patch_lang_tensor    # called by name at each launch; its scope restores what it set
     setattr(I, RANGE, loop)     # the rewriter copies the interpreter's globals into each kernel's
-    setattr(I, MIN_MAX["min"], builtin(min, tl.core.builtin_min))
-    setattr(I, MIN_MAX["max"], builtin(max, tl.core.builtin_max))
+    # triton 3.6 has builtin_min/builtin_max; 3.4's code generator maps min/max to tl.minimum/tl.maximum
+    setattr(I, MIN_MAX["min"], builtin(min, getattr(tl.core, "builtin_min", tl.minimum)))
+    setattr(I, MIN_MAX["max"], builtin(max, getattr(tl.core, "builtin_max", tl.maximum)))
     transformer = Loops()
     I.FunctionRewriter.ast_transformer = transformer
     I.InterpretedFunction.rewritten_fn.clear()

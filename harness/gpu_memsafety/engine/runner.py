@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -30,7 +29,7 @@ from gpu_memsafety.sanitizer.records import read_sanitizer
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.engine.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
-from gpu_memsafety.util import procs
+from gpu_memsafety.util.child import Child
 from gpu_memsafety.util.paths import inherited_pythonpath
 from gpu_memsafety.scenario.definition import Case, Scenario
 from gpu_memsafety.util import jsonio
@@ -92,7 +91,6 @@ class Runner:
             raise ValueError(f"cover {options.cover!r} is not one of {', '.join(COVER_OPTIONS)}")
         self.o = options
         self.o.workdir.mkdir(parents=True, exist_ok=True)
-        procs.subreaper()      # orphans of a worker that died (an adapter's daemon) come to us, to be reaped
         self._batch = 0
         # Cases to rerun one per process: their batch had sanitizer records that map to no buffer, and only
         # a process of their own can say which case made them (the judge asks for it).
@@ -301,25 +299,21 @@ class Runner:
     def _supervise_held(self, argv: list[str], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool) -> Batch:
         batch = Batch()
         log_path = out / "worker.log"
-        before = procs.snapshot()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, env=self._env(sanitized), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+        # SUPERVISOR_ENV (this process's pid): what the worker and everything it starts inherit; after the worker
+        # ended, what is left in its group and every orphan carrying it is killed and named (util.child).
+        with Child(argv, env=self._env(sanitized), log=log_path, mark=(SUPERVISOR_ENV, str(os.getpid())),
+                   before_exec=_die_with_parent) as child:
             try:
-                batch.returncode = self._watch(proc, items, out, sanitized, batch)
-            except BaseException as exc:
-                # Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the plugin), anything: the worker's whole
-                # process group (the sanitizer and its target) goes with us, never left running. An interrupt
-                # first asks the worker for its threads' stacks (into worker.log): where a run that hung was
-                # stopped from outside (a CI step's time limit), they say where the case was.
-                if isinstance(exc, KeyboardInterrupt) and proc.poll() is None:
+                batch.returncode = self._watch(child, items, out, sanitized, batch)
+            except KeyboardInterrupt:
+                # Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the plugin): the worker's whole process group (the
+                # sanitizer and its target) goes with us, never left running (the Child's exit kills it). First the
+                # worker is asked for its threads' stacks (into worker.log): where a run that hung was stopped from
+                # outside (a CI step's time limit), they say where the case was.
+                if child.poll() is None:
                     _ask_for_stacks(out)
-                self._kill(proc)
-                procs.collect(proc)          # never proc.wait(): the interrupt may have left its lock held
-                self._sweep(proc.pid, before)
                 raise
-        batch.left_behind = self._sweep(proc.pid, before)
+        batch.left_behind = [dict(record) for record in child.left_behind]
         batch.log = log_path.read_text(errors="replace")
         batch.load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
         for index in range(len(items)):
@@ -337,36 +331,33 @@ class Runner:
                     batch.crashed[index] = why
         return batch
 
-    def _watch(self, proc: subprocess.Popen[bytes], items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
-               batch: Batch) -> int:
+    def _watch(self, child: Child, items: list[tuple[Scenario, Case]], out: Path, sanitized: bool,
+               batch: Batch) -> int | None:
         started_at = time.monotonic()
         startup = (SANITIZER_STARTUP_S if sanitized else STARTUP_S) * self.o.timeout_scale
         while True:
-            code = proc.poll()
+            code = child.poll()
             if code is not None:
                 return code
             current = self._current(items, out)
             now = time.monotonic()
             if current is None:
                 if now - started_at > startup and not any((out / f"{i}.started").exists() for i in range(len(items))):
-                    self._kill(proc)
                     batch.timed_out[0] = now - started_at
-                    return proc.wait()
+                    return child.kill(timed_out=True)
                 since = self._last_result(items, out)
                 if since is not None and time.time() - since > EXIT_GRACE_S * self.o.timeout_scale:
                     # every case that started has its result, and the process neither went on nor ended
                     _ask_for_stacks(out)
-                    self._kill(proc)
                     batch.exit_hung = EXIT_GRACE_S * self.o.timeout_scale
-                    return proc.wait()
+                    return child.kill()
             else:
                 index, t_start = current
                 limit = self._deadline(items[index][0], sanitized)
                 if time.time() - t_start > limit:
                     _ask_for_stacks(out)
-                    self._kill(proc)
                     batch.timed_out[index] = limit
-                    return proc.wait()
+                    return child.kill(timed_out=True)
             time.sleep(0.05)
 
     @staticmethod
@@ -394,21 +385,6 @@ class Runner:
             return index, float((out / f"{index}.started").read_text() or time.time())
         except ValueError:
             return index, time.time()
-
-    @staticmethod
-    def _sweep(pgid: int, before: procs.Snapshot) -> list[procs.ProcessRecord]:
-        """After a worker process ended: whatever is still in its process group (an adapter's child when the
-        worker died in the case), and every orphan handed to this process (a subreaper) since the worker started
-        that descends from it (it carries the worker's SUPERVISOR_ENV: this process's pid): killed, and named in
-        the batch's process record. Nothing else this process has as a child is touched."""
-        return procs.sweep(pgid, before, SUPERVISOR_ENV, str(os.getpid()))
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     def _emit(self, result: CaseResult) -> CaseResult:
         if self.o.on_result:

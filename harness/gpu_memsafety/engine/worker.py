@@ -247,10 +247,10 @@ def _leave_when_supervisor_dies() -> None:
         return
     import signal
     import threading
+    from gpu_memsafety.util.child import leave_with_own_group
 
     def leave(*_: Any) -> None:
-        if os.getpgrp() == os.getsid(0):      # our own session, as the runner starts us: take the group along
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+        leave_with_own_group()      # our own session, as the runner starts us (util.child): take the group along
         os._exit(SUPERVISOR_GONE)
 
     def watch() -> None:

@@ -50,13 +50,14 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import site
-import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
+
+from gpu_memsafety.util import child
 
 BINARY = "compute-sanitizer"
 SUBREAPER = "TreeLauncherSubreaper"                    # exec'd by the launcher before the target
@@ -68,8 +69,6 @@ MIRRORED_SUBDIRS = ("x86",)  # the launcher stats x86/libTreeLauncherTargetInjec
 
 # `--version` of a healthy binary answers in well under a second; 10 s only catches a hung or broken one.
 VERSION_TIMEOUT_S = 10.0
-# After a timeout the process group is killed; give the pipes this long to close before giving up on them.
-KILL_GRACE_S = 2.0
 # compute-sanitizer's exit status when it could not run or attach to the target (observed: 255).
 SANITIZER_INTERNAL_EXITCODE = 255
 # Exit status compute-sanitizer returns when it found errors. Not 0/1/2 (Python success, uncaught exception,
@@ -160,32 +159,18 @@ def parse_version(output: str) -> str:
 
 def version(path: str | os.PathLike[str], *, timeout_s: float = VERSION_TIMEOUT_S,
             env: Mapping[str, str] | None = None) -> VersionProbe:
-    """Run `path --version`; never raises, never waits longer than about timeout_s + KILL_GRACE_S."""
-    try:
-        proc = subprocess.Popen(
-            [os.fspath(path), "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True,
-        )
-    except OSError as exc:
-        return VersionProbe("", f"cannot execute {path}: {exc}")
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return VersionProbe("", f"`{path} --version` did not finish within {timeout_s:g} s (killed)")
-    return _judge_version_output(path, proc.returncode, out.decode("utf-8", "replace"))
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the probe and anything it started (a shell wrapper's child keeps the pipe open otherwise)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-    try:
-        proc.communicate(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
+    """Run `path --version`; never raises, never waits longer than about timeout_s + util.child.GRACE_S (a shell
+    wrapper's child is killed with it: the probe leads its own process group)."""
+    with tempfile.TemporaryDirectory(prefix="gpu-memsafety-probe-") as tmp:
+        output = Path(tmp, "version.txt")
+        try:
+            ended = child.run([os.fspath(path), "--version"], deadline_s=timeout_s, env=env, log=output)
+        except OSError as exc:
+            return VersionProbe("", f"cannot execute {path}: {exc}")
+        if ended.timed_out:
+            return VersionProbe("", f"`{path} --version` did not finish within {timeout_s:g} s (killed)")
+        code = ended.returncode if ended.returncode is not None else -1
+        return _judge_version_output(path, code, output.read_bytes().decode("utf-8", "replace"))
 
 
 def _judge_version_output(path: str | os.PathLike[str], returncode: int, output: str) -> VersionProbe:

@@ -7,19 +7,31 @@ that names the scenario and the field, never a silently skipped case.
 """
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.model import (BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, SHARED, SHARED_MEMORY, Expectation,
-                                 ExpectedFinding)
+from gpu_memsafety.model import (BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, RIDES_WITH, SHARED, SHARED_MEMORY,
+                                 Expectation, ExpectedFinding)
 from gpu_memsafety.engine.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
 # A scenario without a cost hint is expected to take this share of its per-case deadline.
 COST_SHARE_OF_TIMEOUT = 0.01
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_ID_SAFE = re.compile(r"^[A-Za-z0-9_.=+-]+$")
+# Matched whole (fullmatch): `$` would also accept a name that ends with a newline.
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_ID_SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")
+
+
+def name_problem(name: object) -> str:
+    """What is wrong with a scenario name ('' when nothing): lower_snake_case ASCII, a Python identifier that is no
+    keyword (its files are modules: NAME.py, NAME_kernel.py, test_NAME.py)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        return "must be lower_snake_case (ASCII letters, digits, _; starting with a letter; nothing else, no newline)"
+    if not name.isidentifier() or keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return f"{name!r} is a Python keyword: its module could not be imported by name"
+    return ""
 
 
 class ScenarioError(ValueError):
@@ -171,8 +183,9 @@ class Scenario:
         return getattr(module, func)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ScenarioError(self.name, "name", "must be lower_snake_case")
+        problem = name_problem(self.name)
+        if problem:
+            raise ScenarioError(str(self.name), "name", problem)
         if isinstance(self.adapter, str):
             if ":" not in self.adapter:
                 raise ScenarioError(self.name, "adapter", f"{self.adapter!r} is not 'module:function'; better, give "
@@ -187,7 +200,7 @@ class Scenario:
         specs: dict[str, Variant] = {}
         for v in self.variants:
             spec = v if isinstance(v, Variant) else Variant(v) if isinstance(v, str) else None
-            if spec is None or not _ID_SAFE.match(spec.name):
+            if spec is None or not _ID_SAFE.fullmatch(spec.name):
                 raise ScenarioError(self.name, "variants", f"{v!r} is not a variant name or a Variant")
             if spec.name in specs:
                 raise ScenarioError(self.name, "variants", f"variant {spec.name!r} is defined twice")
@@ -197,6 +210,9 @@ class Scenario:
         unknown = set(self.detectors) - set(DETECTORS)
         if unknown:
             raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
+        riders = tuple(d for d, host in RIDES_WITH.items() if host in self.detectors and d not in self.detectors)
+        if riders:       # a detector that runs in another's pass goes wherever that one goes (model.RIDES_WITH)
+            object.__setattr__(self, "detectors", (*self.detectors, *riders))
         if not isinstance(self.cover, str) or self.cover not in COVERS:
             raise ScenarioError(self.name, "cover", f"{self.cover!r} is not one of {', '.join(map(repr, COVERS))} "
                                 "(every buffer, or only those allocated with watch=True)")
@@ -249,7 +265,7 @@ class Scenario:
                 raise ScenarioError(self.name, "cases", f"case {case.id} belongs to scenario {case.scenario!r}")
             if case.variant not in self.variants:
                 raise ScenarioError(self.name, "variant", f"{case.variant!r} is not one of {self.variants}")
-            if not _ID_SAFE.match(case.label):
+            if not _ID_SAFE.fullmatch(case.label):
                 raise ScenarioError(self.name, "label", f"{case.label!r} has characters unsafe in an id")
             missing = set(by_name) - set(case.params)
             extra = set(case.params) - set(by_name)

@@ -24,9 +24,10 @@ import hashlib
 import io
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -224,61 +225,66 @@ def vet(sources: Sequence[Mapping[str, Any]], *, python: str = sys.executable,
 VETTING_ENV = "GPU_MEMSAFETY_VETTING"
 
 
+# The vetting child's temporary folder: tempfile's folder / PREFIX + random; OWNER in it names the process that made
+# it (pid and start time), so that a later run can tell a folder whose owner was killed (SIGKILL: nothing of its own
+# cleanup ran) from one in use. A folder without OWNER younger than ORPHAN_AGE_S is one being made.
+PREFIX = "gpu-memsafety-vet-"
+OWNER = "owner"
+ORPHAN_AGE_S = 600.0
+
+
 def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pythonpath: str | None) -> list[Verdict]:
-    """The child in a session of its own, its temporary folder removed after it: on a stop signal too (SIGTERM,
-    SIGHUP: util.signals), the child's whole process group is killed and waited for before the folder goes."""
+    """The child in a session of its own, its temporary folder removed after it: on a stop signal too (every
+    catchable one: util.signals), the child's whole process group is killed and collected before the folder goes,
+    and what it started that left the group but carries VETTING_ENV is ended (util.child). What an uncatchable one
+    (SIGKILL) leaves, the next vetting finds and removes first (`sweep_abandoned`)."""
     from gpu_memsafety.util import procs
+    from gpu_memsafety.util.child import Child
     from gpu_memsafety.util.paths import inherited_pythonpath
     from gpu_memsafety.util.signals import stopping
     procs.subreaper()          # a process a scenario file starts at import and leaves (setsid, double fork) is ours
-    with stopping(), tempfile.TemporaryDirectory(prefix="gpu-memsafety-vet-") as tmp:
+    sweep_abandoned()
+    with stopping(), tempfile.TemporaryDirectory(prefix=PREFIX) as tmp:
+        Path(tmp, OWNER).write_text(f"{os.getpid()} {procs.start_ticks(os.getpid())}")
         job, log, err = Path(tmp, "job.json"), Path(tmp, "verdicts.jsonl"), Path(tmp, "stderr.txt")
         job.write_text(json.dumps({"sources": todo, "log": str(log)}))
         env = dict(os.environ)
         env["PYTHONPATH"] = inherited_pythonpath(env) if pythonpath is None else pythonpath
-        env[VETTING_ENV] = tmp           # what the child and everything it starts inherit: how they are found
-        before = procs.snapshot()
-        proc: subprocess.Popen[bytes] | None = None
-        try:
-            with open(err, "wb") as stderr:
-                proc = subprocess.Popen([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                        start_new_session=True)
-                timed_out = _wait(proc, deadline_s)
-        finally:
-            if proc is not None:
-                _kill_group(proc.pid)
-                procs.collect(proc)          # never proc.wait(): an interrupt may have left its lock held
-                procs.sweep(proc.pid, before, VETTING_ENV, tmp)
-        return _verdicts(todo, _log_lines(log), proc.returncode, timed_out, deadline_s, err.read_bytes())
+        # VETTING_ENV: what the child and everything it starts inherit, how they are found
+        with Child([python, "-m", "gpu_memsafety.scenario.vet_child", str(job)], env=env, log=err, log_stdout=False,
+                   mark=(VETTING_ENV, tmp)) as child:
+            if not child.wait(deadline_s):
+                child.kill(timed_out=True)
+        return _verdicts(todo, _log_lines(log), child.proc.returncode, child.timed_out, deadline_s, err.read_bytes())
 
 
-def _wait(proc: subprocess.Popen[bytes], deadline_s: float) -> bool:
-    try:
-        proc.wait(timeout=deadline_s)
-        return False
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        _collect(proc)
-        return True
-    except BaseException:
-        _kill_group(proc.pid)
-        _collect(proc)
-        raise
-
-
-def _collect(proc: subprocess.Popen[bytes]) -> None:
+def sweep_abandoned(folder: str | None = None) -> list[str]:
+    """The vetting folders under `folder` (tempfile's) whose owner is gone (killed by SIGKILL, or by a power cut):
+    every process that still carries one in its environment (the vetting child and what it started, in its group or
+    not) is killed, then the folder is removed. Only this user's folders; the ones removed."""
     from gpu_memsafety.util import procs
-    procs.collect(proc)
+    removed = []
+    for path in sorted(Path(folder or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid() or _owned(path, info.st_mtime):
+            continue
+        procs.reap([pid for pid in procs.running() if procs.carries(pid, VETTING_ENV, str(path))])
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
 
 
-def _kill_group(pgid: int) -> None:
-    """The child's process group: the child and whatever it started that stayed in its group."""
-    import signal
+def _owned(path: Path, mtime: float) -> bool:
+    """Its owner still runs (the same process: pid and start time), or it is too young to have an owner yet."""
+    from gpu_memsafety.util import procs
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        pid, ticks = Path(path, OWNER).read_text().split()
+    except (OSError, ValueError):
+        return time.time() - mtime < ORPHAN_AGE_S
+    return pid.isdigit() and str(procs.start_ticks(int(pid))) == ticks
 
 
 def _log_lines(log: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
 import signal
 import time
 from dataclasses import dataclass
@@ -140,6 +139,12 @@ def _alive(pid: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X")
 
 
+def running() -> list[int]:
+    """Every live process this one can see in /proc."""
+    pids = [int(e) for e in (os.listdir("/proc") if os.path.isdir("/proc") else []) if e.isdigit()]
+    return sorted(p for p in pids if _alive(p))
+
+
 def group_members(pgid: int) -> list[int]:
     """Live processes whose process group is `pgid` (what a worker's group kill would end)."""
     members = []
@@ -234,23 +239,4 @@ def _wait(pid: int, timeout_s: float = WAIT_S) -> None:
         if done or time.monotonic() > deadline:
             return
         time.sleep(0.01)
-
-
-def collect(proc: "subprocess.Popen[bytes]") -> int | None:
-    """Wait for a Popen child that was just killed, without Popen's own wait lock; its exit code.
-
-    A KeyboardInterrupt (Ctrl-C, or a stop signal raised as one: util.signals) that lands inside Popen.wait(timeout)
-    between the lock's non-blocking acquire and the try that releases it leaves the lock held, and every later
-    proc.wait() without a timeout then blocks for good (seen: a vetting parent that never ended after SIGINT on a
-    loaded machine, tests/test_stop_signals.py). os.waitpid on the pid needs no lock."""
-    if proc.returncode is not None:
-        return proc.returncode
-    try:
-        _, status = os.waitpid(proc.pid, 0)
-    except ChildProcessError:           # collected already (by Popen itself, or by a waitpid elsewhere)
-        return proc.returncode
-    except InterruptedError:
-        return proc.returncode
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode
 

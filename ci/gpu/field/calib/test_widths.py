@@ -22,7 +22,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 def _synchronize() -> None:
     if DEVICE == "cuda":
-        _synchronize()
+        torch.cuda.synchronize()
 
 
 @triton.jit

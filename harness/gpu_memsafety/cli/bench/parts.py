@@ -3,6 +3,7 @@ children or its pytest runs, and its results go to bench.json as soon as it ends
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -284,35 +285,27 @@ class Bench:
 
     def _timed(self, runs: dict[str, tuple[list[str], dict[str, str], Path]]) -> dict[str, dict[str, Any]]:
         """Start the runs at once, wait for all; each one's wall time, exit code, outcomes and batch timing."""
+        from gpu_memsafety.util.child import Child
         t0 = time.perf_counter()
-        procs = {}
-        for name, (argv, env, out) in runs.items():
-            self.log(f"scaling {name}: " + " ".join(argv[3:]) + (f" (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']})"
-                                                                    if "CUDA_VISIBLE_DEVICES" in env else ""))
-            log = open(self.out / "scaling" / f"{name}.log", "wb")
-            procs[name] = (subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL), log, out, argv)
         done: dict[str, dict[str, Any]] = {}
-        try:
-            for name, (proc, log, out, argv) in procs.items():
-                code = proc.wait()
-                log.close()
-                done[name] = {"argv": argv[3:], "exit_code": code, "wall_s": time.perf_counter() - t0,
-                              **_report_facts(out / "report.json")}
-        except BaseException:
-            # Ctrl-C, SIGTERM, SIGHUP (util.signals): each run ends like an interrupted `make sanitize` (SIGTERM: it
-            # kills its workers and writes its reports), then is waited for; none outlives the bench
-            for proc, log, _, _ in procs.values():
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc, log, _, _ in procs.values():
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                log.close()
-            raise
+        with contextlib.ExitStack() as stack:
+            started = {}
+            for name, (argv, env, out) in runs.items():
+                self.log(f"scaling {name}: " + " ".join(argv[3:]) + (f" (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']})"
+                                                                        if "CUDA_VISIBLE_DEVICES" in env else ""))
+                started[name] = (stack.enter_context(Child(argv, env=env, log=self.out / "scaling" / f"{name}.log")),
+                                 out, argv)
+            try:
+                for name, (child, out, argv) in started.items():
+                    child.wait(None)
+                    done[name] = {"argv": argv[3:], "exit_code": child.proc.returncode,
+                                  "wall_s": time.perf_counter() - t0, **_report_facts(out / "report.json")}
+            except BaseException:
+                # Ctrl-C, SIGTERM, SIGHUP (util.signals): each run ends like an interrupted `make sanitize` (SIGTERM:
+                # it kills its workers and writes its reports), then is killed with its group; none outlives the bench
+                for child, _, _ in started.values():
+                    child.stop()
+                raise
         wall = time.perf_counter() - t0
         for facts in done.values():
             facts["together_wall_s"] = wall
