@@ -195,8 +195,10 @@ def test_each_finding_is_said_once_within_120_columns_and_points_at_the_kernels_
     assert f"test: tests/test_k.py:{line_of(TESTS, 'def test_copy')}" in out
     # the reason every test shares (no GPU) is said once, in the headline, not with each test
     assert out.count("needs a CUDA GPU") == 1, out
-    # the table names the suite's test files as such, not as kernels
+    # the table names the suite's test files as such, not as kernels: here, in summary.md and in the HTML
     assert "test file " in out and "\nkernel " not in out
+    assert "### Test file × architecture" in (bare.reports / "summary.md").read_text()
+    assert "<th>test file</th>" in (bare.reports / "report.html").read_text()
 
 
 def test_verbose_shows_everything(repo: Path) -> None:
