@@ -16,10 +16,11 @@ extracted from it (a cached wheel included: the cache is outside the repository)
 whose hash differs, is refused naming the file, the pinned hash and the one found. apache-tvm-ffi is
 installed by pip with the same pins (`--require-hashes`). Each unpacked folder carries a stamp (`.complete`:
 wheel name and sha256, then a manifest: the sha256 of every file unpacked). Every use of the folder
-(`unpacked`) checks each file against that manifest, and that no file was added: a mismatch is TamperedError
-naming the file and how to unpack it again (`make upstream` redoes such a folder). The manifest catches files
-changed or added after unpacking (a shared vendor folder, a forged stamp over edited files); a forger who
-also rewrites the manifest is caught only by unpacking again from the pinned wheel. A second run does nothing, a half-written folder (no stamp) or one whose stamp names a
+(`unpacked`) checks each file, and that no file was added, against hashes that do not come from the folder: those
+committed in the repository for that wheel (cli/upstream_pins.UNPACKED_SHA256, hashed from the pinned wheel's
+bytes), else the pinned wheel's own RECORD (the cached wheel, its pin checked first). A mismatch, or a folder
+nothing can vouch for, is TamperedError naming the file and how to unpack it again (`make upstream` redoes such a
+folder): a tampered file under a stamp rewritten with the folder's own hashes is caught. A second run does nothing, a half-written folder (no stamp) or one whose stamp names a
 wheel that is not pinned is redone, and extraction goes through a temporary folder renamed into place. A
 failure names the artifact and version, what was needed and what was found.
 
@@ -48,7 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
-from gpu_memsafety.cli.upstream_pins import WHEEL_SHA256
+from gpu_memsafety.cli.upstream_pins import UNPACKED_SHA256, WHEEL_SHA256
+from gpu_memsafety.cli.upstream_wheels import include_closure, record_hashes, selected as _selected   # noqa: F401
 from gpu_memsafety.util.paths import VENDOR_ENV, vendor_dir   # noqa: F401  (VENDOR_ENV: re-exported for messages)
 
 WHEELS_ENV = "GPU_MEMSAFETY_WHEELS"
@@ -222,18 +224,18 @@ def _refetch(art: Artifact, folder: Path) -> str:
 
 
 def verify_tree(art: Artifact, folder: Path, stamp: Sequence[str]) -> None:
-    """Every file of `folder` is the one the stamp's manifest lists, byte for byte (sha256), and no file was
-    added; else TamperedError naming the file and how to refetch."""
-    expected: dict[str, str] = {}
+    """Every file of `folder` is the one the pinned wheel the stamp names holds, byte for byte (sha256), and no file
+    was added; else TamperedError naming the file and how to refetch. The hashes compared with never come from the
+    folder (its stamp could be rewritten with the folder's own hashes): `trusted_manifest`."""
     for line in stamp[3:]:
         digest, sep, name = line.partition("  ")
         if not sep or not re.fullmatch(r"[0-9a-f]{64}", digest) or not name:
             raise TamperedError(f"{art.label}: the manifest in {folder / STAMP} has a malformed line {line!r}; "
                                 f"{_refetch(art, folder)}")
-        expected[name] = digest
-    if stamp[2:3] != [f"{len(expected)} files"]:
-        raise TamperedError(f"{art.label}: the manifest in {folder / STAMP} lists {len(expected)} files but says "
-                            f"{stamp[2] if len(stamp) > 2 else 'nothing'}; {_refetch(art, folder)}")
+    try:
+        expected = trusted_manifest(art, stamp[0])
+    except TamperedError as exc:
+        raise TamperedError(f"{exc}; {_refetch(art, folder)}") from None
     try:
         found = manifest_of(folder)
     except TamperedError as exc:
@@ -333,48 +335,6 @@ def verify_wheel(art: Artifact, wheel: Path, handle: BinaryIO) -> str:
     return found
 
 
-def _selected(names: Iterable[str], members: Sequence[str]) -> list[str]:
-    return [n for n in names if not n.endswith("/") and any(n == m or (m.endswith("/") and n.startswith(m))
-                                                           for m in members)]
-
-
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
-
-
-def _normalized(path: str) -> str:
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part not in ("", "."):
-            parts.append(part)
-    return "/".join(parts)
-
-
-def include_closure(names: Iterable[str], read: Callable[[str], bytes], roots: Sequence[str],
-                    include_dirs: Sequence[str]) -> list[str]:
-    """The headers `roots` include, directly or not, that the wheel holds: each `#include` resolved against the
-    including file's folder, then against `include_dirs` (wheel paths ending in "/"); one the wheel lacks (a
-    toolkit or system header) is left to the compiler. Every #include counts, whatever #if guards it, so the set
-    may hold a header the build skips, never miss one it reads."""
-    have = set(names)
-    seen: set[str] = set()
-    todo = [r for r in roots if r in have]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        folder = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
-        for target in _INCLUDE.findall(read(name).decode("utf-8", "replace")):
-            for candidate in (_normalized(folder + target), *(_normalized(d + target) for d in include_dirs)):
-                if candidate in have:
-                    todo.append(candidate)
-                    break
-    return sorted(seen)
-
-
 @contextlib.contextmanager
 def _zip_after_check(art: Artifact, wheel: Path, handle: BinaryIO) -> Iterator[tuple[zipfile.ZipFile, str]]:
     """The wheel opened as a zip from the very bytes whose hash was checked (never reopened by name)."""
@@ -382,6 +342,53 @@ def _zip_after_check(art: Artifact, wheel: Path, handle: BinaryIO) -> Iterator[t
     handle.seek(0)
     with zipfile.ZipFile(handle) as zf:
         yield zf, digest
+
+
+def _chosen(art: Artifact, zf: zipfile.ZipFile) -> list[str]:
+    """The wheel members unpacked for `art`: its members and the include closure of its closure roots."""
+    names = zf.namelist()
+    return sorted(set(_selected(names, art.members)) | set(include_closure(names, zf.read, art.closure,
+                                                                           art.closure_dirs)))
+
+
+def wheel_manifest(art: Artifact, wheel: Path) -> dict[str, str]:
+    """{member: sha256} of what `extract` unpacks from the pinned `wheel`, hashed from the wheel's own bytes (the
+    rows cli/upstream_pins.UNPACKED_SHA256 commits: regenerate them with this from a wheel whose pin checked)."""
+    with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, _):
+        return {name: hashlib.sha256(zf.read(name)).hexdigest() for name in _chosen(art, zf)}
+
+
+def record_manifest(art: Artifact, wheel: Path) -> dict[str, str]:
+    """{member: sha256} of what `extract` unpacks, from the pinned wheel's own RECORD (PEP 376/427: urlsafe base64
+    sha256 of every file), read from the bytes whose pinned hash was checked."""
+    with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, _):
+        try:
+            hashes = record_hashes(zf)
+        except ValueError as exc:
+            raise UpstreamError(f"{art.label}: wheel {wheel.name}: {exc}") from None
+        chosen = _chosen(art, zf)
+    missing = [n for n in chosen if n not in hashes]
+    if missing:
+        raise UpstreamError(f"{art.label}: wheel {wheel.name}'s RECORD has no sha256 for {', '.join(missing[:3])}")
+    return {name: hashes[name] for name in chosen}
+
+
+def trusted_manifest(art: Artifact, wheel_name: str, cache: Path | None = None) -> dict[str, str]:
+    """What the folder unpacked from `wheel_name` must hold, from nothing in the folder itself: the hashes committed
+    for that wheel (cli/upstream_pins.UNPACKED_SHA256), else the pinned wheel's own RECORD (the wheel in the cache,
+    its pin checked); TamperedError when neither is at hand (the folder cannot be vouched for)."""
+    committed = UNPACKED_SHA256.get(wheel_name)
+    if committed is not None:
+        return dict(committed)
+    wheel = (cache or wheel_cache()) / wheel_name
+    if wheel_name in WHEEL_SHA256 and wheel.is_file():
+        try:
+            return record_manifest(art, wheel)
+        except (UpstreamError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise TamperedError(f"{art.label}: the pinned wheel {wheel} cannot vouch for the unpacked files "
+                                f"({exc})") from None
+    raise TamperedError(f"{art.label}: no hashes are committed for wheel {wheel_name} and the wheel is not in "
+                        f"{wheel.parent}: the unpacked files cannot be checked against anything but themselves")
 
 
 def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
@@ -396,8 +403,7 @@ def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
                 raise UpstreamError(f"{art.label}: wheel {wheel.name} lacks {', '.join(missing)} (needed to run "
                                     f"{art.what or art.key}); it holds {len(names)} files, e.g. "
                                     f"{', '.join(names[:3])}")
-            chosen = sorted(set(_selected(names, art.members))
-                            | set(include_closure(names, zf.read, art.closure, art.closure_dirs)))
+            chosen = _chosen(art, zf)
             vendor.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{art.folder}.", dir=vendor))
             try:

@@ -32,6 +32,7 @@ markers see those accesses there). CUDA C kernels and torch ops are not traced.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Iterator
@@ -417,7 +418,8 @@ assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of 
 
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.
 _ACTIVE: list[Tracer] = []
-_INSTALLED: list[bool] = []
+# What _install put on the interpreter's classes: (class name in triton.runtime.interpreter, attribute) -> function.
+_HOOKS: dict[tuple[str, str], Any] = {}
 _STRICT: list[bool] = [True]
 
 
@@ -435,10 +437,21 @@ def fence(strict: bool = True) -> bool:
     return True
 
 
+def hooks_present() -> bool:
+    """Whether the interpreter's memory operations still run through the trace: code that reloads
+    triton.runtime.interpreter (importlib.reload) re-creates its classes without the hooks, and every launch after
+    that would go unseen."""
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    return bool(_HOOKS) and interpreter is not None and all(
+        getattr(getattr(interpreter, owner, None), name, None) is fn for (owner, name), fn in _HOOKS.items())
+
+
 def _install() -> None:
-    """Wrap the interpreter's four memory operations and its launch, once per process (fence())."""
-    if _INSTALLED:
+    """Wrap the interpreter's four memory operations and its launch (fence()): once, and again where the
+    interpreter's classes lost the hooks (hooks_present)."""
+    if hooks_present():
         return
+    _HOOKS.clear()
     import numpy as np
     from triton.runtime import interpreter as I
 
@@ -510,8 +523,8 @@ def _install() -> None:
     for name, fn in {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
                      "create_atomic_cas": cas}.items():
         setattr(builder, name, fn)
+        _HOOKS[("InterpreterBuilder", name)] = fn
     I.GridExecutor.__call__ = run
-    _INSTALLED.append(True)
 
 
 @contextlib.contextmanager

@@ -59,6 +59,7 @@ class TraceOfTest:
     accesses: int = 0
     copies: int = 0
     unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
+    unhooked: str = ""     # the trace's hooks were gone by the test's end: its later launches went unseen (why)
     untimed: list[str] = field(default_factory=list)       # autotuned kernels whose every config ran once, untimed
     race_notes: list[str] = field(default_factory=list)    # the race check's (detectors/trace_race.notes)
 
@@ -294,6 +295,7 @@ class HostTrace:
         self._restore: Callable[[], None] | None = None
         self._launch: list[_Launch] = []
         self._arenas: list[Any] = []
+        self._hooks: tuple[Any, Any] | None = None
 
     def watch(self, arena: Any) -> None:
         """The running test's gpu_memsafety_guarded arena (placement/guard.Arena): its buffers are placed with their
@@ -304,13 +306,27 @@ class HostTrace:
         self.code = getattr(test_function, "__code__", None)
         self.current = TraceOfTest()
         self._arenas = []
+        if self._restore is not None and not self.hooks_present():
+            self.uninstall()          # re-checked at each test: a reloaded interpreter gets the hooks again
         if self._restore is None and "triton.runtime.interpreter" in sys.modules:
             self.install()
 
     def take(self) -> TraceOfTest:
         done, self.current = self.current, TraceOfTest()
         done.findings = merged(done.findings)
+        if self._restore is not None and not self.hooks_present():
+            done.unhooked = ("not checked: the trace's hooks on Triton's interpreter were gone by the end of this test "
+                             "(triton.runtime.interpreter reloaded, or its classes replaced), so its launches after "
+                             "that were not traced")
         return done
+
+    def hooks_present(self) -> bool:
+        """The interpreter still launches through this trace and its memory operations through detectors/trace."""
+        from gpu_memsafety.detectors import trace
+        interpreter = sys.modules.get("triton.runtime.interpreter")
+        executor = getattr(interpreter, "GridExecutor", None)
+        return (trace.hooks_present() and executor is not None and (executor.__call__, executor._init_args_hst)
+                == self._hooks)
 
     @property
     def installed(self) -> bool:
@@ -359,13 +375,15 @@ class HostTrace:
                 host._launch[-1].relocate(args_hst, kwargs_hst)
             return args_hst, kwargs_hst
 
-        I.GridExecutor.__call__ = launch               # type: ignore[method-assign]
-        I.GridExecutor._init_args_hst = init_args      # type: ignore[method-assign]
+        executor = I.GridExecutor
+        executor.__call__ = launch                     # type: ignore[method-assign]
+        executor._init_args_hst = init_args            # type: ignore[method-assign]
+        self._hooks = (launch, init_args)
         untimed = self._untimed_autotune()
 
-        def restore() -> None:
-            I.GridExecutor.__call__ = call             # type: ignore[method-assign]
-            I.GridExecutor._init_args_hst = init       # type: ignore[method-assign]
+        def restore() -> None:                         # on the class patched (a reloaded module has a new one)
+            executor.__call__ = call                   # type: ignore[method-assign]
+            executor._init_args_hst = init             # type: ignore[method-assign]
             untimed()
         self._restore = restore
         return True
