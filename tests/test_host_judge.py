@@ -35,7 +35,9 @@ def ev(**kw: object) -> Evidence:
 
 def test_rule1_mode_unavailable_is_not_applicable_with_the_reason() -> None:
     r = judge(ev(unavailable="needs a CUDA GPU; found none (NVML: no device)"), PASSED)
-    assert r.outcome is Outcome.NOT_APPLICABLE and "found none" in r.message and "the test itself passed" in r.message
+    assert r.outcome is Outcome.NOT_APPLICABLE and "found none" in r.message and r.details["test"]["outcome"] == "passed"
+    # a reason many tests share is grouped by: the test's own result stays in details.test (issue 51)
+    assert "the test itself" not in r.message
     assert r.details["test"]["outcome"] == "passed"
 
 
