@@ -125,6 +125,8 @@ class Tracer:
         self._strays: dict[str, dict[tuple[str, int], list[Any]]] = {}   # direction -> (arg, its size) -> offsets
         self._wild: dict[str, list[Any]] = {}           # direction -> addresses near no argument
         self._judging = True                            # strays are judged (every tensor argument on the host)
+        self._sites: dict[tuple[str, str], tuple[str, int]] = {}   # (buffer, direction) -> the first such access's
+                                                                    # kernel line ("" for strays near no buffer)
         self.kernel = ""                                # the launch in progress (its Triton function's name)
         self.races: Any = None                          # detectors/trace_race.Races, where the mode runs that check
 
@@ -182,6 +184,7 @@ class Tracer:
             outside = _outside(off, lay)
             if outside.size:
                 self._bytes.setdefault((name, direction), []).append(outside)
+                self._site(name, direction)
         if ours.all() or not self._judging:
             return None
         stray = ~ours
@@ -189,11 +192,18 @@ class Tracer:
         if not stray.any():
             return None
         self._stray(direction, a[stray], max(size, 1))
+        self._site("", direction)
         if lanes is None:
             return stray.reshape(full.shape)
         out = np.zeros(full.shape, dtype=bool)
         out[lanes] = stray
         return out
+
+    def _site(self, name: str, direction: str) -> None:
+        """The kernel line of the first access outside `name` (the stack's innermost frame outside Triton, numpy
+        and this harness: the interpreter runs a kernel's code compiled from its own file, at its own lines)."""
+        if (name, direction) not in self._sites:
+            self._sites[(name, direction)] = kernel_line()
 
     def _reachable(self, a: Any) -> Any:
         """Which addresses lie in memory a kernel may reach outside the arena: a tensor argument's storage, else
@@ -235,6 +245,7 @@ class Tracer:
             if arg.buffer:
                 off = np.unique(((sel - self.arena.buffers[arg.buffer].tensor_addr)[:, None] + width).ravel())
                 self._bytes.setdefault((arg.buffer, direction), []).append(off)
+                self._site(arg.buffer, direction)
             else:
                 off = np.unique(((sel - arg.lo)[:, None] + width).ravel())
                 self._strays.setdefault(direction, {}).setdefault((arg.name, arg.hi - arg.lo), []).append(off)
@@ -269,6 +280,12 @@ class Tracer:
         doc: dict[str, Any] = {"accesses": self.accesses, "launches": self.launches, "outside": out}
         if strays:
             doc["strays"] = strays
+        sites: dict[str, dict[str, dict[str, Any]]] = {}
+        for (name, direction), (file, line) in self._sites.items():
+            if file:
+                sites.setdefault(name, {})[direction] = {"file": file, "line": line}
+        if sites:
+            doc["sites"] = sites          # buffer ("" for strays) -> direction -> the kernel's file and line
         return doc
 
 
@@ -295,6 +312,30 @@ class _Fence(Tracer):
 
 
 _FENCE = _Fence()
+
+
+_NOT_KERNEL: list[tuple[str, ...]] = []
+
+
+def kernel_line() -> tuple[str, int]:
+    """(file, line) of the running kernel's code: the innermost frame outside Triton, numpy, torch and this harness
+    (a `@triton.jit` helper's line where the access is in a helper); ("", 0) when there is none."""
+    import os
+    import sys
+    if not _NOT_KERNEL:
+        roots = []
+        for name in ("triton", "numpy", "torch", "gpu_memsafety"):
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "__file__", None):
+                roots.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+        _NOT_KERNEL.append(tuple(roots))
+    frame = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not file.startswith("<") and not file.startswith(_NOT_KERNEL[0]) and os.path.isabs(file):
+            return file, frame.f_lineno
+        frame = frame.f_back
+    return "", 0
 
 
 def tensors_of(value: Any) -> Iterator[Any]:

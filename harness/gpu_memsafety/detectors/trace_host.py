@@ -202,6 +202,7 @@ class _Launch:
         from gpu_memsafety.detectors.trace import READ, WRITE
         from gpu_memsafety.sanitizer import attribute
         doc = self.tracer.evidence()
+        sites = doc.get("sites", {})
         out: list[Finding] = []
         for direction, kind in ((READ, OVERREAD), (WRITE, OVERWRITE)):
             runs = {name: dirs[direction] for name, dirs in doc.get("outside", {}).items() if dirs.get(direction)}
@@ -211,15 +212,15 @@ class _Launch:
                     r["logical"] = where_text(r["start"], r["end"], copy.layout.nbytes)
                 for f in attribute.guard_findings({name: ranges}, kernel=self.kernel, arch="cpu", detector=TRACE,
                                                   kind=kind, access=direction):
-                    out.append(_named(f, copy, self.kernel))
+                    out.append(_at(_named(f, copy, self.kernel), sites.get(name, {}).get(direction)))
             strays = [ByteRange(UNATTRIBUTED, r["start"], r["end"], r.get("logical", ""))
                       for r in doc.get("strays", {}).get(direction, [])]
             if strays:
-                out.append(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
+                out.append(_at(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
                                    bytes=sum(r.nbytes for r in strays), count=len(strays), kernel=self.kernel,
                                    arch="cpu", ranges=tuple(strays), details=(("access", direction),),
                                    note="memory outside every allocation the launch can reach; the interpreter did "
-                                        "not touch it"))
+                                        "not touch it"), sites.get("", {}).get(direction)))
         return out + self._races()
 
     def _races(self) -> list[Finding]:
@@ -238,6 +239,17 @@ class _Launch:
     def race_notes(self) -> list[str]:
         from gpu_memsafety.detectors.trace_race import notes
         return notes(self.tracer.races.evidence())
+
+
+def _at(f: Finding, site: Any) -> Finding:
+    """f at the kernel's line that made its first access (the trace's site: {"file", "line"}), as memcheck places
+    its records: `source` is "file.py:LINE", the detail `path` the whole file name (report/locate.py)."""
+    if not site:
+        return f
+    from dataclasses import replace
+    from pathlib import PurePath
+    return replace(f, source=f"{PurePath(site['file']).name}:{site['line']}",
+                   details=(*f.details, ("path", str(site["file"]))))
 
 
 def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:

@@ -43,6 +43,7 @@ CAP_ENV = "GPU_MEMSAFETY_RACE_BYTES"
 DEFAULT_CAP = 32 << 20          # storage bytes tracked per launch (x 9 B of bookkeeping each)
 WW, RW = "write-write", "read-write"
 SAME_WW, SAME_RW = "same-value write-write", "same-value read-write"
+OFF = f"race check off ({CAP_ENV}=0): races between program instances were not checked"
 MAX_RUNS = 256                  # byte runs kept per storage and kind (the byte count stays exact)
 
 
@@ -74,6 +75,8 @@ class RaceDetector(Unit):
         got = ev.of(TRACE_RACE)
         if got is None:
             return DetectorRun(TRACE_RACE, False, NOT_HERE)
+        if got.get("off"):
+            return DetectorRun(TRACE_RACE, False, OFF)
         return DetectorRun(TRACE_RACE, True, "; ".join([ran_words(got), *notes(got)]))
 
     def findings(self, ev: Evidence) -> list[Finding]:
@@ -90,6 +93,8 @@ def ran_words(doc: dict[str, Any]) -> str:
 
 def notes(doc: dict[str, Any]) -> list[str]:
     """What the check did not judge, or judged no race, in the verdict's words: partial storages first."""
+    if doc.get("off"):
+        return [OFF]
     out = [f"race check partial: {p}" for p in doc.get("partial", ())]
     if doc.get("locked"):
         out.append(f"{doc['locked']:,} access lanes made under a lock (after tl.atomic_cas, before its release) not "
@@ -383,6 +388,8 @@ class Races:
 
     def evidence(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"launches": self.launches, "tracked": self.tracked, "races": self.records}
+        if self.cap <= 0:
+            doc["off"] = True
         if self.partial:
             doc["partial"] = list(self.partial)
         if self.locked:

@@ -2,6 +2,8 @@
 own tests/ops/triton/test_mamba3_siso.py calls them, with that file's input builder, at small and boundary shapes: its
 tests are not parametrized and run batch 16 to 128 with 2,345 tokens, too large for Triton's interpreter. One token,
 63 and 65 tokens around the 64-token chunk, head dims 48/24 (not powers of two), varlen with a one-token sequence.
+Forward and step kernels only: the backward asserts CUDA tensors and atomically adds bf16, which the interpreter
+cannot (numpy has no bf16 atomics); on a GPU the library's own tests run it.
 `-p cuda_on_cpu` puts the `device="cuda"` tensors on the CPU; `-p interpreter_gaps` computes the kernels' PTX
 approximations and bf16 constants there (MAMBA_TREE: the mamba tree, for its test module):
 
@@ -25,11 +27,10 @@ from mamba_ssm.ops.triton.mamba3.mamba3_siso_step import mamba3_siso_step
 def test_combined(seqlen, hqk, hv):
     torch.manual_seed(0)
     inp = create_mamba3_siso_inputs(1, seqlen, 2, 1, hqk, hv, torch.bfloat16, "cuda", has_D=True, has_Z=True,
-                                    has_input_states=True, requires_grad=True)
+                                    has_input_states=True, requires_grad=False)
     out = mamba3_siso_combined(inp['Q'], inp['K'], inp['V'], inp['ADT'], inp['DT'], inp['Trap'], inp['Q_bias'],
                                inp['K_bias'], inp['Angles'], inp['D'], inp['Z'], inp['Input_States'], chunk_size=64,
                                return_final_states=True)
-    torch.autograd.backward(list(out), [torch.randn_like(o) for o in out])
 
 
 @pytest.mark.parametrize("lens", [(1, 5), (3, 64, 65), (70,)])
@@ -38,11 +39,10 @@ def test_varlen(lens):
     cu = torch.tensor([0] + torch.cumsum(torch.tensor(lens), 0).tolist(), dtype=torch.int32)
     T = sum(lens)
     inp = create_mamba3_siso_inputs(1, T, 2, 1, 32, 16, torch.bfloat16, "cuda", has_D=True, has_Z=True,
-                                    has_input_states=True, cu_seqlens=cu, requires_grad=True)
+                                    has_input_states=True, cu_seqlens=cu, requires_grad=False)
     out = mamba3_siso_combined(inp['Q'], inp['K'], inp['V'], inp['ADT'], inp['DT'], inp['Trap'], inp['Q_bias'],
                                inp['K_bias'], inp['Angles'], inp['D'], inp['Z'], inp['Input_States'], chunk_size=64,
                                return_final_states=True, cu_seqlens=cu)
-    torch.autograd.backward(list(out), [torch.randn_like(o) for o in out])
 
 
 @pytest.mark.parametrize("batch,hqk,hv", [(1, 32, 16), (3, 48, 24)])
