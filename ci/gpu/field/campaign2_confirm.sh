@@ -43,6 +43,7 @@ path_of() {   # the PYTHONPATH a library's reproducer runs with
 # The findings' reproducers (LIB:FILE:ARGS[:initcheck]), each bug before its control; fla's log-linear overread
 # (confirmed on the H200, run 51) last, as the known-positive control of the whole call
 REPROS=${REPROS:-"mamba:mamba_varlen_empty_first_sequence.py mamba:mamba_varlen_empty_first_sequence.py:5,0,70
+  mamba:mamba3_varlen_empty_last_sequence.py mamba:mamba3_varlen_empty_last_sequence.py:0,3
   triton_kernels:triton_kernels_topk_backward_rows.py:40,33:initcheck
   triton_kernels:triton_kernels_topk_backward_rows.py:40,40:initcheck fla:fla_log_linear_short_sequence.py:15"}
 for spec in $REPROS; do
