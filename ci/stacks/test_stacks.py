@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -119,7 +120,16 @@ def versions(python: Path) -> dict[str, str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This checkout as a wheel, built as a user's `pip wheel .` would (the build backend pyproject.toml names)."""
     out = tmp_path_factory.mktemp("wheel")
-    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)])
+    # from a copy of the checkout's files (tracked, and new ones git does not ignore): an in-tree build would leave
+    # build/ and *.egg-info in the checkout
+    src = tmp_path_factory.mktemp("src")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)])
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     (built,) = out.glob("gpu_memsafety-*.whl")
     return built
