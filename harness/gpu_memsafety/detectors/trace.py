@@ -37,7 +37,7 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 from gpu_memsafety.detectors.base import Evidence, Unit
-from gpu_memsafety.engine.job import STRAY_ACCESS
+from gpu_memsafety.job import STRAY_ACCESS
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import attribute

@@ -28,7 +28,7 @@ IN_PROCESS = frozenset({MARKERS, TRACE})
 CHILD_MODES = frozenset({COMPLETE, MEMCHECK, PAGES})
 # Modes whose children run under compute-sanitizer memcheck, each test's end fenced in its output.
 SANITIZED = frozenset({COMPLETE, MEMCHECK})
-# The allocator placement each mode installs where its tests run (placement/allocator.py).
+# The allocator placement each mode installs where its tests run (host/allocator.py).
 # (trace installs none: its tests run on the CPU.)
 PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after", TRACE: None}
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py

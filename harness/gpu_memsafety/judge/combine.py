@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import reconcile, says
-from gpu_memsafety.engine.job import STRAY_ACCESS
+from gpu_memsafety.job import STRAY_ACCESS
 from gpu_memsafety.judge.verdict import Assessment, conclude
 from gpu_memsafety.model import CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.scenario.definition import Case, Scenario
