@@ -29,17 +29,25 @@ CLI_SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--scenario-path $(call q,
 QPY = $(call q,$(value PY))
 ARGS_FROM = $(QPY) -m gpu_memsafety.cli.makeargs GPU_MEMSAFETY_MAKE_ARGS -- $(QPY)
 
-.PHONY: test sanitize sanitize-quick smoke bench env upstream triton-kernels clean
+.PHONY: test stacks sanitize sanitize-quick smoke bench env upstream triton-kernels clean
 
 $(VENV)/.bootstrap-test: pyproject.toml tools/bootstrap.py
 	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras test
 
+# The scenario runs' set: xdist (-n auto), and cuda-bindings where there is an NVIDIA driver (none on a CPU machine).
 $(VENV)/.bootstrap-gpu: pyproject.toml tools/bootstrap.py
-	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras gpu
+	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras gpu,xdist --stamp .bootstrap-gpu
 
 test sanitize smoke: export GPU_MEMSAFETY_MAKE_ARGS = $(value PYTEST_ARGS)
 test: $(VENV)/.bootstrap-test
 	$(ARGS_FROM) -m pytest -n 2
+
+# A wheel built from this checkout, installed next to the oldest and the newest torch/triton stacks the package
+# index offers (ci/stacks/test_stacks.py): no resolution error, nothing there changed, the planted bugs found.
+# The first run installs each stack (several GB; kept in ~/.cache/pip and ~/.cache/gpu-memsafety/stacks). CI runs it.
+stacks: export GPU_MEMSAFETY_MAKE_ARGS = $(value PYTEST_ARGS)
+stacks: $(VENV)/.bootstrap-test
+	$(ARGS_FROM) -m pytest ci/stacks -p no:cacheprovider -rfExXs --durations=5
 
 # On a GPU machine the first run fetches the upstream code it lacks (`make upstream`); a failed fetch is printed
 # and the cases that need it say so (unsupported, with how to get it). A CPU machine fetches nothing here.

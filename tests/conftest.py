@@ -16,6 +16,10 @@ from typing import Iterator
 
 import pytest
 
+# An xdist worker freezes its heap before it reports finished, so that pytest's cleanup ends within execnet's 5 s
+# and a green run ends without a KeyboardInterrupt traceback (fixtures/worker_end.py).
+from gpu_memsafety.fixtures.worker_end import pytest_sessionfinish  # noqa: F401
+
 FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 _STARTED_WITH = os.environ.get(VISIBLE)

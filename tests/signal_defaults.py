@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import signal
 
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+from gpu_memsafety.util.signals import STOP_SIGNALS as _HARNESS_STOP_SIGNALS
+
+STOP_SIGNALS = (signal.SIGINT, *_HARNESS_STOP_SIGNALS)
 
 
 def default_stop_signals() -> None:

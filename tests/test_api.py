@@ -10,7 +10,7 @@ from gpu_memsafety import model
 def test_every_public_name_resolves_and_names_have_one_spelling() -> None:
     for name in api.__all__:
         assert getattr(api, name) is not None, name
-    assert set(api.DETECTORS) == {api.GUARD, api.MEMCHECK, api.GUARD_PAGE, api.POISON, api.UNINIT, api.TRACE,
+    assert set(api.DETECTORS) == {api.GUARD, api.MEMCHECK, api.GUARD_PAGE, api.POISON, api.UNINIT, api.TRACE, api.TRACE_RACE,
                                   api.RACECHECK, api.SYNCCHECK}
     assert set(api.REGIONS) == {api.BEFORE_START, api.PAST_END, api.ROW_PADDING, api.UNUSED_ROW, api.INSIDE,
                                 api.SHARED_MEMORY}

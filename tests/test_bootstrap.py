@@ -159,16 +159,18 @@ def test_a_real_python_3_9_is_refused_before_anything_is_made(tmp_path: Path) ->
 
 # ---- pins ----
 
-# The triton each PyPI torch release pins (its Requires-Dist): a fresh GPU install takes torch and triton together.
+# The triton each PyPI torch release pins (its Requires-Dist, read with `pip install --dry-run --no-deps --report`
+# on 2026-12-07): a fresh GPU install takes torch and triton together.
 PYPI_TORCH_TRITON = {"2.4": "3.0.0", "2.5": "3.1.0", "2.6": "3.2.0", "2.7": "3.3.0", "2.8": "3.4.0",
-                     "2.9": "3.5.0", "2.10": "3.6.0", "2.12": "3.7.0", "2.13": "3.7.1", "2.14": "3.8.0"}
+                     "2.9": "3.5.1", "2.10": "3.6.0", "2.11": "3.6.0", "2.12": "3.7.1", "2.13": "3.7.1",
+                     "2.14": "3.8.0", "2.15": "3.9.0"}
 TESTED_TRITON = "3.6.0"            # the default triton_kernels copy (sgl-kernel 0.3.21, matmul_ogs) runs on it
 NUMPY_BREAKS_TRITON_36 = "2.4.0"   # its interpreter: "only 0-dimensional arrays can be converted to Python scalars"
 
 
 def _reqs() -> dict[str, Requirement]:
     project = PROJECT
-    groups = [g for name, g in project["optional-dependencies"].items() if name != bootstrap.PYPI_TORCH]
+    groups = list(project["optional-dependencies"].values())
     deps = project["dependencies"] + [d for g in groups for d in g]
     return {Requirement(d).name: Requirement(d) for d in deps}
 
@@ -179,18 +181,38 @@ def test_declared_bounds_fit_together() -> None:
     for name in runtime:
         uppers = [s for s in reqs[name].specifier if s.operator in ("<", "<=", "==", "~=")]
         assert uppers, f"{name} has no upper bound: a new major release could break a fresh machine"
-    assert TESTED_TRITON in reqs["triton"].specifier
-    assert not reqs["numpy"].specifier.contains(NUMPY_BREAKS_TRITON_36), "numpy 2.4 breaks triton 3.6's interpreter"
-    # every PyPI torch the range allows either pins a triton the range allows, or is newer than the triton range
-    # (pip then backtracks to an older torch), but the oldest allowed torch must fit
+    # the package fits every PyPI torch from the oldest supported on, with the triton that torch pins (issue 51:
+    # `triton<3.7` refused torch 2.14's triton 3.8 with ResolutionImpossible)
     allowed = [v for v in PYPI_TORCH_TRITON if reqs["torch"].specifier.contains(f"{v}.0")]
-    fits = [v for v in allowed if PYPI_TORCH_TRITON[v] in reqs["triton"].specifier]
-    assert allowed and fits and fits[0] == allowed[0], (allowed, fits)
-    # the torch bootstrap takes from PyPI: exactly the releases whose own triton pin fits ours
-    pypi = Requirement(PROJECT["optional-dependencies"]["pypi-torch"][0])
+    assert allowed == list(PYPI_TORCH_TRITON)[list(PYPI_TORCH_TRITON).index("2.8"):], allowed
+    assert all(PYPI_TORCH_TRITON[v] in reqs["triton"].specifier for v in allowed)
+    assert reqs["numpy"].specifier.contains("2.4.6") and reqs["numpy"].specifier.contains("1.26.4")
+    assert reqs["pytest"].specifier.contains("8.4.0") and not reqs["pytest"].specifier.contains("8.3.5")
+    assert reqs["pytest"].specifier.contains("9.2.0")
+
+
+def test_xdist_is_optional_for_the_installed_package() -> None:
+    """A suite without xdist gets none: it is an extra (and in `test`, which `make test` runs with -n 2)."""
+    assert "pytest-xdist" not in [Requirement(r).name for r in PROJECT["dependencies"]]
+    for extra in ("xdist", "test"):
+        assert "pytest-xdist" in [Requirement(r).name for r in PROJECT["optional-dependencies"][extra]]
+
+
+def test_the_matrix_pins_lie_inside_the_declared_ranges() -> None:
+    """The checkout's own stack (bootstrap's MATRIX_PINS) is one point of what the package declares."""
+    reqs = _reqs()
+    pins = {Requirement(p).name: Requirement(p) for p in bootstrap.MATRIX_PINS}
+    assert TESTED_TRITON in pins["triton"].specifier and TESTED_TRITON in reqs["triton"].specifier
+    assert not pins["numpy"].specifier.contains(NUMPY_BREAKS_TRITON_36), "numpy 2.4 breaks triton 3.6's interpreter"
+    for name, pin in pins.items():
+        assert any(reqs[name].specifier.contains(v) for v in (TESTED_TRITON, "2.3.5")), (name, pin)
+    # the torch bootstrap takes from PyPI: exactly the releases whose own triton pin is the matrix's
+    pypi = Requirement(bootstrap.PYPI_TORCH)
+    fits = [v for v in PYPI_TORCH_TRITON if PYPI_TORCH_TRITON[v] in pins["triton"].specifier]
     assert pypi.name == "torch" and [v for v in PYPI_TORCH_TRITON if pypi.specifier.contains(f"{v}.0")] == fits
     assert all(reqs["torch"].specifier.contains(f"{v}.0") for v in fits)
-    assert reqs["pytest"].specifier.contains("8.4.0") and not reqs["pytest"].specifier.contains("8.3.5")
+    assert bootstrap.held_to_matrix(["triton>=3.4,<4", "rich", "numpy>=1.26,<3"]) == ["rich", *bootstrap.MATRIX_PINS]
+    assert bootstrap.held_to_matrix(["rich"]) == ["rich"]
 
 
 def test_requires_python_matches_what_bootstrap_accepts() -> None:
@@ -251,11 +273,11 @@ def _run(monkeypatch: pytest.MonkeyPatch, venv: Path, base: Path, extras: list[s
 def test_runner_torch_and_triton_are_never_reinstalled(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     base = fake_site(tmp_path / "base", {"torch": "2.14.1", "triton": "3.8.0"}, cuda="12.8")
-    rec = _run(monkeypatch, venv, base, ["gpu"])
+    rec = _run(monkeypatch, venv, base, ["gpu"], driver=True)
     (only,) = rec.calls
     names = [Requirement(r).name for r in only]
     assert "torch" not in names and "triton" not in names
-    assert "numpy>=1.26,<2.4" in only and "rich>=13.7,<16" in only   # no numpy in the base: the pinned one
+    assert "numpy<2.4" in only and "rich>=13.7,<16" in only   # no numpy in the base: the pinned one
     bindings = Requirement(next(r for r in only if r.startswith("cuda-bindings")))
     assert bindings.specifier.contains("12.9.0") and not bindings.specifier.contains("13.0.0")
     out = capsys.readouterr().out
@@ -267,12 +289,25 @@ def test_runner_torch_and_triton_are_never_reinstalled(venv: Path, tmp_path: Pat
     assert seen == {"torch": "2.14.1", "triton": "3.8.0"}
 
 
+def test_the_venv_has_its_own_pytest_command(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: pytest came from the base layer, so an activated venv's `pytest` was the base interpreter's, which
+    has no gpu_memsafety (`pytest --gpu-memsafety`: unknown option). The venv gets its own command."""
+    _run(monkeypatch, venv, fake_site(tmp_path / "base", {"torch": "2.13.0", "triton": "3.6.0"}), ["test"])
+    script = venv / "bin" / "pytest"
+    assert script.read_text().splitlines()[0] == f"#!{os.path.abspath(venv / 'bin' / 'python')}"
+    assert "from pytest import console_main" in script.read_text() and os.access(script, os.X_OK)
+    script.write_text("#!/bin/sh\n# pip's own\n")              # one pip installed is left alone
+    (venv / ".bootstrap-test").unlink()
+    _run(monkeypatch, venv, fake_site(tmp_path / "base2", {"torch": "2.13.0", "triton": "3.6.0"}), ["test"])
+    assert script.read_text() == "#!/bin/sh\n# pip's own\n"
+
+
 def test_runner_numpy_outside_the_pin_is_kept_with_a_note(venv: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The H200 image: torch 2.11, triton 3.6, numpy 2.5.2 and no package index: pip must not be asked for numpy."""
     base = fake_site(tmp_path / "base", {"torch": "2.11.0", "triton": "3.6.0", "numpy": "2.5.2"}, cuda="13.0")
-    (only,) = _run(monkeypatch, venv, base, ["gpu"]).calls
+    (only,) = _run(monkeypatch, venv, base, ["gpu"], driver=True).calls
     assert "numpy" not in [Requirement(r).name for r in only]
     assert "the existing numpy 2.5.2 is used as it is" in capsys.readouterr().out
 
@@ -282,7 +317,7 @@ def test_a_torch_an_earlier_bootstrap_put_in_the_venv_is_checked_against_the_pin
     own = next((venv / "lib").glob("python3*/site-packages"))
     fake_site(own, {"torch": "2.13.0+cpu", "triton": "3.9.0"})
     (only,) = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"]).calls
-    assert "torch>=2.8,<2.15" in only and "triton>=3.4,<3.7" in only     # ours: brought back to the pinned set
+    assert "torch>=2.8,<3" in only and "triton>=3.6,<3.7" in only     # ours: brought back to the matrix's set
 
 
 def test_a_cuda_torch_installed_by_bootstrap_also_holds_cuda_bindings(venv: Path, tmp_path: Path,
@@ -295,7 +330,7 @@ def test_a_cuda_torch_installed_by_bootstrap_also_holds_cuda_bindings(venv: Path
 
 def test_cuda_13_torch_gets_cuda_bindings_13(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = fake_site(tmp_path / "base", {"torch": "2.14.1", "triton": "3.8.0"}, cuda="13.0")
-    (only,) = _run(monkeypatch, venv, base, ["gpu"]).calls
+    (only,) = _run(monkeypatch, venv, base, ["gpu"], driver=True).calls
     bindings = Requirement(next(r for r in only if r.startswith("cuda-bindings")))
     assert bindings.specifier.contains("13.5.0") and not bindings.specifier.contains("12.9.0")
 
@@ -304,20 +339,47 @@ def test_a_torch_without_triton_gets_the_pinned_triton(venv: Path, tmp_path: Pat
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     base = fake_site(tmp_path / "base", {"torch": "2.13.0+cpu"})
     (only,) = _run(monkeypatch, venv, base, ["test"]).calls
-    assert "triton>=3.4,<3.7" in only and not any(Requirement(r).name == "torch" for r in only)
+    assert "triton>=3.6,<3.7" in only and not any(Requirement(r).name == "torch" for r in only)
+
+
+def test_no_driver_installs_nothing_gpu_only(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`make sanitize` on a CPU (issue 51): the gpu extra's cuda-bindings is neither asked for nor downloaded,
+    and bootstrap says so once; xdist, which the run needs, is installed. With a driver it is."""
+    base = fake_site(tmp_path / "base", {"torch": "2.13.0+cpu", "triton": "3.6.0", "numpy": "2.3.5"})
+    (only,) = _run(monkeypatch, venv, base, ["gpu", "xdist"]).calls
+    assert "cuda-bindings" not in [Requirement(r).name for r in only] and "pytest-xdist>=3.5,<4" in only
+    assert "no NVIDIA driver: the 'gpu' extra (cuda-bindings) is not installed" in capsys.readouterr().out
+    (venv / ".bootstrap-gpu-xdist").unlink()
+    (only,) = _run(monkeypatch, venv, base, ["gpu", "xdist"], driver=True).calls
+    assert "cuda-bindings" in [Requirement(r).name for r in only]
+
+
+def test_the_makefile_stamp_is_the_one_bootstrap_writes(venv: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """make's target for the scenario runs is .bootstrap-gpu; bootstrap writes that stamp, so make runs it once."""
+    import re
+    recipe = re.search(r"^\$\(VENV\)/(\.bootstrap-gpu):.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe and "--stamp .bootstrap-gpu" in recipe.group(2) and "--extras gpu,xdist" in recipe.group(2)
+    rec = Recorder()
+    monkeypatch.setattr(bootstrap, "pip", rec)
+    monkeypatch.setattr(bootstrap, "base_layers", lambda: [str(fake_site(tmp_path / "base", {"torch": "2.13.0"}))])
+    monkeypatch.setattr(bootstrap, "_has_nvidia_driver", lambda: False)
+    assert bootstrap.bootstrap(venv, ["gpu", "xdist"], PROJECT, ".bootstrap-gpu") == 0
+    assert (venv / ".bootstrap-gpu").read_text() == bootstrap._digest()
 
 
 def test_no_torch_no_driver_takes_the_cpu_index(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"])
-    assert rec.calls[0] == ["torch>=2.8,<2.15", "--index-url", bootstrap.CPU_INDEX]
-    assert "torch>=2.8,<2.15" in rec.calls[1] and "triton>=3.4,<3.7" in rec.calls[1]
+    assert rec.calls[0] == ["torch>=2.8,<3", "--index-url", bootstrap.CPU_INDEX]
+    assert "torch>=2.8,<3" in rec.calls[1] and "triton>=3.6,<3.7" in rec.calls[1]
 
 
 def test_unreachable_cpu_index_falls_back_to_pypi_with_a_message(venv: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["test"], reach=False)
-    assert rec.calls[0] == ["torch>=2.8,<2.11", "triton>=3.4,<3.7"]     # together: a torch whose triton fits
+    assert rec.calls[0] == ["torch>=2.10,<2.12", "triton>=3.6,<3.7"]     # together: a torch whose triton fits
     out = capsys.readouterr().out
     assert f"PyTorch's CPU index {bootstrap.CPU_INDEX} cannot be reached (Name or service not known)" in out
     assert "from PyPI instead" in out
@@ -331,7 +393,7 @@ def test_a_local_wheel_comes_first(venv: Path, tmp_path: Path, monkeypatch: pyte
 def test_with_a_driver_torch_comes_from_pypi_with_its_triton(venv: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     rec = _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), [], driver=True)
-    assert rec.calls[0] == ["torch>=2.8,<2.11", "triton>=3.4,<3.7"]
+    assert rec.calls[0] == ["torch>=2.10,<2.12", "triton>=3.6,<3.7"]
 
 
 @pytest.mark.parametrize("version,upgraded", [("23.0.1", True), ("23.2.1", False), ("26.1", False)])
@@ -343,7 +405,7 @@ def test_an_old_pip_is_upgraded_first(venv: Path, tmp_path: Path, monkeypatch: p
 
 
 def test_unknown_extra_is_named(venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(bootstrap.BootstrapError, match="no optional-dependencies group 'gpus'.*known: gpu, pypi-torch, test"):
+    with pytest.raises(bootstrap.BootstrapError, match="no optional-dependencies group 'gpus'.*known: xdist, gpu, test"):
         _run(monkeypatch, venv, fake_site(tmp_path / "base", {}), ["gpus"])
 
 

@@ -20,7 +20,7 @@ from gpu_memsafety.detectors.modes import DEFAULT_MODE, MODES, QUICK_MODE
 from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.judge.combine import StageResult, combine, stops
 from gpu_memsafety.judge.verdict import assess
-from gpu_memsafety.model import (TRACE, GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, UNINIT_READ,
+from gpu_memsafety.model import (TRACE, TRACE_RACE, GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, UNINIT_READ,
                                  ByteRange, CaseResult, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
@@ -54,7 +54,7 @@ def test_complete_is_the_default_everywhere_and_both_the_quick_gate() -> None:
     assert DEFAULT_MODE == "complete" and QUICK_MODE == "both"
     complete = MODES["complete"]
     assert complete.stages == ("both", "values", "racecheck", "synccheck")
-    assert set(complete.detectors) == {GUARD, MEMCHECK, POISON, UNINIT, TRACE, RACECHECK, SYNCCHECK}
+    assert set(complete.detectors) == {GUARD, MEMCHECK, POISON, UNINIT, TRACE, TRACE_RACE, RACECHECK, SYNCCHECK}
     assert complete.tools == ("memcheck", "racecheck", "synccheck") and complete.sanitizer is None
     assert MODES["values"].actions_for(MODES["values"].detectors) == ("poison", "fill") and MODES["values"].sanitizer is None
     makefile = (CHECKOUT / "Makefile").read_text()
@@ -85,7 +85,7 @@ def test_one_run_judges_memcheck_poison_and_uninit_once_per_case(tmp_path: Path,
     # Every buffer covered and none with rows: memcheck watched both ends of each, poison would only repeat it.
     assert [s["mode"] for s in read.details["stages"]] == ["both"]
     ran = {d.detector for d in read.detectors if d.ran}
-    assert ran == {GUARD, MEMCHECK, TRACE}, read.detectors
+    assert ran == {GUARD, MEMCHECK, TRACE, TRACE_RACE}, read.detectors
     poison = next(d for d in read.detectors if d.detector == POISON)
     assert "poison had nothing memcheck did not see" in poison.detail and not poison.missing
     clean = results[CLEAN_X]

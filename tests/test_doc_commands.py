@@ -1,11 +1,18 @@
 """Every command README.md and docs/*.md show, checked where a CPU can check it (issue 43): a `make` target and
 its variables exist in the Makefile; a `gpu-memsafety` subcommand (also as `python -m gpu_memsafety`) exists and
 takes every option the doc gives it (its --help says so); pytest takes every option a doc gives it; a script a doc
-runs is in the tree. Commands are taken from code blocks (fenced or indented) and inline code spans."""
+runs is in the tree. Commands are taken from code blocks (fenced or indented) and inline code spans.
+
+Run as written, as when pasted into a new shell in the checkout's root (issue 51): `python`, `pytest` and
+`gpu-memsafety` are the ones that shell's PATH finds, without the venv, unless the doc activated it before
+(`. .venv/bin/activate`); `.venv/bin/python` is the checkout's. A doc that shows `python -m gpu_memsafety ...`
+without activating first fails here, as it fails for its reader."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from functools import cache
@@ -16,8 +23,10 @@ import pytest
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "ci" / "gpu" / "README.md"]
-HARNESS = re.compile(r"^(?:gpu-memsafety|(?:\.venv/bin/)?python3? -m gpu_memsafety(?:\.[\w.]+)?)\b")
-PYTEST = re.compile(r"^(?:(?:\.venv/bin/)?python3? -m )?pytest\b")
+HARNESS = re.compile(r"^(?:(?:\.venv/bin/)?gpu-memsafety|(?:\.venv/bin/)?python3? -m gpu_memsafety(?:\.[\w.]+)?)\b")
+PYTEST = re.compile(r"^(?:(?:\.venv/bin/)?python3? -m |\.venv/bin/)?pytest\b")
+ACTIVATE = re.compile(r"(?:^|&&|;)\s*(?:\.|source) \.venv/bin/activate\b")
+VENV_BIN = ROOT / ".venv" / "bin"
 SCRIPT = re.compile(r"^(?:python3?|bash) ((?:tools|ci)/[\w./-]+)")
 
 
@@ -36,7 +45,8 @@ def code_lines(text: str) -> list[str]:
         else:
             if line.strip():
                 indented = False
-            out += re.findall(r"`([^`]+)`", line)
+            if not line.startswith("#"):         # a heading names a command; it is not one to paste
+                out += re.findall(r"`([^`]+)`", line)
         blank = not line.strip()
     return out
 
@@ -56,16 +66,36 @@ def placeholder(word: str) -> bool:
     return word in ("...", "…") or word.startswith("<") or bool(re.fullmatch(r"[A-Z][A-Z0-9_]*(\.\w+)?", word))
 
 
-def commands() -> list[tuple[str, str]]:
+def commands() -> list[tuple[str, str, bool]]:
+    """(doc, command, whether the doc activated the venv before it), in the doc's order."""
     found = []
     for doc in DOCS:
+        activated = False
         for line in code_lines(doc.read_text()):
-            if re.match(r"(make|gpu-memsafety|python3?|\.venv/bin/python|pytest|bash)\s", line):
-                found.append((str(doc.relative_to(ROOT)), line))
+            activated = activated or bool(ACTIVATE.search(line))
+            if re.match(r"(make|gpu-memsafety|python3?|\.venv/bin/(?:python|pytest|gpu-memsafety)|pytest|bash)\s",
+                        line):
+                found.append((str(doc.relative_to(ROOT)), line, activated))
     return found
 
 
 COMMANDS = commands()
+
+
+def shell_path(activated: bool) -> str:
+    """A new shell's PATH in the checkout: this run's own venv taken out, the checkout's put first once activated."""
+    own = {str(VENV_BIN), str(Path(sys.executable).parent)}
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in own]
+    return os.pathsep.join(([str(VENV_BIN)] if activated else []) + rest)
+
+
+def as_written(word: str, activated: bool) -> str:
+    """The program a shell runs for the command's first word."""
+    if "/" in word:
+        return str(ROOT / word)
+    found = shutil.which(word, path=shell_path(activated))
+    assert found, f"`{word}` is not on a new shell's PATH" + ("" if activated else " (the venv is not activated)")
+    return found
 
 
 def makefile() -> tuple[set[str], set[str]]:
@@ -77,10 +107,10 @@ def makefile() -> tuple[set[str], set[str]]:
 
 
 @cache
-def help_text(*argv: str) -> str:
-    proc = subprocess.run([sys.executable, *argv, "--help"], cwd=str(ROOT), capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, f"{' '.join(argv)} --help failed: {proc.stderr[-2000:]}"
+def help_text(*argv: str, program: str = sys.executable) -> str:
+    proc = subprocess.run([program, *argv, "--help"], cwd=str(ROOT), capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": shell_path(Path(program).parent == VENV_BIN)})
+    assert proc.returncode == 0, f"{program} {' '.join(argv)} --help failed: {proc.stderr[-2000:]}"
     return proc.stdout
 
 
@@ -90,13 +120,13 @@ def options(argv: list[str]) -> list[str]:
 
 def test_the_docs_show_commands() -> None:
     """The extraction finds the commands it must (a test of the test: an empty list would check nothing)."""
-    shown = {line for _, line in COMMANDS}
+    shown = {line for _, line, _ in COMMANDS}
     assert any(line.startswith("make test") for line in shown) and any(line.startswith("make sanitize") for line in shown)
     assert sum(bool(HARNESS.match(line)) for line in shown) >= 5 and any(PYTEST.match(line) for line in shown)
 
 
-@pytest.mark.parametrize(("doc", "line"), COMMANDS, ids=[f"{d}:{c[:60]}" for d, c in COMMANDS])
-def test_a_command_a_doc_shows_exists(doc: str, line: str) -> None:
+@pytest.mark.parametrize(("doc", "line", "activated"), COMMANDS, ids=[f"{d}:{c[:60]}" for d, c, _ in COMMANDS])
+def test_a_command_a_doc_shows_exists(doc: str, line: str, activated: bool) -> None:
     argv = words(line)
     if argv[0] == "make":
         targets, variables = makefile()
@@ -107,15 +137,28 @@ def test_a_command_a_doc_shows_exists(doc: str, line: str) -> None:
             else:
                 assert word in targets, f"{doc}: `{line}`: the Makefile has no target {word!r}"
         return
+    if HARNESS.match(line) or PYTEST.match(line):
+        program = as_written(argv[0], activated)
+        if not activated and "/" not in argv[0]:
+            probe = subprocess.run([program, "-c", "import gpu_memsafety"], capture_output=True, text=True) \
+                if "python" in Path(program).name else None
+            assert probe is None or probe.returncode == 0, \
+                (f"{doc}: `{line}`: pasted into a new shell, `{argv[0]}` is {program}, which has no gpu_memsafety: "
+                 f"activate the venv first in the doc (`. .venv/bin/activate`) or write .venv/bin/python")
     if HARNESS.match(line):
-        module = "gpu_memsafety" if argv[0] == "gpu-memsafety" else argv[argv.index("-m") + 1]
-        rest = argv[1:] if argv[0] == "gpu-memsafety" else argv[argv.index("-m") + 2:]
+        command = argv[0].endswith("gpu-memsafety")
+        module = "gpu_memsafety" if command else argv[argv.index("-m") + 1]
+        rest = argv[1:] if command else argv[argv.index("-m") + 2:]
         if module != "gpu_memsafety":
-            import importlib.util
-            assert importlib.util.find_spec(module) is not None, f"{doc}: `{line}`: no module {module}"
+            found = subprocess.run([program, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec("
+                                    f"{module!r}) is None)"], capture_output=True, text=True, cwd=str(ROOT))
+            assert found.returncode == 0, f"{doc}: `{line}`: no module {module} ({found.stderr[-500:]})"
             if not module.startswith("gpu_memsafety.cli."):
                 return                   # a module the engine starts (a worker): importable is what a doc can show
-        top = help_text("-m", module)
+        run = (lambda *a: help_text(*a, program=program)) if command else \
+            (lambda *a: help_text("-m", *a, program=program))
+        first = () if command else (module,)
+        top = run(*first)
         while rest and rest[0] in ("--scenario-path", "--config"):    # options of the command itself
             rest = rest[2:]
         sub = [w for w in rest[:2] if not w.startswith("-")]
@@ -124,9 +167,9 @@ def test_a_command_a_doc_shows_exists(doc: str, line: str) -> None:
         if module == "gpu_memsafety":
             names = set(re.findall(r"^    (\w+)\s", top, re.M))
             assert sub[0] in names, f"{doc}: `{line}`: gpu-memsafety has no subcommand {sub[0]!r} (it has {sorted(names)})"
-            if len(sub) > 1 and sub[1] not in re.findall(r"^    (\w+)\s", help_text("-m", module, sub[0]), re.M):
+            if len(sub) > 1 and sub[1] not in re.findall(r"^    (\w+)\s", run(*first, sub[0]), re.M):
                 sub = sub[:1]                # an argument, not an action of the subcommand
-            text = help_text("-m", module, *sub) + top
+            text = run(*first, *sub) + top
         else:
             text = top
         for option in options(rest):
@@ -134,7 +177,8 @@ def test_a_command_a_doc_shows_exists(doc: str, line: str) -> None:
                 f"{doc}: `{line}`: {option} is no option of {' '.join([module, *sub])} (see its --help)"
         return
     if PYTEST.match(line):
-        text = help_text("-m", "pytest", "-p", "no:cacheprovider")
+        text = help_text(*(() if argv[0].endswith("pytest") else ("-m", "pytest")), "-p", "no:cacheprovider",
+                         program=program)
         for option in options(argv):
             assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text), \
                 f"{doc}: `{line}`: pytest (with this plugin) has no option {option}"
@@ -152,4 +196,14 @@ def test_the_check_fails_on_a_command_that_does_not_exist() -> None:
                        ("pytest --gpu-memsafty tests/", "no option --gpu-memsafty"),
                        ("python3 tools/absent.py", "tools/absent.py is not in the tree")]:
         with pytest.raises(AssertionError, match=re.escape(says)):
-            test_a_command_a_doc_shows_exists("doc.md", line)
+            test_a_command_a_doc_shows_exists("doc.md", line, True)
+
+
+def test_a_command_that_needs_the_venv_fails_unless_the_doc_activated_it() -> None:
+    """Issue 51: docs/setup.md showed `python -m gpu_memsafety list` with no venv activated: pasted, it failed."""
+    with pytest.raises(AssertionError, match="activate the venv first"):
+        test_a_command_a_doc_shows_exists("doc.md", "python -m gpu_memsafety list --tag smoke", False)
+    test_a_command_a_doc_shows_exists("doc.md", "python -m gpu_memsafety list --tag smoke", True)
+    test_a_command_a_doc_shows_exists("doc.md", ".venv/bin/python -m gpu_memsafety list --tag smoke", False)
+    assert [a for _, line, a in commands() if line.startswith("python -m gpu_memsafety")] and \
+        all(a for _, line, a in commands() if re.match(r"(python3? -m gpu_memsafety|gpu-memsafety|pytest)\s", line))

@@ -13,7 +13,7 @@ from gpu_memsafety.host.evidence import Evidence, OwnResult
 from gpu_memsafety.host.judge import judge
 from gpu_memsafety.host.launches import LaunchLog, TensorUse, name_of
 from gpu_memsafety.host.records import attribute_records
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, TRACE
+from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, TRACE, TRACE_RACE
 from gpu_memsafety.host.allocator import Allocation, Frame, GuardHit
 
 from tests.test_host_records import FENCE, access, xml
@@ -50,7 +50,7 @@ def test_the_bare_flag_runs_the_complete_set_in_one_sanitized_pass() -> None:
 
 
 def test_the_mode_table_spells_the_detectors_as_the_model_does() -> None:
-    assert {d for ds in modes.DETECTORS_OF.values() for d in ds} <= {GUARD, MEMCHECK, GUARD_PAGE, TRACE}
+    assert {d for ds in modes.DETECTORS_OF.values() for d in ds} <= {GUARD, MEMCHECK, GUARD_PAGE, TRACE, TRACE_RACE}
     assert set(modes.DETECTORS_OF) == set(modes.MODES) == set(modes.PLACEMENT_OF)
     # what runs without a GPU is a mode of its own that needs none, and the judge knows what each detector sees
     assert set(modes.WITHOUT_GPU) <= modes.NEEDS_GPU and not set(modes.WITHOUT_GPU.values()) & modes.NEEDS_GPU

@@ -73,8 +73,10 @@ def cleanup():  # type: ignore[no-untyped-def]
             pass
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-@pytest.mark.parametrize("entry", ["library", "command"])
+@pytest.mark.parametrize(("signum", "entry"), [
+    *((s, e) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT) for e in ("library", "command")),
+    (signal.SIGUSR1, "library"), (signal.SIGALRM, "command"), (signal.SIGRTMIN + 3, "library"),   # issue 53
+])
 def test_a_stop_signal_while_vetting_leaves_no_process_and_no_folder(tmp_path: Path, signum: int, entry: str,
                                                                       cleanup: list[int]) -> None:
     """SIGTERM during scenario vetting left the vetting child (its own session), what it started and its temporary
@@ -111,6 +113,35 @@ def test_a_stop_signal_while_vetting_leaves_no_process_and_no_folder(tmp_path: P
     assert gone([seen["child"], seen["left"], seen["away"]]) == [], (signal.Signals(signum).name, out[-2000:])
     assert not Path(seen["tmp"]).exists(), f"temporary folder {seen['tmp']} left behind"
     assert "Traceback" not in out or entry == "library", out[-2000:]
+
+
+def test_what_a_sigkill_during_vetting_leaves_the_next_vetting_removes(tmp_path: Path, cleanup: list[int]) -> None:
+    """Issue 53: SIGKILL (no cleanup can run) during vetting left the vetting child, what it started and its folder;
+    the next vetting (any process of the same user) finds them by the folder's owner and removes them."""
+    marks = tmp_path / "marks.json"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "slow_vetted.py").write_text(SLOW_SCENARIO.format(marks=str(marks)))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "quick.py").write_text("SCENARIO = None\n")
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+               GPU_MEMSAFETY_CACHE=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    env.pop("GPU_MEMSAFETY_VETTED", None)
+    parent = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "mine" / "slow_vetted.py")], env=env,
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True, preexec_fn=default_stop_signals)
+    cleanup.append(parent.pid)
+    seen = wait_for(marks, 90)
+    left = [seen["child"], seen["left"], seen["away"]]
+    cleanup.extend(left)
+    parent.kill()
+    parent.wait(timeout=30)
+    assert all(alive(p) for p in left) and Path(seen["tmp"]).is_dir()      # what SIGKILL leaves
+    again = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "other" / "quick.py")], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert gone(left) == [], "the next vetting left the killed run's processes"
+    assert not Path(seen["tmp"]).exists() and list((tmp_path / "tmp").iterdir()) == []
 
 
 HOST_SUITE = '''import json, os, subprocess, sys

@@ -145,3 +145,40 @@ def test_a_scalar_used_as_an_index_works_with_numpy_2_4_and_later(tmp_path: Path
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "0-dimensional" in out["before"] or "ndim > 0" in out["before"], out      # the interpreter alone
     assert out["after"] == [10.0, 20.0], out
+
+
+SORT_CHILD = r'''
+import json, torch, triton, triton.language as tl
+
+
+@triton.jit
+def top_two(x_ptr, y_ptr, m_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + tl.arange(0, 2), tl.topk(x, 2))            # tl.topk calls standard.py's own max(h, axis=...)
+    tl.store(m_ptr, max(tl.max(x, axis=0), 0.5))                # a kernel's bare max: the builtin, tensor-aware
+
+
+def launch():
+    x, y, m = torch.tensor([3.0, 1.0, 4.0, 2.0]), torch.zeros(2), torch.zeros(1)
+    top_two[(1,)](x, y, m, BLOCK=4)
+    return [y.tolist(), m.tolist()]
+
+
+from gpu_memsafety.detectors import trace_fidelity
+trace_fidelity.install()
+print(json.dumps(launch()))
+'''
+
+
+def test_a_module_that_binds_max_itself_keeps_it(tmp_path: Path) -> None:
+    """The kernel's bare `max` is compiled Triton's builtin, but triton.language.standard's own `max` reduction,
+    which tl.topk calls as `max(h, axis=...)`, is not rewritten: triton_kernels' topk ended with
+    "builtin_max() got an unexpected keyword argument 'axis'" when it was."""
+    script = tmp_path / "child.py"
+    script.write_text(SORT_CHILD)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT / "harness"), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [[4.0, 3.0], [4.0]]

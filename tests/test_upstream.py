@@ -28,17 +28,26 @@ def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str], name: st
 
 @pytest.fixture
 def pin(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """Pins a fake wheel's hash for one test, as a row of upstream/pins.py would."""
-    def add(wheel: Path) -> Path:
+    """Pins a fake wheel's hash for one test, and commits what it unpacks, as the rows of upstream/pins.py
+    (WHEEL_SHA256, UNPACKED_SHA256) would."""
+    def add(wheel: Path, *, unpacked: bool = True) -> Path:
         monkeypatch.setitem(U.WHEEL_SHA256, wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())
+        if unpacked:
+            monkeypatch.setitem(U.UNPACKED_SHA256, wheel.name, U.wheel_manifest(U.artifact(_key_of(wheel)), wheel))
         return wheel
     return add
 
 
-def stamp(folder: Path, art: U.Artifact) -> None:
-    """A stamp as extract writes it, for the first pinned wheel of `art`."""
+def _key_of(wheel: Path) -> str:
+    return next(a.key for a in U.ARTIFACTS if wheel.name.startswith(a.wheel_prefix))
+
+
+def stamp(folder: Path, art: U.Artifact, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stamp as extract writes it, for the first pinned wheel of `art`, whose committed rows are (for this test)
+    what the folder holds."""
     name = next(n for n in U.WHEEL_SHA256 if n.startswith(art.wheel_prefix))
     folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setitem(U.UNPACKED_SHA256, name, U.manifest_of(folder))
     (folder / U.STAMP).write_text(U.stamp_text(name, U.WHEEL_SHA256[name], U.manifest_of(folder)))
 
 
@@ -116,10 +125,11 @@ def test_a_corrupt_wheel_and_a_member_escaping_its_folder_are_refused(tmp_path: 
     cache = tmp_path / "c"
     cache.mkdir()
     (cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl").write_bytes(b"not a zip")
-    pin(cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl")    # pinned, yet not a zip: refused as unreadable
+    pin(cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl", unpacked=False)  # pinned, yet not a zip: unreadable
     with pytest.raises(U.UpstreamError, match="sglang-kernel 0.4.6.post1: .* is not a readable wheel"):
         U.fetch(art, cache=cache, vendor=tmp_path / "v", run=FakePip(None, 1), log=lambda _: None)
-    evil = pin(fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""}))
+    evil = pin(fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""}),
+               unpacked=False)
     with pytest.raises(U.UpstreamError, match="outside its folder"):
         U.extract(art, evil, tmp_path / "v2")
     assert not (tmp_path / "x").exists()
@@ -204,14 +214,14 @@ def test_if_missing_on_a_gpu_machine_fetches_only_what_is_missing(monkeypatch: p
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
     for art in U.ARTIFACTS:
         if art.key != "tk-C":
-            stamp(tmp_path / art.folder, art)
+            stamp(tmp_path / art.folder, art, monkeypatch)
     fetched: list[str] = []
     monkeypatch.setattr(U, "fetch", lambda art, **_: fetched.append(art.key))
     monkeypatch.setattr(U, "install_tvm_ffi", lambda: fetched.append("tvm-ffi"))
     monkeypatch.setattr(U, "tvm_ffi_problem", lambda: None)
     assert U.main(["--if-missing"]) == 0
     assert fetched == ["tk-C", "tvm-ffi"]
-    stamp(tmp_path / "sglang-kernel-0.4.6.post1", U.artifact("tk-C"))
+    stamp(tmp_path / "sglang-kernel-0.4.6.post1", U.artifact("tk-C"), monkeypatch)
     fetched.clear()
     assert U.main(["--if-missing"]) == 0 and fetched == []          # second run: nothing to do
 
@@ -240,10 +250,10 @@ def test_a_wheel_without_a_pin_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "v").exists()
 
 
-def test_a_folder_stamped_from_an_unpinned_wheel_is_not_present(tmp_path: Path) -> None:
+def test_a_folder_stamped_from_an_unpinned_wheel_is_not_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     art = U.artifact("tk-C")
     folder = tmp_path / art.folder
-    stamp(folder, art)
+    stamp(folder, art, monkeypatch)
     assert U.unpacked(art, tmp_path) == folder
     name = (folder / U.STAMP).read_text().splitlines()[0]
     (folder / U.STAMP).write_text(f"{name}\n{'0' * 64}\n1 files\n")          # unpacked before the pins, or forged
@@ -303,7 +313,12 @@ def test_a_tampered_unpacked_file_under_a_forged_stamp_is_refused_naming_it(tmp_
     (folder / U.STAMP).write_text("\n".join(good_stamp.splitlines()[:2]) + "\n2 files\n")
     assert U.unpacked(art, tmp_path / "vendor") is None
     (folder / U.STAMP).write_text("\n".join(good_stamp.splitlines()[:2]) + "\n0 files\n")   # a manifest of nothing
-    with pytest.raises(U.TamperedError, match="is not in the manifest"):
+    with pytest.raises(U.TamperedError, match="matmul.py differs"):
+        U.unpacked(art, tmp_path / "vendor")
+    # issue 53: the stamp rewritten with the project's own hash functions over the tampered tree
+    (folder / U.STAMP).write_text(U.stamp_text(good_stamp.splitlines()[0], good_stamp.splitlines()[1],
+                                               U.manifest_of(folder)))
+    with pytest.raises(U.TamperedError, match="matmul.py differs"):
         U.unpacked(art, tmp_path / "vendor")
     (folder / U.STAMP).write_text(good_stamp)
     (folder / "triton_kernels" / "matmul.py").write_text("ok = True")
@@ -366,3 +381,48 @@ def test_a_file_as_the_wheel_folder_and_an_unknown_key_end_in_messages(tmp_path:
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "wheels"))                          # the file as vendor folder
     code, text = _main_out(["--list"], monkeypatch, tmp_path)
     assert code == 2 and "the vendor folder" in text and U.VENDOR_ENV in text and "Traceback" not in text
+
+
+def _with_record(directory: Path, art: U.Artifact, files: dict[str, str], name: str) -> Path:
+    """A fake wheel with a PEP 427 RECORD of its files."""
+    import base64
+    rows = [f"{m},sha256={base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).decode().rstrip('=')},"
+            f"{len(t.encode())}" for m, t in files.items()]
+    record = f"{art.dist.replace('-', '_')}-{art.version}.dist-info/RECORD"
+    return fake_wheel(directory, art, {**files, record: "\n".join(rows + [f"{record},,"]) + "\n"}, name=name)
+
+
+def test_a_pinned_wheel_without_committed_rows_vouches_through_its_own_record(tmp_path: Path, pin,  # type: ignore[no-untyped-def]
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 53: the hashes an unpacked tree is checked against never come from the tree: here the pinned wheel's
+    RECORD (another platform's wheel, no rows committed for it), read from the cached wheel after its pin."""
+    art = U.artifact("tk-A")
+    wheel = pin(_with_record(tmp_path / "index", art, {"triton_kernels/__init__.py": "x = 1",
+                                                       "triton_kernels/matmul.py": "ok = True"},
+                             "cp310-abi3-manylinux2014_aarch64.whl"), unpacked=False)
+    monkeypatch.setenv("GPU_MEMSAFETY_WHEELS", str(tmp_path / "cache"))
+    assert U.wheel_cache() == tmp_path / "cache"
+    folder = U.fetch(art, cache=tmp_path / "cache", vendor=tmp_path / "v", run=FakePip(wheel), log=lambda _: None)
+    assert U.unpacked(art, tmp_path / "v") == folder
+    assert U.record_manifest(art, tmp_path / "cache" / wheel.name) == U.wheel_manifest(art, wheel)
+    (folder / "triton_kernels" / "matmul.py").write_text("ok = False")
+    (folder / U.STAMP).write_text(U.stamp_text(wheel.name, U.WHEEL_SHA256[wheel.name], U.manifest_of(folder)))
+    with pytest.raises(U.TamperedError, match="matmul.py differs"):
+        U.unpacked(art, tmp_path / "v")
+    (tmp_path / "cache" / wheel.name).unlink()          # nothing left to vouch for the tree: not trusted
+    with pytest.raises(U.TamperedError, match="cannot be checked against anything but themselves"):
+        U.unpacked(art, tmp_path / "v")
+
+
+def test_the_committed_rows_are_the_pinned_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every committed row names a pinned wheel; where that wheel is in this machine's cache, the rows are what it
+    unpacks (its bytes and its RECORD)."""
+    assert set(U.UNPACKED_SHA256) <= set(U.WHEEL_SHA256)
+    for art in U.ARTIFACTS:
+        assert any(n.startswith(art.wheel_prefix) for n in U.UNPACKED_SHA256), art.key
+    for name, rows in U.UNPACKED_SHA256.items():
+        assert rows and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in rows.values()), name
+        wheel = U.wheel_cache() / name
+        if wheel.is_file() and wheel.stat().st_size < (64 << 20):   # the big ones (vLLM: 400 MB) would take long
+            art = next(a for a in U.ARTIFACTS if name.startswith(a.wheel_prefix))
+            assert U.wheel_manifest(art, wheel) == rows == U.record_manifest(art, wheel), name

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.model import (TRACE, DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, ByteRange,
+from gpu_memsafety.model import (TRACE, TRACE_RACE, DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, ByteRange,
                            DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
 from gpu_memsafety.judge.verdict import decide
 
@@ -212,7 +212,7 @@ def test_outcomes_are_a_closed_set_that_know_if_they_fail() -> None:
                        Outcome.COULD_NOT_RUN}
     assert {o for o in Outcome if o.skipped} == {Outcome.UNSUPPORTED, Outcome.NOT_APPLICABLE}
     assert Outcome.from_label("unexpectedly clean") is Outcome.UNEXPECTEDLY_CLEAN
-    assert set(DETECTORS) == {GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, RACECHECK, SYNCCHECK}
+    assert set(DETECTORS) == {GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, TRACE_RACE, RACECHECK, SYNCCHECK}
 
 
 # ------------------------------------------------------------------- guard page: the alignment tail before it

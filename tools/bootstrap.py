@@ -6,13 +6,15 @@
   downloaded again, even when that interpreter is itself a venv (where --system-site-packages would not see them).
 - torch, when missing: a local CPU wheel where the machine provides one ($TORCH_WHEEL_DIR, /opt/wheels),
   else on a machine without an NVIDIA driver the CPU build from PyTorch's CPU index, else (or when that index
-  cannot be reached, with a message) PyPI's build, together with the pinned triton so the two fit.
-- Then the dependencies listed in pyproject.toml (and the `gpu` or `test` extra). When torch was already
-  there (the runner's), its stack is left alone: torch and triton are not asked of pip, so a pinned triton is
-  never installed over (and in front of) the one the runner's torch was built with; cuda-bindings is held to
-  torch's CUDA major version (a torch an earlier bootstrap put inside the venv is checked against the pins
-  like everything else). pip does not touch the network for requirements already satisfied, and runs
-  without -q, so downloads show progress.
+  cannot be reached, with a message) PyPI's build (PYPI_TORCH), together with the matrix's triton so the two fit.
+- Then the dependencies listed in pyproject.toml (and the extras asked for), held to the scenario matrix's own
+  versions (MATRIX_PINS: pyproject.toml declares the package's wide ranges, this file the checkout's exact
+  stack). The `gpu` extra (cuda-bindings) only where there is an NVIDIA driver: a CPU machine fetches nothing
+  GPU-only. When torch was already there (the runner's), its stack is left alone: torch, triton and numpy are
+  not asked of pip, so a pinned triton is never installed over (and in front of) the one the runner's torch was
+  built with; cuda-bindings is held to torch's CUDA major version (a torch an earlier bootstrap put inside the
+  venv is checked against the pins like everything else). pip does not touch the network for requirements
+  already satisfied, and runs without -q, so downloads show progress.
 - Installs the checkout itself, editable (`pip install -e .`), so `gpu_memsafety` imports as when installed.
 - Writes a stamp holding a hash of pyproject.toml and this file; `make` re-runs bootstrap only when they change.
 """
@@ -42,7 +44,15 @@ MIN_PIP = (23, 2)           # reads the metadata PyPI publishes (PEP 658/714): p
 RUNNER_STACK = ("torch", "triton", "numpy")   # a GPU runner's own set: reused as it is, never reinstalled offline
 SETUPTOOLS = "setuptools>=70.1"   # builds the editable install of the checkout (PEP 660); bdist_wheel is built in
                                    # only since 70.1 (Python 3.10's venv ships 65.5, which needs the `wheel` package)
-PYPI_TORCH = "pypi-torch"   # the optional-dependencies group naming PyPI's torch releases whose triton fits   # never asked of pip when torch is already there: the runner's stay
+# The scenario matrix's stack, for a fresh install of the checkout (`make test`, `make sanitize`); never asked of pip
+# when torch is already there (the runner's stay). triton 3.6: what triton_kernels copies A (sgl-kernel 0.3.21,
+# matmul_ogs) and C (sglang-kernel 0.4.6.post1) run on; copy D needs 3.8 and says "not applicable" on 3.6
+# (cli/upstream.py). numpy < 2.4: triton 3.6's interpreter (triton#9171; the trace patches it, other paths do not).
+MATRIX_PINS = ("triton>=3.6,<3.7", "numpy<2.4")
+# PyPI's torch releases whose own triton pin is the matrix's (2.10 and 2.11: triton==3.6.0; 2.12 and later pin 3.7
+# and newer): named so that pip never downloads newer ~900 MB wheels only to refuse them.
+PYPI_TORCH = "torch>=2.10,<2.12"
+GPU_ONLY_EXTRAS = ("gpu",)   # installed only on a machine with an NVIDIA driver
 
 
 class BootstrapError(Exception):
@@ -54,33 +64,42 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--venv", default=str(ROOT / ".venv"))
     ap.add_argument("--extras", default="", help="comma-separated optional-dependency groups")
+    ap.add_argument("--stamp", default="", help="the stamp's file name in the venv (default .bootstrap-EXTRAS)")
     args = ap.parse_args(argv)
     try:
         project = read_project((ROOT / "pyproject.toml").read_text())
         check_python(project.get("requires-python", ""), sys.version_info[:3])
-        return bootstrap(Path(args.venv), [e for e in args.extras.split(",") if e], project)
+        return bootstrap(Path(args.venv), [e for e in args.extras.split(",") if e], project, args.stamp)
     except BootstrapError as exc:
         print(f"bootstrap: {exc}", file=sys.stderr)
         return 1
 
 
-def bootstrap(venv: Path, extras: list[str], project: dict) -> int:
-    stamp = venv / f".bootstrap-{'-'.join(extras) or 'base'}"
+def bootstrap(venv: Path, extras: list[str], project: dict, stamp_name: str = "") -> int:
+    stamp = venv / (stamp_name or f".bootstrap-{'-'.join(extras) or 'base'}")
     digest = _digest()
     if stamp.exists() and stamp.read_text() == digest:
         return 0
     python = make_venv(venv, base_layers())
     modern_pip(python)
-    reqs = requirements(project, extras)
+    requirements(project, extras)                 # an unknown extra is named before anything is installed
+    if not _has_nvidia_driver():
+        for extra in [e for e in extras if e in GPU_ONLY_EXTRAS]:
+            group = project["optional-dependencies"][extra]
+            print(f"bootstrap: no NVIDIA driver: the {extra!r} extra ({', '.join(_name(r) for r in group)}) "
+                  "is not installed; what needs it says so when it runs")
+        extras = [e for e in extras if e not in GPU_ONLY_EXTRAS]
+    reqs = held_to_matrix(requirements(project, extras))
     found = installed(python, RUNNER_STACK)
     if "torch" not in found:
-        install_torch(python, reqs, project.get("optional-dependencies", {}).get(PYPI_TORCH, []))
+        install_torch(python, reqs, [PYPI_TORCH])
     elif not _inside(location(python, "torch"), venv):        # the runner's torch, seen through the layering
         reqs = keep_runner_stack(reqs, found, torch_cuda(python))
     # else a torch an earlier bootstrap put in this venv: pip checks it and its triton against the pins
     reqs = hold_cuda_bindings(reqs, torch_cuda(python))
     pip(python, [*reqs, SETUPTOOLS])
     install_checkout(python)
+    own_commands(python)
     stamp.write_text(digest)
     print(f"bootstrap: environment ready in {venv}")
     return 0
@@ -266,6 +285,14 @@ def requirements(project: dict, extras: list[str]) -> list[str]:
     return reqs
 
 
+def held_to_matrix(reqs: list[str]) -> list[str]:
+    """`reqs` with each package MATRIX_PINS names asked for at the matrix's version instead (each pin lies inside
+    the range pyproject.toml declares: tests/test_bootstrap.py checks)."""
+    pinned = {_name(p): p for p in MATRIX_PINS}
+    return [r for r in reqs if _name(r) not in pinned] + [p for n, p in pinned.items()
+                                                          if any(_name(r) == n for r in reqs)]
+
+
 def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) -> list[str]:
     """Requirements for pip when the runner's torch is there: torch, triton and numpy are not asked for (pip would
     put the pinned ones in the venv, in front of the runner's, or fail on a runner without a package index)."""
@@ -274,14 +301,14 @@ def keep_runner_stack(reqs: list[str], found: dict[str, str], cuda: str | None) 
           + (f" and triton {found['triton']}" if "triton" in found else "") + "; neither is reinstalled")
     wanted_triton = next((r for r in reqs if _name(r) == "triton"), None)
     if "triton" in found and wanted_triton:
-        print(f"bootstrap: note: pyproject.toml pins {wanted_triton} for fresh installs (tested with the default "
-              f"triton_kernels copy); the existing triton {found['triton']} is used as it is")
+        print(f"bootstrap: note: the scenario matrix pins {wanted_triton} for fresh installs (the triton_kernels "
+              f"copies A and C run on it); the existing triton {found['triton']} is used as it is")
     wanted_numpy = next((r for r in reqs if _name(r) == "numpy"), None)
     if "numpy" in found and wanted_numpy:
         # The numpy pin is for Triton's interpreter (CPU runs); a GPU runner's kernels do not use it, and an
         # offline runner could not install another numpy anyway (seen on the H200 image: numpy 2.5.2).
-        print(f"bootstrap: note: pyproject.toml pins {wanted_numpy} for Triton's interpreter (CPU runs); the "
-              f"existing numpy {found['numpy']} is used as it is")
+        print(f"bootstrap: note: the scenario matrix pins {wanted_numpy} for Triton's interpreter (CPU runs); "
+              f"the existing numpy {found['numpy']} is used as it is")
     out = [r for r in reqs if _name(r) not in RUNNER_STACK]
     if "triton" not in found and wanted_triton:
         out.append(wanted_triton)      # a torch without triton (a CPU build): nothing to shadow
@@ -354,6 +381,23 @@ def install_torch(python: Path, reqs: list[str], pypi_torch: list[str]) -> None:
               "instead: its CUDA build, several GB, which also runs on the CPU")
     triton = [r for r in reqs if _name(r) == "triton"]
     pip(python, [*(pypi_torch or [torch]), *triton])
+
+
+# Commands of packages the venv may see only through the layering (the base interpreter's pytest): pip installs
+# no script for those, and the base's own script runs the base interpreter, which has no gpu_memsafety. Written
+# into the venv's bin/ so that `pytest` in an activated venv is the venv's.
+OWN_COMMANDS = {"pytest": "pytest:console_main"}
+
+
+def own_commands(python: Path) -> None:
+    for name, target in OWN_COMMANDS.items():
+        script = python.parent / name
+        if script.exists():
+            continue
+        module, func = target.split(":")
+        script.write_text(f"#!{os.path.abspath(python)}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
+        script.chmod(0o755)
+        print(f"bootstrap: wrote {script} (the venv's own `{name}` command; its package comes from the base layer)")
 
 
 def install_checkout(python: Path) -> None:

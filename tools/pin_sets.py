@@ -45,7 +45,7 @@ def main() -> int:
     python = args.venv / "bin" / "python"
     bootstrap.modern_pip(python)
     wheel = bootstrap._local_torch_wheel()
-    bootstrap.pip(python, [wheel] if wheel else [*project["optional-dependencies"][bootstrap.PYPI_TORCH]])
+    bootstrap.pip(python, [wheel] if wheel else [bootstrap.PYPI_TORCH])
     bootstrap.pip(python, reqs)
     subprocess.run([str(python), "-m", "pip", "list"], check=True)
     return subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2", *TESTS],

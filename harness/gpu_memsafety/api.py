@@ -5,7 +5,8 @@
 
 - Scenario definition: Scenario, Case, Param, Variant, grid, ScenarioError; the adapter contract (Adapter,
   RunContext, RunInfo, Unsupported); expectations (Expectation, ExpectedFinding).
-- Names, one spelling each: every detector (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, RACECHECK, SYNCCHECK;
+- Names, one spelling each: every detector (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, TRACE_RACE, RACECHECK,
+  SYNCCHECK;
   DETECTORS), kind (OVERREAD, OVERWRITE, UNINIT_READ, UNWRITTEN, RACE, BARRIER, MISALIGNED) and region
   (BEFORE_START, PAST_END, ROW_PADDING, UNUSED_ROW, INSIDE, SHARED_MEMORY, UNATTRIBUTED; REGIONS).
 - Running: run_case(case_id, mode=..., scenario_path=...) -> CaseResult (outcome: an Outcome).
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_memsafety.model import (BARRIER, BEFORE_START, DETECTORS, GUARD, GUARD_PAGE, INSIDE, MEMCHECK, MISALIGNED,
                                  OVERREAD, OVERWRITE, PAST_END, POISON, RACE, RACECHECK, REGIONS, ROW_PADDING,
-                                 SHARED_MEMORY, SYNCCHECK, TRACE, UNATTRIBUTED, UNINIT, UNINIT_READ, UNUSED_ROW, UNWRITTEN,
+                                 SHARED_MEMORY, SYNCCHECK, TRACE, TRACE_RACE, UNATTRIBUTED, UNINIT, UNINIT_READ, UNUSED_ROW, UNWRITTEN,
                                  CaseResult, Expectation, ExpectedFinding, Outcome)
 from gpu_memsafety.scenario.adapter import Adapter, Unsupported
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, ScenarioError, Variant, grid
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Adapter", "BARRIER", "BEFORE_START", "Case", "CaseResult", "DETECTORS", "Expectation", "ExpectedFinding",
            "GUARD", "GUARD_PAGE", "INSIDE", "MEMCHECK", "MISALIGNED", "OVERREAD", "OVERWRITE", "Outcome", "PAST_END",
            "POISON", "Param", "RACE", "RACECHECK", "REGIONS", "ROW_PADDING", "RunContext", "RunInfo", "SHARED_MEMORY",
-           "SYNCCHECK", "Scenario", "ScenarioError", "TRACE", "UNATTRIBUTED", "UNINIT", "UNINIT_READ", "UNUSED_ROW",
+           "SYNCCHECK", "Scenario", "ScenarioError", "TRACE", "TRACE_RACE", "UNATTRIBUTED", "UNINIT", "UNINIT_READ", "UNUSED_ROW",
            "UNWRITTEN", "Unsupported", "Variant", "arch_flags", "build_extension", "grid", "run_case"]
 
 _LAZY = {"RunContext": "gpu_memsafety.scenario.context", "RunInfo": "gpu_memsafety.scenario.context",

@@ -53,12 +53,16 @@ GUARD_PAGE = "guard_page"  # hardware fault on an unmapped page right after the 
 POISON = "poison"          # output changed when the guard poison pattern changed (overread that matters)
 UNINIT = "uninit"          # two runs, never-written bytes in two fill patterns: reads of them, outputs left unwritten
 TRACE = "trace"            # every address of an interpreted Triton kernel (a run without a GPU) against the arena
+TRACE_RACE = "trace_race"  # the trace's program instances of one launch: bytes two write, or one reads and another writes
 RACECHECK = "racecheck"    # compute-sanitizer racecheck: shared-memory hazards
 SYNCCHECK = "synccheck"    # compute-sanitizer synccheck: invalid barrier use
-DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, RACECHECK, SYNCCHECK)
+DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, TRACE_RACE, RACECHECK, SYNCCHECK)
 # What a scenario uses unless it says otherwise: racecheck and synccheck only where it declares them (a kernel that
 # uses shared memory or barriers: they track every shared-memory access, 10 to 1,000 times slower).
-DEFAULT_DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE)
+DEFAULT_DETECTORS = (GUARD, MEMCHECK, GUARD_PAGE, POISON, UNINIT, TRACE, TRACE_RACE)
+# Detectors that run inside another's pass, and go wherever it goes: a scenario that names the trace uses the race
+# check of its launches too (the same interpreted run records both).
+RIDES_WITH = {TRACE_RACE: TRACE}
 
 # Finding kinds. An atomic is a write (an overwrite, with access "atomic" in its details). A misaligned
 # access is its own kind, never an overread: its bytes may all lie inside the tensor.
@@ -66,7 +70,8 @@ OVERREAD = "overread"
 OVERWRITE = "overwrite"
 UNINIT_READ = "uninit_read"  # the kernel's results depend on bytes nobody wrote
 UNWRITTEN = "unwritten"      # output bytes the kernel never wrote (they still hold the fill, whatever it was)
-RACE = "race"                # two unordered accesses to one shared-memory location, at least one a write
+RACE = "race"                # two unordered accesses to one location, at least one a write: shared memory (racecheck),
+                             # or a tensor's bytes touched by two program instances of one launch (trace_race)
 BARRIER = "barrier"          # a barrier used wrongly (divergent __syncthreads, bad mask, ...)
 MISALIGNED = "misaligned"     # an access the hardware refuses for its alignment (its own kind, never an overread)
 KINDS = (OVERREAD, OVERWRITE, MISALIGNED, UNINIT_READ, UNWRITTEN, RACE, BARRIER)
@@ -108,6 +113,7 @@ SIGHT: Mapping[str, tuple[tuple[str, ...], tuple[str | None, ...], bool]] = {
     POISON: ((OVERREAD,), _OUTSIDE_LOGICAL, True),
     UNINIT: ((UNINIT_READ, UNWRITTEN), _ANYWHERE, False),
     TRACE: ((OVERREAD, OVERWRITE), _OUTSIDE_LOGICAL, True),
+    TRACE_RACE: ((RACE,), (None, INSIDE, BEFORE_START, PAST_END), True),
     RACECHECK: ((RACE,), _ANYWHERE, False),
     SYNCCHECK: ((BARRIER,), _ANYWHERE, False),
 }

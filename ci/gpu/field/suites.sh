@@ -63,6 +63,20 @@ suite_def() {
                # tensors put on the CPU by ci/gpu/field/cpu/fla_on_cpu.py (fla's device detection says cuda otherwise)
       SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla:$REPO/ci/gpu/field/cpu"
       SUITE_ARGS=(-p fla_on_cpu tests/ops -k varlen) ;;
+    triton-kernels-cpu) # triton_kernels as sglang-kernel 0.4.6.post1 ships it (ci/gpu/field/fetch.sh triton_kernels): its own
+               # tests are not in the wheel; ours, after them, call topk (forward, backward, provided indices, a row
+               # count on the device) and compaction at boundary shapes (ci/gpu/field/cpu/test_triton_kernels_edges.py)
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/triton_kernels"
+      SUITE_ARGS=(test_triton_kernels_edges.py) ;;
+    sglang-cpu) # sglang 0.5.19's Triton attention kernels (decode, extend, prefill) without the server stack
+               # (ci/gpu/field/cpu/sglang_on_cpu.py), at boundary shapes, after sglang's test_triton_attention_kernels.py
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/sglang:$REPO/ci/gpu/field/cpu"
+      SUITE_ARGS=(-p sglang_on_cpu test_sglang_attention_edges.py) ;;
+    mamba3-cpu) # state-spaces/mamba e9594ce1c732, Mamba-3 SISO (its tests are not parametrized: batch 16-128, 2,345
+               # tokens, too large for the interpreter): the same calls at small and boundary shapes; the kernels' PTX
+               # approximations computed on the CPU (ci/gpu/field/cpu/interpreter_gaps.py)
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/mamba:$REPO/ci/gpu/field/cpu"; SUITE_ENV+=(MAMBA_TREE="$F/mamba")
+      SUITE_ARGS=(-p cuda_on_cpu -p interpreter_gaps test_mamba3_edges.py) ;;
     *) return 1 ;;
   esac
 }

@@ -2,7 +2,7 @@
 
 Why this exists: the scenarios guard the kernels users install, so they run the real upstream files at the
 versions people use, never a copy committed here. The one catalogue of those versions
-(`ARTIFACTS`) is gpu_memsafety/upstream/catalogue.py; this module is the one place that fetches them: `pip download --no-deps --only-binary=:all:` of the
+(`ARTIFACTS`) and the one place that fetches them is gpu_memsafety/upstream/catalogue.py; this is its command: `pip download --no-deps --only-binary=:all:` of the
 exact wheel into a cache outside the workspace (`$GPU_MEMSAFETY_WHEELS`, default
 ~/.cache/gpu-memsafety/wheels, so a nightly job does not fetch hundreds of MB every night), then only the
 members a scenario needs are unpacked into `.vendor/<dist>-<version>/` (the sglang pre-dispatch `.cuh` and
@@ -16,10 +16,11 @@ extracted from it (a cached wheel included: the cache is outside the repository)
 whose hash differs, is refused naming the file, the pinned hash and the one found. apache-tvm-ffi is
 installed by pip with the same pins (`--require-hashes`). Each unpacked folder carries a stamp (`.complete`:
 wheel name and sha256, then a manifest: the sha256 of every file unpacked). Every use of the folder
-(`unpacked`) checks each file against that manifest, and that no file was added: a mismatch is TamperedError
-naming the file and how to unpack it again (`make upstream` redoes such a folder). The manifest catches files
-changed or added after unpacking (a shared vendor folder, a forged stamp over edited files); a forger who
-also rewrites the manifest is caught only by unpacking again from the pinned wheel. A second run does nothing, a half-written folder (no stamp) or one whose stamp names a
+(`unpacked`) checks each file, and that no file was added, against hashes that do not come from the folder: those
+committed in the repository for that wheel (upstream/pins.UNPACKED_SHA256, hashed from the pinned wheel's
+bytes), else the pinned wheel's own RECORD (the cached wheel, its pin checked first). A mismatch, or a folder
+nothing can vouch for, is TamperedError naming the file and how to unpack it again (`make upstream` redoes such a
+folder): a tampered file under a stamp rewritten with the folder's own hashes is caught. A second run does nothing, a half-written folder (no stamp) or one whose stamp names a
 wheel that is not pinned is redone, and extraction goes through a temporary folder renamed into place. A
 failure names the artifact and version, what was needed and what was found.
 
@@ -33,206 +34,19 @@ Pure of torch/triton/CUDA: it may run before either is installed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
-import importlib.util
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import Sequence
 
-from gpu_memsafety.upstream.catalogue import (ARTIFACTS, BY_KEY, STAMP, TVM_FFI_DIST, TVM_FFI_VERSION, WHEELS_ENV,
-                                               Artifact, TamperedError, UpstreamError, artifact, manifest_of,
-                                               stamp_text, tvm_ffi_problem, tvm_ffi_requirement, unpacked, wheel_cache)
-from gpu_memsafety.upstream.pins import WHEEL_SHA256
+from gpu_memsafety.upstream.catalogue import (  # noqa: F401  (the catalogue's names, as the command and its tests read them)
+    ARTIFACTS, BY_KEY, STAMP, TVM_FFI_DIST, TVM_FFI_VERSION, WHEELS_ENV, Artifact, TamperedError, UpstreamError,
+    artifact, download, extract, fetch, find_wheel, include_closure, install_tvm_ffi, manifest_of, record_manifest,
+    stamp_text, trusted_manifest, tvm_ffi_problem, tvm_ffi_requirement, unpacked, verify_tree, verify_wheel,
+    wheel_cache, wheel_manifest)
+from gpu_memsafety.upstream.pins import UNPACKED_SHA256, WHEEL_SHA256   # noqa: F401
 from gpu_memsafety.util.paths import VENDOR_ENV, vendor_dir   # noqa: F401  (VENDOR_ENV: re-exported for messages)
-
-# --- fetching ------------------------------------------------------------------------------------------------
-Runner = Callable[[Sequence[str]], "tuple[int, str]"]
-
-
-def _run_streaming(cmd: Sequence[str]) -> tuple[int, str]:
-    """Run cmd with its output passed through to stderr (pip draws its own progress); (code, last lines)."""
-    from gpu_memsafety.util.child import Child
-    with Child(cmd, pipe=True, stdin=None) as child:
-        for line in child.lines():
-            sys.stderr.write(line)
-        child.wait(None)
-    return (child.proc.returncode if child.proc.returncode is not None else -1), child.tail()
-
-
-def find_wheel(art: Artifact, cache: Path) -> Path | None:
-    found = sorted(p for p in cache.glob(f"{art.wheel_prefix}*.whl") if p.is_file()) if cache.is_dir() else []
-    return found[-1] if found else None
-
-
-def download(art: Artifact, cache: Path, run: Runner = _run_streaming) -> Path:
-    """The wheel of `art` in `cache`, fetched with pip if it is not there yet."""
-    have = find_wheel(art, cache)
-    if have is not None:
-        return have
-    cache.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar", "on",
-           *art.pip_tags, f"{art.dist}=={art.version}", "-d", str(cache)]
-    code, tail = run(cmd)
-    wheel = find_wheel(art, cache)
-    if code != 0 or wheel is None:
-        raise UpstreamError(f"{art.label}: download failed (pip exit code {code}); needed a wheel "
-                            f"{art.wheel_prefix}*.whl in {cache}, found "
-                            f"{'none' if wheel is None else wheel.name}.\n  command: {' '.join(cmd)}\n  "
-                            + "\n  ".join(tail.splitlines()[-8:]))
-    return wheel
-
-
-def verify_wheel(art: Artifact, wheel: Path, handle: BinaryIO) -> str:
-    """The sha256 of the open `handle` (the wheel's bytes) when it is the one pinned for the wheel's file name
-    (upstream/pins.py); else UpstreamError naming the file, the pinned hash and the one found."""
-    digest = hashlib.sha256()
-    for chunk in iter(lambda: handle.read(1 << 20), b""):
-        digest.update(chunk)
-    found = digest.hexdigest()
-    expected = WHEEL_SHA256.get(wheel.name)
-    if expected is None:
-        raise UpstreamError(f"{art.label}: wheel {wheel} has no pinned SHA-256 (found {found}); only the wheels "
-                            f"listed in gpu_memsafety/upstream/pins.py are used: delete it, or pin it after "
-                            f"checking it")
-    if found != expected:
-        raise UpstreamError(f"{art.label}: wheel {wheel} does not match its pinned SHA-256: expected {expected}, "
-                            f"found {found}; it is not the published file (tampered or corrupt): delete it and "
-                            f"run again")
-    return found
-
-
-def _selected(names: Iterable[str], members: Sequence[str]) -> list[str]:
-    return [n for n in names if not n.endswith("/") and any(n == m or (m.endswith("/") and n.startswith(m))
-                                                           for m in members)]
-
-
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
-
-
-def _normalized(path: str) -> str:
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part not in ("", "."):
-            parts.append(part)
-    return "/".join(parts)
-
-
-def include_closure(names: Iterable[str], read: Callable[[str], bytes], roots: Sequence[str],
-                    include_dirs: Sequence[str]) -> list[str]:
-    """The headers `roots` include, directly or not, that the wheel holds: each `#include` resolved against the
-    including file's folder, then against `include_dirs` (wheel paths ending in "/"); one the wheel lacks (a
-    toolkit or system header) is left to the compiler. Every #include counts, whatever #if guards it, so the set
-    may hold a header the build skips, never miss one it reads."""
-    have = set(names)
-    seen: set[str] = set()
-    todo = [r for r in roots if r in have]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        folder = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
-        for target in _INCLUDE.findall(read(name).decode("utf-8", "replace")):
-            for candidate in (_normalized(folder + target), *(_normalized(d + target) for d in include_dirs)):
-                if candidate in have:
-                    todo.append(candidate)
-                    break
-    return sorted(seen)
-
-
-@contextlib.contextmanager
-def _zip_after_check(art: Artifact, wheel: Path, handle: BinaryIO) -> Iterator[tuple[zipfile.ZipFile, str]]:
-    """The wheel opened as a zip from the very bytes whose hash was checked (never reopened by name)."""
-    digest = verify_wheel(art, wheel, handle)
-    handle.seek(0)
-    with zipfile.ZipFile(handle) as zf:
-        yield zf, digest
-
-
-def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
-    """Check the wheel's pinned hash, then unpack art.members of it, and the include closure of art.closure, into
-    vendor/<dist>-<version>/, atomically, with a stamp."""
-    target = vendor / art.folder
-    try:
-        with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, digest):
-            names = zf.namelist()
-            missing = [r for r in art.required if r not in names]
-            if missing:
-                raise UpstreamError(f"{art.label}: wheel {wheel.name} lacks {', '.join(missing)} (needed to run "
-                                    f"{art.what or art.key}); it holds {len(names)} files, e.g. "
-                                    f"{', '.join(names[:3])}")
-            chosen = sorted(set(_selected(names, art.members))
-                            | set(include_closure(names, zf.read, art.closure, art.closure_dirs)))
-            vendor.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{art.folder}.", dir=vendor))
-            try:
-                for name in chosen:
-                    dest = (staging / name).resolve()
-                    if staging.resolve() not in dest.parents:
-                        raise UpstreamError(f"{art.label}: wheel {wheel.name} has a member outside its folder: "
-                                            f"{name!r}")
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(name) as src, dest.open("wb") as out:
-                        shutil.copyfileobj(src, out)
-                (staging / STAMP).write_text(stamp_text(wheel.name, digest, manifest_of(staging)))
-                if target.exists():
-                    shutil.rmtree(target)
-                staging.rename(target)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-    except zipfile.BadZipFile as exc:
-        raise UpstreamError(f"{art.label}: {wheel} is not a readable wheel ({exc}); delete it and run again") from exc
-    return target
-
-
-def fetch(art: Artifact, *, cache: Path | None = None, vendor: Path | None = None, run: Runner = _run_streaming,
-          log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Path:
-    """Make `art` present in .vendor/ (idempotent): its folder."""
-    vendor = vendor or vendor_dir()
-    try:
-        have = unpacked(art, vendor)
-    except TamperedError as exc:
-        log(f"upstream: {exc}: unpacking it again")
-        have = None
-    if have is not None:
-        log(f"upstream: {art.label}: present in {have}")
-        return have
-    wheel = download(art, cache or wheel_cache(), run)
-    folder = extract(art, wheel, vendor)
-    log(f"upstream: {art.label}: unpacked {', '.join((*art.members, *(f'{c} with its includes' for c in art.closure)))} "
-        f"into {folder}")
-    return folder
-
-
-# --- apache-tvm-ffi --------------------------------------------------------------------------------------------
-def install_tvm_ffi(run: Runner = _run_streaming, cache: Path | None = None) -> None:
-    """pip install the pinned apache-tvm-ffi into this interpreter's environment (from the cache if there), only
-    a wheel whose hash is pinned (pip's --require-hashes). Its one dependency, typing-extensions, comes with torch."""
-    if tvm_ffi_problem() is None:
-        return
-    if importlib.util.find_spec("typing_extensions") is None:
-        raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION} needs typing-extensions>=4.5, found none in "
-                            f"{sys.prefix} (torch installs it: install torch first)")
-    cache = cache or wheel_cache()
-    with tempfile.TemporaryDirectory(prefix="gpu-memsafety-pins-") as tmp:
-        requirements = Path(tmp, "requirements.txt")
-        requirements.write_text(tvm_ffi_requirement() + "\n")
-        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes", "--find-links", str(cache),
-               "-r", str(requirements)]
-        code, tail = run(cmd)
-    if code != 0:
-        raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION}: install failed (pip exit code {code})\n  "
-                            + "\n  ".join(tail.splitlines()[-8:]))
 
 
 # --- what to fetch ---------------------------------------------------------------------------------------------

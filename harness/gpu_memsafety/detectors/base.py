@@ -113,7 +113,7 @@ class Detector(Protocol):
     needs_cover: bool           # it sees nothing unless some buffer got `placement` (memcheck, guard page)
     needs_gpu: bool             # it needs a CUDA GPU itself (not only the kernel)
     action: str | None          # worker action that runs a case for it; None: it watches the plain launch
-    action_at: str              # "module:function" of that action (engine.actions.ACTIONS reads it)
+    action_at: str              # "module:function" of that action (detectors.actions.ACTIONS reads it)
     deadline_factor: float      # x the scenario's per-case deadline
     explains_fault: bool        # its finding explains a lost CUDA context
     ends_process: bool          # its finding ends the worker process (the rest of the batch reruns)

@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from gpu_memsafety.model import GUARD, TRACE
+from gpu_memsafety.model import GUARD, TRACE, TRACE_RACE
 
 
 def launched(ctx: Any, info: Any, **extra: Any) -> dict[str, Any]:
@@ -41,6 +41,8 @@ def once(worker: Any, adapter: Any, case: Any, *, watch_placement: str | None = 
     evidence = marker_check(worker, ctx)
     if tracer is not None:
         evidence[TRACE] = tracer.evidence()
+        if tracer.races is not None:
+            evidence[TRACE_RACE] = tracer.races.evidence()
     return launched(ctx, info, evidence=evidence, kernel_seconds=kernel_s,
                     passes=[{"placement": where if placements is None else "rerun", "pages": pages,
                              "kernel_seconds": round(kernel_s, 6)}])
@@ -52,7 +54,11 @@ def _traced(worker: Any, ctx: Any) -> Any:
     if TRACE not in worker.mode.detectors:
         return contextlib.nullcontext(None)
     from gpu_memsafety.detectors.trace import tracing
-    return tracing(ctx.arena)
+    races = None
+    if TRACE_RACE in worker.mode.detectors:
+        from gpu_memsafety.detectors.trace_race import Races
+        races = Races()
+    return tracing(ctx.arena, races)
 
 
 def jsonable(value: Any) -> Any:

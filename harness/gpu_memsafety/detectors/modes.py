@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.detectors.actions import ONCE, STRESS
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, RACECHECK, SYNCCHECK, TRACE, UNINIT
+from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, RACECHECK, SYNCCHECK, TRACE, TRACE_RACE, UNINIT
 from gpu_memsafety.placement import layout as L
 
 # A sanitized case's deadline is its scenario's timeout_s times this. memcheck slows kernels 16-30x, but every
@@ -137,8 +137,10 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("guard", (GUARD,), "guard markers only, no sanitizer (near-native speed; overwrites only)"),
     Mode("memcheck", (MEMCHECK,), "compute-sanitizer memcheck only"),
     # The trace runs where Triton is interpreted (no GPU): memcheck's stand-in for Triton kernels (detectors/trace.py).
-    Mode("both", (GUARD, MEMCHECK, TRACE), "guard markers and memcheck in one run (without a GPU: the interpreter's "
-                                           "trace of every Triton access instead of memcheck)"),
+    # The trace's race check (detectors/trace_race.py) records its program instances in the same run.
+    Mode("both", (GUARD, MEMCHECK, TRACE, TRACE_RACE), "guard markers and memcheck in one run (without a GPU: the "
+                                                       "interpreter's trace of every Triton access instead of memcheck, "
+                                                       "and its races between program instances)"),
     # Two passes (back pages, then front pages) when the case runs through; after a fault, reruns with one buffer
     # on a page at a time name it and its side (gpu_memsafety.detectors.pageprobe; the runner runs them, in the case's budget).
     Mode("guard_page", (GUARD, GUARD_PAGE),
@@ -159,7 +161,7 @@ MODES: Mapping[str, Mode] = {m.name: m for m in (
     Mode("values", (GUARD, POISON, UNINIT),
          "poison where memcheck cannot see (row padding, unused rows, uncovered buffers) and two fill patterns "
          "(reads of never-written memory, outputs left unwritten), no sanitizer"),
-    Mode("complete", (GUARD, MEMCHECK, POISON, UNINIT, TRACE, RACECHECK, SYNCCHECK),
+    Mode("complete", (GUARD, MEMCHECK, POISON, UNINIT, TRACE, TRACE_RACE, RACECHECK, SYNCCHECK),
          "every detector that applies to a case, one judgement: memcheck and the guard markers in one sanitized "
          "process, then poison (inside allocations) and uninit, then racecheck and synccheck for kernels whose "
          "scenario uses them", stages=("both", "values", "racecheck", "synccheck")),

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from gpu_memsafety.detectors import guard, guard_page, hazards, memcheck, poison, trace, uninit
+from gpu_memsafety.detectors import guard, guard_page, hazards, memcheck, poison, trace, trace_race, uninit
 from gpu_memsafety.detectors.base import Detector
 from gpu_memsafety.model import DETECTORS as NAMES, Finding
 
 UNITS: dict[str, Detector] = {d.name: d for d in (
     guard.DETECTOR, memcheck.DETECTOR, guard_page.DETECTOR, poison.DETECTOR, uninit.DETECTOR, trace.DETECTOR,
-    hazards.RACECHECK_DETECTOR, hazards.SYNCCHECK_DETECTOR)}
+    trace_race.DETECTOR, hazards.RACECHECK_DETECTOR, hazards.SYNCCHECK_DETECTOR)}
 
 if tuple(UNITS) != NAMES:     # the model's vocabulary and the registry name the same detectors, in one order
     raise RuntimeError(f"detector registry {tuple(UNITS)} differs from gpu_memsafety.model.DETECTORS {NAMES}")

@@ -32,6 +32,7 @@ markers see those accesses there). CUDA C kernels and torch ops are not traced.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Iterator
@@ -124,6 +125,10 @@ class Tracer:
         self._strays: dict[str, dict[tuple[str, int], list[Any]]] = {}   # direction -> (arg, its size) -> offsets
         self._wild: dict[str, list[Any]] = {}           # direction -> addresses near no argument
         self._judging = True                            # strays are judged (every tensor argument on the host)
+        self._sites: dict[tuple[str, str], tuple[str, int]] = {}   # (buffer, direction) -> the first such access's
+                                                                    # kernel line ("" for strays near no buffer)
+        self.kernel = ""                                # the launch in progress (its Triton function's name)
+        self.races: Any = None                          # detectors/trace_race.Races, where the mode runs that check
 
     def begin(self, args: list[tuple[str, Any]]) -> None:
         """A launch starts: its tensor arguments (parameter name, value as passed: a tensor, a TensorDescriptor,
@@ -142,8 +147,12 @@ class Tracer:
                 owner = next((b for b, base, alloc, _t, _l in self._buffers() if base <= lo < base + alloc), "")
                 found.append(Arg(name, lo, lo + size, owner))
         self._args = found
+        if self.races is not None:
+            self.races.begin(self.kernel, found, self.arena)
 
     def end(self) -> None:
+        if self.races is not None:
+            self.races.end()
         self._args, self._live, self._judging = [], None, True
 
     def _buffers(self) -> list[tuple[str, int, int, int, L.GuardLayout]]:
@@ -175,6 +184,7 @@ class Tracer:
             outside = _outside(off, lay)
             if outside.size:
                 self._bytes.setdefault((name, direction), []).append(outside)
+                self._site(name, direction)
         if ours.all() or not self._judging:
             return None
         stray = ~ours
@@ -182,11 +192,18 @@ class Tracer:
         if not stray.any():
             return None
         self._stray(direction, a[stray], max(size, 1))
+        self._site("", direction)
         if lanes is None:
             return stray.reshape(full.shape)
         out = np.zeros(full.shape, dtype=bool)
         out[lanes] = stray
         return out
+
+    def _site(self, name: str, direction: str) -> None:
+        """The kernel line of the first access outside `name` (the stack's innermost frame outside Triton, numpy
+        and this harness: the interpreter runs a kernel's code compiled from its own file, at its own lines)."""
+        if (name, direction) not in self._sites:
+            self._sites[(name, direction)] = kernel_line()
 
     def _reachable(self, a: Any) -> Any:
         """Which addresses lie in memory a kernel may reach outside the arena: a tensor argument's storage, else
@@ -228,6 +245,7 @@ class Tracer:
             if arg.buffer:
                 off = np.unique(((sel - self.arena.buffers[arg.buffer].tensor_addr)[:, None] + width).ravel())
                 self._bytes.setdefault((arg.buffer, direction), []).append(off)
+                self._site(arg.buffer, direction)
             else:
                 off = np.unique(((sel - arg.lo)[:, None] + width).ravel())
                 self._strays.setdefault(direction, {}).setdefault((arg.name, arg.hi - arg.lo), []).append(off)
@@ -262,6 +280,12 @@ class Tracer:
         doc: dict[str, Any] = {"accesses": self.accesses, "launches": self.launches, "outside": out}
         if strays:
             doc["strays"] = strays
+        sites: dict[str, dict[str, dict[str, Any]]] = {}
+        for (name, direction), (file, line) in self._sites.items():
+            if file:
+                sites.setdefault(name, {})[direction] = {"file": file, "line": line}
+        if sites:
+            doc["sites"] = sites          # buffer ("" for strays) -> direction -> the kernel's file and line
         return doc
 
 
@@ -288,6 +312,30 @@ class _Fence(Tracer):
 
 
 _FENCE = _Fence()
+
+
+_NOT_KERNEL: list[tuple[str, ...]] = []
+
+
+def kernel_line() -> tuple[str, int]:
+    """(file, line) of the running kernel's code: the innermost frame outside Triton, numpy, torch and this harness
+    (a `@triton.jit` helper's line where the access is in a helper); ("", 0) when there is none."""
+    import os
+    import sys
+    if not _NOT_KERNEL:
+        roots = []
+        for name in ("triton", "numpy", "torch", "gpu_memsafety"):
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "__file__", None):
+                roots.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+        _NOT_KERNEL.append(tuple(roots))
+    frame = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not file.startswith("<") and not file.startswith(_NOT_KERNEL[0]) and os.path.isabs(file):
+            return file, frame.f_lineno
+        frame = frame.f_back
+    return "", 0
 
 
 def tensors_of(value: Any) -> Iterator[Any]:
@@ -365,12 +413,13 @@ class StrayAccess(RuntimeError):
 
 
 # How a case's result message starts when the fence stopped its run (the worker writes "Type: message").
-assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (engine.job spells it)
+assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (gpu_memsafety.job spells it)
 
 
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.
 _ACTIVE: list[Tracer] = []
-_INSTALLED: list[bool] = []
+# What _install put on the interpreter's classes: (class name in triton.runtime.interpreter, attribute) -> function.
+_HOOKS: dict[tuple[str, str], Any] = {}
 _STRICT: list[bool] = [True]
 
 
@@ -388,10 +437,21 @@ def fence(strict: bool = True) -> bool:
     return True
 
 
+def hooks_present() -> bool:
+    """Whether the interpreter's memory operations still run through the trace: code that reloads
+    triton.runtime.interpreter (importlib.reload) re-creates its classes without the hooks, and every launch after
+    that would go unseen."""
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    return bool(_HOOKS) and interpreter is not None and all(
+        getattr(getattr(interpreter, owner, None), name, None) is fn for (owner, name), fn in _HOOKS.items())
+
+
 def _install() -> None:
-    """Wrap the interpreter's four memory operations and its launch, once per process (fence())."""
-    if _INSTALLED:
+    """Wrap the interpreter's four memory operations and its launch (fence()): once, and again where the
+    interpreter's classes lost the hooks (hooks_present)."""
+    if hooks_present():
         return
+    _HOOKS.clear()
     import numpy as np
     from triton.runtime import interpreter as I
 
@@ -412,25 +472,41 @@ def _install() -> None:
         """The access's mask less its stray lanes (which the interpreter must not touch)."""
         return mask if stray is None else I.TensorHandle(np.asarray(mask.data).astype(bool) & ~stray, mask.dtype)
 
+    # Each access also goes, lanes as the interpreter will make them, to the launch's race check when one runs
+    # (detectors/trace_race.Races: which program instance, builder.grid_idx, touched which bytes).
     def load(self: Any, ptrs: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = active().record(READ, ptrs.data, mask.data, size_of(ptrs))
-        return orig["create_masked_load"](self, ptrs, allowed(mask, stray), *args, **kw)
+        tracer = active()
+        lanes = allowed(mask, tracer.record(READ, ptrs.data, mask.data, size_of(ptrs)))
+        if tracer.races is not None:
+            tracer.races.access(READ, ptrs.data, lanes.data, size_of(ptrs), self.grid_idx, self.grid_dim)
+        return orig["create_masked_load"](self, ptrs, lanes, *args, **kw)
 
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = active().record(WRITE, ptrs.data, mask.data, size_of(ptrs))
-        return orig["create_masked_store"](self, ptrs, value, allowed(mask, stray), *args, **kw)
+        tracer = active()
+        lanes = allowed(mask, tracer.record(WRITE, ptrs.data, mask.data, size_of(ptrs)))
+        if tracer.races is not None:
+            tracer.races.access(WRITE, ptrs.data, lanes.data, size_of(ptrs), self.grid_idx, self.grid_dim, value.data)
+        return orig["create_masked_store"](self, ptrs, value, lanes, *args, **kw)
 
     def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *args: Any, **kw: Any) -> Any:
-        stray = active().record(WRITE, ptr.data, mask.data, size_of(ptr))
-        return orig["create_atomic_rmw"](self, op, ptr, val, allowed(mask, stray), *args, **kw)
+        tracer = active()
+        lanes = allowed(mask, tracer.record(WRITE, ptr.data, mask.data, size_of(ptr)))
+        if tracer.races is not None:
+            tracer.races.atomic(ptr.data, lanes.data, self.grid_idx, self.grid_dim,
+                                release=op == I._ir.ATOMIC_OP.XCHG)
+        return orig["create_atomic_rmw"](self, op, ptr, val, lanes, *args, **kw)
 
     def cas(self: Any, ptr: Any, *args: Any, **kw: Any) -> Any:
-        active().record(WRITE, ptr.data, None, size_of(ptr))    # no mask to take a stray lane off: recorded only
+        tracer = active()
+        tracer.record(WRITE, ptr.data, None, size_of(ptr))    # no mask to take a stray lane off: recorded only
+        if tracer.races is not None:
+            tracer.races.atomic(ptr.data, None, self.grid_idx, self.grid_dim, acquire=True)
         return orig["create_atomic_cas"](self, ptr, *args, **kw)
 
     def run(self: Any, *args: Any, **kw: Any) -> Any:
         tracer = active()
         tracer.launches += 1
+        tracer.kernel = getattr(self.fn, "__name__", "a Triton kernel")
         names = list(getattr(self, "arg_names", None) or ())
         names += [f"#{i}" for i in range(len(names), len(args))]      # parameters by position where unnamed
         tracer.begin(list(zip(names, args)) + list(kw.items()))
@@ -447,19 +523,21 @@ def _install() -> None:
     for name, fn in {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
                      "create_atomic_cas": cas}.items():
         setattr(builder, name, fn)
+        _HOOKS[("InterpreterBuilder", name)] = fn
     I.GridExecutor.__call__ = run
-    _INSTALLED.append(True)
 
 
 @contextlib.contextmanager
-def tracing(arena: Any) -> Iterator[Tracer | None]:
+def tracing(arena: Any, races: Any = None) -> Iterator[Tracer | None]:
     """Trace the interpreted launches while the block runs (installing the fence first, its strictness left as the
-    worker set it); yields the Tracer (None when Triton is not interpreted here: nothing is wrapped)."""
+    worker set it), checking races between their program instances with `races` (detectors/trace_race.Races) when
+    given; yields the Tracer (None when Triton is not interpreted here: nothing is wrapped)."""
     if not interpreting():
         yield None
         return
     _install()
     tracer = Tracer(arena)
+    tracer.races = races
     _ACTIVE.append(tracer)
     try:
         yield tracer

@@ -18,7 +18,8 @@ can check the kernel to its end (triton 3.6, runtime/interpreter.py and compiler
 - `min`/`max` in a kernel: compiled Triton takes them as tl's builtin_min/builtin_max (code_generator's
   builtin_namespace), tensor-aware; the interpreter runs Python's, which hands back a Python int where the int is
   smaller (`min(NC, tl.cdiv(...)).to(tl.int32)`: fla's KDA). Here the kernel's `min`/`max` calls are tl's when an
-  argument is a tensor (Python's otherwise, the same value).
+  argument is a tensor (Python's otherwise, the same value), unless the kernel's module binds the name itself
+  (triton.language.standard's `max` reduction, which `tl.sort` and `tl.topk` call as `max(x, axis)`).
 - A Triton builtin bound by a bare name in the kernel's module (`gather = tl.gather`, fla's utils): compiled Triton
   resolves it like `tl.gather`; the interpreter patches only the attributes of `triton.language`, so the bare name
   is the unpatched function ("Did you forget to add @triton.jit ?"). Here it is the `tl` attribute, read at call time.
@@ -126,9 +127,11 @@ def install() -> bool:
             node.value = self.visit(node.value)     # the interpreter's own visit_Assign does not look inside
             return super().visit_Assign(node)
 
+        shadowed: frozenset[str] = frozenset()     # min/max the function's module binds itself (set per rewrite)
+
         def visit_Call(self, node: ast.Call) -> ast.Call:
             self.generic_visit(node)
-            if isinstance(node.func, ast.Name) and node.func.id in MIN_MAX:
+            if isinstance(node.func, ast.Name) and node.func.id in MIN_MAX and node.func.id not in self.shadowed:
                 node.func = ast.Name(id=MIN_MAX[node.func.id], ctx=ast.Load())
             return node
 
@@ -178,13 +181,20 @@ def install() -> bool:
                 owner = next((o for o in (tl, tl.math) if getattr(o, value.__name__, None) is value), None)
                 if owner is not None:
                     names[key] = forward(owner, value.__name__)
+        # Only Python's own min/max are compiled Triton's builtins: a module that defines its own (triton.language.
+        # standard's `max` reduction, which its sort and topk call as `max(x, axis)`) keeps its function
+        transformer.shadowed = frozenset(n for n in MIN_MAX if n in names)
         return original_rewrite(self)
 
     original_patch_tensor = I._patch_lang_tensor
 
-    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
-        original_patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).squeeze()))
+    def patch_lang_tensor(tensor: Any, *scope: Any) -> None:
+        original_patch_tensor(tensor, *scope)
+        index = lambda self: int(np.asarray(self.handle.data).squeeze())      # noqa: E731
+        if scope:
+            scope[0].set_attr(tensor, "__index__", index)
+        else:                  # triton 3.4: the interpreter sets tl.tensor's attributes itself, with no scope
+            tensor.__index__ = index
 
     original_rewrite = I.FunctionRewriter.rewrite_ast
     I.FunctionRewriter.rewrite_ast = rewrite_ast
@@ -192,9 +202,11 @@ def install() -> bool:
     I._implicit_cvt = implicit_cvt
     I._patch_lang_tensor = patch_lang_tensor    # called by name at each launch; its scope restores what it set
     setattr(I, RANGE, loop)     # the rewriter copies the interpreter's globals into each kernel's
-    setattr(I, MIN_MAX["min"], builtin(min, tl.core.builtin_min))
-    setattr(I, MIN_MAX["max"], builtin(max, tl.core.builtin_max))
-    I.FunctionRewriter.ast_transformer = Loops()
+    # triton 3.6 has builtin_min/builtin_max; 3.4's code generator maps min/max to tl.minimum/tl.maximum
+    setattr(I, MIN_MAX["min"], builtin(min, getattr(tl.core, "builtin_min", tl.minimum)))
+    setattr(I, MIN_MAX["max"], builtin(max, getattr(tl.core, "builtin_max", tl.maximum)))
+    transformer = Loops()
+    I.FunctionRewriter.ast_transformer = transformer
     I.InterpretedFunction.rewritten_fn.clear()
     return True
 

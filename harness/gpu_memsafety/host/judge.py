@@ -170,22 +170,18 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
         return result(Outcome.UNRESOLVED, f"{ev.detector_problem}; nothing it saw is trusted", findings)
     if ev.mode == host_modes.TRACE and not findings and not ev.launches and not ev.fixture_checked:
         # (the test's own outcome and reason follow in every message: _case)
-        return result(Outcome.NOT_APPLICABLE, f"nothing to check: the test ran no Triton kernel in Triton's interpreter "
-                                             f"(TRITON_INTERPRET=1, set before the suite imports triton)"
-                                             f"{_partial_note(ev)}")
+        return result(Outcome.NOT_APPLICABLE, "nothing to check: the test ran no Triton kernel in Triton's interpreter")
     if ev.mode == host_modes.TRACE and not findings and ev.unfinished:
         # a kernel the interpreter could not run to its end was not checked to its end: never a clean
         return result(Outcome.NOT_APPLICABLE, f"not checked to the end: {len(ev.unfinished)} of {ev.launches} "
                                              f"interpreted launch(es) did not finish (first: {ev.unfinished[0]}); "
-                                             f"nothing was found in the {ev.accesses:,} accesses made before"
-                                             f"{_partial_note(ev)}")
+                                             f"nothing was found in the {ev.accesses:,} accesses made before")
     if ev.mode != host_modes.TRACE and not findings and not ev.allocated and not ev.fixture_checked:
         live = (f"; {ev.guarded_blocks} allocation(s) of earlier tests, still live, were checked and unchanged"
                 if ev.guarded_blocks else "")
         return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{live}")
     # trace mode where no kernel ran in the interpreter: only the test's gpu_memsafety_guarded tensors were checked
     outcome, message = _verdict(ev, findings, marker, fixture_only=ev.mode == host_modes.TRACE and not ev.launches)
-    message += _partial_note(ev)
     if ev.unfinished:
         message += (f"; {len(ev.unfinished)} interpreted launch(es) did not finish and were checked only up to there "
                     f"(first: {ev.unfinished[0]})")
@@ -234,7 +230,9 @@ def fold(findings: list[Finding]) -> list[Finding]:
             out.append(f)
             continue
         base = folded.get(id(g), g)
+        path = () if base.detail("path") or not f.detail("path") else (("path", f.detail("path")),)
         folded[id(g)] = replace(base, kernel=base.kernel or f.kernel, source=base.source or f.source,
+                                details=(*base.details, *path),
                                 first_thread=base.first_thread or f.first_thread,
                                 first_block=base.first_block or f.first_block,
                                 note=(f"{base.note}; " if base.note else "") +
@@ -295,15 +293,6 @@ def _verdict(ev: Evidence, findings: list[Finding], marker: TestMarker,
 def _short(f: Finding) -> str:
     name = f" ({f.detail('tensor')})" if f.detail("tensor") else ""
     return f"{f.detector} {f.kind} of {f.buffer}{name}/{f.region} {f.bytes} B" + (f" by {f.kernel}" if f.kernel else "")
-
-
-def _partial_note(ev: Evidence) -> str:
-    """What the mode asked for could not run here (complete without a GPU), said in the verdict."""
-    if not ev.partial:
-        return ""
-    why = next(iter(ev.partial.values()))
-    fixture = " and the gpu_memsafety_guarded tensors were checked" if ev.fixture_checked else ""
-    return f"; {' and '.join(sorted(ev.partial))} did not run ({why}): {ev.mode} ran instead{fixture}"
 
 
 def _own_words(own: OwnResult) -> str:

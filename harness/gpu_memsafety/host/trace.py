@@ -59,13 +59,16 @@ class TraceOfTest:
     accesses: int = 0
     copies: int = 0
     unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
+    unhooked: str = ""     # the trace's hooks were gone by the test's end: its later launches went unseen (why)
     untimed: list[str] = field(default_factory=list)       # autotuned kernels whose every config ran once, untimed
+    race_notes: list[str] = field(default_factory=list)    # the race check's (detectors/trace_race.notes)
 
     def notes(self) -> list[str]:
         """What the trace did differently from a plain interpreted run, in the verdict's words."""
+        races = list(dict.fromkeys(self.race_notes))
         if not self.untimed:
-            return []
-        return [f"Triton's autotuner cannot time configs without a GPU ('0 active drivers'): each config of "
+            return races
+        return races + [f"Triton's autotuner cannot time configs without a GPU ('0 active drivers'): each config of "
                 f"{', '.join(sorted(set(self.untimed)))} ran once under the trace, untimed, and the first was kept"]
 
 
@@ -114,9 +117,11 @@ class _Launch:
     def __init__(self, kernel: str, params: list[tuple[str, Any]], variables: dict[int, tuple[str, ...]],
                  guarded: list[Any] = ()) -> None:
         from gpu_memsafety.detectors.trace import Tracer
+        from gpu_memsafety.detectors.trace_race import Races
         self.kernel = kernel
         self.arena = _Arena()
         self.tracer = Tracer(self.arena)
+        self.tracer.races = Races()          # races between its program instances (detectors/trace_race.py)
         self.params = params
         self.variables = variables
         self.guarded = list(guarded)         # the test's gpu_memsafety_guarded buffers: placed as they are
@@ -175,6 +180,7 @@ class _Launch:
         from gpu_memsafety.detectors.trace import READ, WRITE
         from gpu_memsafety.sanitizer import attribute
         doc = self.tracer.evidence()
+        sites = doc.get("sites", {})
         out: list[Finding] = []
         for direction, kind in ((READ, OVERREAD), (WRITE, OVERWRITE)):
             runs = {name: dirs[direction] for name, dirs in doc.get("outside", {}).items() if dirs.get(direction)}
@@ -184,25 +190,50 @@ class _Launch:
                     r["logical"] = where_text(r["start"], r["end"], copy.layout.nbytes)
                 for f in attribute.guard_findings({name: ranges}, kernel=self.kernel, arch="cpu", detector=TRACE,
                                                   kind=kind, access=direction):
-                    out.append(_named(f, copy, self.kernel))
+                    out.append(_at(_named(f, copy, self.kernel), sites.get(name, {}).get(direction)))
             strays = [ByteRange(UNATTRIBUTED, r["start"], r["end"], r.get("logical", ""))
                       for r in doc.get("strays", {}).get(direction, [])]
             if strays:
-                out.append(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
+                out.append(_at(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
                                    bytes=sum(r.nbytes for r in strays), count=len(strays), kernel=self.kernel,
                                    arch="cpu", ranges=tuple(strays), details=(("access", direction),),
                                    note="memory outside every allocation the launch can reach; the interpreter did "
-                                        "not touch it"))
-        return out
+                                        "not touch it"), sites.get("", {}).get(direction)))
+        return out + self._races()
+
+    def _races(self) -> list[Finding]:
+        """The race check's findings, each tensor named as the trace's are (kernel argument, test variable)."""
+        from gpu_memsafety.detectors.trace_race import findings_of
+
+        def name(rec: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+            copy = self.arena.buffers.get(rec["buffer"])
+            if copy is None:
+                return rec["buffer"], (("tensor", f"kernel argument `{rec['buffer']}` of {self.kernel}"),)
+            label = copy.name if copy.storage is None and copy.keep is None or not copy.params else copy.params[0]
+            return label, (("tensor", _tensor_words(copy, self.kernel)), ("size", str(copy.layout.nbytes)),
+                           ("device", "cpu"))
+        return findings_of(self.tracer.races.evidence(), "cpu", name)
+
+    def race_notes(self) -> list[str]:
+        from gpu_memsafety.detectors.trace_race import notes
+        return notes(self.tracer.races.evidence())
+
+
+def _at(f: Finding, site: Any) -> Finding:
+    """f at the kernel's line that made its first access (the trace's site: {"file", "line"}), as memcheck places
+    its records: `source` is "file.py:LINE", the detail `path` the whole file name (report/locate.py)."""
+    if not site:
+        return f
+    from dataclasses import replace
+    from pathlib import PurePath
+    return replace(f, source=f"{PurePath(site['file']).name}:{site['line']}",
+                   details=(*f.details, ("path", str(site["file"]))))
 
 
 def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
     """f named by the kernel argument and test variable it was found in; its note starts with its byte count."""
     from dataclasses import replace
-    params = ", ".join(f"`{p}`" for p in copy.params)
-    tensor = f"kernel argument {params} of {kernel}"
-    if copy.variables:
-        tensor += "; test variable " + ", ".join(f"`{v}`" for v in copy.variables)
+    tensor = _tensor_words(copy, kernel)
     fixture = copy.storage is None and copy.keep is None       # a gpu_memsafety_guarded tensor, placed as it is
     where = {L.PAST_END: "past the end of", L.BEFORE_START: "before the start of"}.get(f.region, f"in the {f.region} of")
     what = "gpu_memsafety_guarded tensor" if fixture else "CPU storage"
@@ -210,6 +241,15 @@ def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
             f"({'read' if f.kind == OVERREAD else 'written'}; exact bytes of whole accesses)")
     return replace(f, buffer=copy.name if fixture or not copy.params else copy.params[0], note=note,
                    details=(*f.details, ("tensor", tensor), ("size", str(copy.layout.nbytes)), ("device", "cpu")))
+
+
+def _tensor_words(copy: _Copy, kernel: str) -> str:
+    """A copy's tensor in the test's words: its kernel argument(s) and the test variable(s) that hold it."""
+    params = ", ".join(f"`{p}`" for p in copy.params)
+    tensor = f"kernel argument {params} of {kernel}"
+    if copy.variables:
+        tensor += "; test variable " + ", ".join(f"`{v}`" for v in copy.variables)
+    return tensor
 
 
 def merged(findings: list[Finding]) -> list[Finding]:
@@ -255,6 +295,7 @@ class HostTrace:
         self._restore: Callable[[], None] | None = None
         self._launch: list[_Launch] = []
         self._arenas: list[Any] = []
+        self._hooks: tuple[Any, Any] | None = None
 
     def watch(self, arena: Any) -> None:
         """The running test's gpu_memsafety_guarded arena (placement/guard.Arena): its buffers are placed with their
@@ -265,13 +306,27 @@ class HostTrace:
         self.code = getattr(test_function, "__code__", None)
         self.current = TraceOfTest()
         self._arenas = []
+        if self._restore is not None and not self.hooks_present():
+            self.uninstall()          # re-checked at each test: a reloaded interpreter gets the hooks again
         if self._restore is None and "triton.runtime.interpreter" in sys.modules:
             self.install()
 
     def take(self) -> TraceOfTest:
         done, self.current = self.current, TraceOfTest()
         done.findings = merged(done.findings)
+        if self._restore is not None and not self.hooks_present():
+            done.unhooked = ("not checked: the trace's hooks on Triton's interpreter were gone by the end of this test "
+                             "(triton.runtime.interpreter reloaded, or its classes replaced), so its launches after "
+                             "that were not traced")
         return done
+
+    def hooks_present(self) -> bool:
+        """The interpreter still launches through this trace and its memory operations through detectors/trace."""
+        from gpu_memsafety.detectors import trace
+        interpreter = sys.modules.get("triton.runtime.interpreter")
+        executor = getattr(interpreter, "GridExecutor", None)
+        return (trace.hooks_present() and executor is not None and (executor.__call__, executor._init_args_hst)
+                == self._hooks)
 
     @property
     def installed(self) -> bool:
@@ -312,6 +367,7 @@ class HostTrace:
                 host.current.accesses += current.tracer.accesses
                 host.current.copies += len(current.arena.buffers)
                 host.current.findings += current.findings()
+                host.current.race_notes += current.race_notes()
 
         def init_args(executor: Any, args_dev: Any, kwargs: Any) -> Any:
             args_hst, kwargs_hst = init(executor, args_dev, kwargs)
@@ -319,13 +375,15 @@ class HostTrace:
                 host._launch[-1].relocate(args_hst, kwargs_hst)
             return args_hst, kwargs_hst
 
-        I.GridExecutor.__call__ = launch               # type: ignore[method-assign]
-        I.GridExecutor._init_args_hst = init_args      # type: ignore[method-assign]
+        executor = I.GridExecutor
+        executor.__call__ = launch                     # type: ignore[method-assign]
+        executor._init_args_hst = init_args            # type: ignore[method-assign]
+        self._hooks = (launch, init_args)
         untimed = self._untimed_autotune()
 
-        def restore() -> None:
-            I.GridExecutor.__call__ = call             # type: ignore[method-assign]
-            I.GridExecutor._init_args_hst = init       # type: ignore[method-assign]
+        def restore() -> None:                         # on the class patched (a reloaded module has a new one)
+            executor.__call__ = call                   # type: ignore[method-assign]
+            executor._init_args_hst = init             # type: ignore[method-assign]
             untimed()
         self._restore = restore
         return True

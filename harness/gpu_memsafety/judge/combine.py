@@ -101,7 +101,7 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
 
 def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
     """The stages that ended the case over stray accesses the interpreter's fence did not let a run without the trace
-    make (engine.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
+    make (gpu_memsafety.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
     trace): that stage's findings say what the accesses were, so such a stage decides nothing (rule 1 does not apply)
     and adds nothing."""
     if not any(d.ran and says(d.detector, "places_strays")

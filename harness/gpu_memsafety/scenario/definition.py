@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from gpu_memsafety.model import (BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, SHARED, SHARED_MEMORY, Expectation,
-                                 ExpectedFinding)
+from gpu_memsafety.model import (BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, RIDES_WITH, SHARED, SHARED_MEMORY,
+                                 Expectation, ExpectedFinding)
 from gpu_memsafety.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
@@ -210,6 +210,9 @@ class Scenario:
         unknown = set(self.detectors) - set(DETECTORS)
         if unknown:
             raise ScenarioError(self.name, "detectors", f"unknown detector(s) {sorted(unknown)}; known: {DETECTORS}")
+        riders = tuple(d for d, host in RIDES_WITH.items() if host in self.detectors and d not in self.detectors)
+        if riders:       # a detector that runs in another's pass goes wherever that one goes (model.RIDES_WITH)
+            object.__setattr__(self, "detectors", (*self.detectors, *riders))
         if not isinstance(self.cover, str) or self.cover not in COVERS:
             raise ScenarioError(self.name, "cover", f"{self.cover!r} is not one of {', '.join(map(repr, COVERS))} "
                                 "(every buffer, or only those allocated with watch=True)")

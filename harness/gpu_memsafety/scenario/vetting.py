@@ -24,8 +24,10 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -223,14 +225,27 @@ def vet(sources: Sequence[Mapping[str, Any]], *, python: str = sys.executable,
 VETTING_ENV = "GPU_MEMSAFETY_VETTING"
 
 
+# The vetting child's temporary folder: tempfile's folder / PREFIX + random; OWNER in it names the process that made
+# it (pid and start time), so that a later run can tell a folder whose owner was killed (SIGKILL: nothing of its own
+# cleanup ran) from one in use. A folder without OWNER younger than ORPHAN_AGE_S is one being made.
+PREFIX = "gpu-memsafety-vet-"
+OWNER = "owner"
+ORPHAN_AGE_S = 600.0
+
+
 def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pythonpath: str | None) -> list[Verdict]:
-    """The child in a session of its own, its temporary folder removed after it: on a stop signal too (SIGTERM,
-    SIGHUP: util.signals), the child's whole process group is killed and collected before the folder goes, and
-    what it started that left the group but carries VETTING_ENV is ended (util.child)."""
+    """The child in a session of its own, its temporary folder removed after it: on a stop signal too (every
+    catchable one: util.signals), the child's whole process group is killed and collected before the folder goes,
+    and what it started that left the group but carries VETTING_ENV is ended (util.child). What an uncatchable one
+    (SIGKILL) leaves, the next vetting finds and removes first (`sweep_abandoned`)."""
+    from gpu_memsafety.util import procs
     from gpu_memsafety.util.child import Child
     from gpu_memsafety.util.paths import inherited_pythonpath
     from gpu_memsafety.util.signals import stopping
-    with stopping(), tempfile.TemporaryDirectory(prefix="gpu-memsafety-vet-") as tmp:
+    procs.subreaper()          # a process a scenario file starts at import and leaves (setsid, double fork) is ours
+    sweep_abandoned()
+    with stopping(), tempfile.TemporaryDirectory(prefix=PREFIX) as tmp:
+        Path(tmp, OWNER).write_text(f"{os.getpid()} {procs.start_ticks(os.getpid())}")
         job, log, err = Path(tmp, "job.json"), Path(tmp, "verdicts.jsonl"), Path(tmp, "stderr.txt")
         job.write_text(json.dumps({"sources": todo, "log": str(log)}))
         env = dict(os.environ)
@@ -241,6 +256,35 @@ def _run_child(todo: list[dict[str, Any]], python: str, deadline_s: float, pytho
             if not child.wait(deadline_s):
                 child.kill(timed_out=True)
         return _verdicts(todo, _log_lines(log), child.proc.returncode, child.timed_out, deadline_s, err.read_bytes())
+
+
+def sweep_abandoned(folder: str | None = None) -> list[str]:
+    """The vetting folders under `folder` (tempfile's) whose owner is gone (killed by SIGKILL, or by a power cut):
+    every process that still carries one in its environment (the vetting child and what it started, in its group or
+    not) is killed, then the folder is removed. Only this user's folders; the ones removed."""
+    from gpu_memsafety.util import procs
+    removed = []
+    for path in sorted(Path(folder or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid() or _owned(path, info.st_mtime):
+            continue
+        procs.reap([pid for pid in procs.running() if procs.carries(pid, VETTING_ENV, str(path))])
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
+
+
+def _owned(path: Path, mtime: float) -> bool:
+    """Its owner still runs (the same process: pid and start time), or it is too young to have an owner yet."""
+    from gpu_memsafety.util import procs
+    try:
+        pid, ticks = Path(path, OWNER).read_text().split()
+    except (OSError, ValueError):
+        return time.time() - mtime < ORPHAN_AGE_S
+    return pid.isdigit() and str(procs.start_ticks(int(pid))) == ticks
 
 
 def _log_lines(log: Path) -> list[dict[str, Any]]:

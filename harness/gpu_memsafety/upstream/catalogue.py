@@ -1,26 +1,33 @@
-"""The catalogue of upstream code the scenarios run: each published wheel by exact version (`ARTIFACTS`), where its
-unpacked files are (`unpacked`, checked against the manifest its stamp carries), how a case that lacks them says so
-(`how_to_get`), and the version checks the kernels' adapters make (`version_tuple`, `triton_problem`,
-`tvm_ffi_problem`).
+"""The upstream code the scenarios run: the catalogue of published wheels by exact version (`ARTIFACTS`), where
+each is unpacked and the check of every use of that folder against hashes that never come from it (`unpacked`,
+`verify_tree`), how a case that lacks one says so (`how_to_get`), the version checks the kernels' adapters make
+(`version_tuple`, `triton_problem`, `tvm_ffi_problem`), and the fetching itself (`fetch`: download, verify,
+extract; `install_tvm_ffi`). `gpu-memsafety upstream` (cli/upstream.py) is the command over it.
 
-Why it is apart from `gpu-memsafety upstream` (cli/upstream.py, which fetches and unpacks the wheels): the kernels'
-adapters and the scenarios read the catalogue, and they sit below the command line; the catalogue, its pins
-(upstream/pins.py) and the checks of what was unpacked are what they need, the fetching is not.
+Why it is a package of its own, low in the layers: the kernels' adapters and the scenarios read the catalogue and
+the checks of what was unpacked, and they sit below the command line. Its pins are upstream/pins.py, the wheel
+readers upstream/wheels.py.
 
 Pure of torch/triton/CUDA: it may run before either is installed.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as metadata
+import importlib.util
 import os
 import re
+import shutil
 import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
-from gpu_memsafety.upstream.pins import WHEEL_SHA256
+from gpu_memsafety.upstream.pins import UNPACKED_SHA256, WHEEL_SHA256
+from gpu_memsafety.upstream.wheels import include_closure, record_hashes, selected as _selected   # noqa: F401
 from gpu_memsafety.util.paths import VENDOR_ENV, vendor_dir   # noqa: F401  (VENDOR_ENV: re-exported for messages)
 
 WHEELS_ENV = "GPU_MEMSAFETY_WHEELS"
@@ -194,18 +201,18 @@ def _refetch(art: Artifact, folder: Path) -> str:
 
 
 def verify_tree(art: Artifact, folder: Path, stamp: Sequence[str]) -> None:
-    """Every file of `folder` is the one the stamp's manifest lists, byte for byte (sha256), and no file was
-    added; else TamperedError naming the file and how to refetch."""
-    expected: dict[str, str] = {}
+    """Every file of `folder` is the one the pinned wheel the stamp names holds, byte for byte (sha256), and no file
+    was added; else TamperedError naming the file and how to refetch. The hashes compared with never come from the
+    folder (its stamp could be rewritten with the folder's own hashes): `trusted_manifest`."""
     for line in stamp[3:]:
         digest, sep, name = line.partition("  ")
         if not sep or not re.fullmatch(r"[0-9a-f]{64}", digest) or not name:
             raise TamperedError(f"{art.label}: the manifest in {folder / STAMP} has a malformed line {line!r}; "
                                 f"{_refetch(art, folder)}")
-        expected[name] = digest
-    if stamp[2:3] != [f"{len(expected)} files"]:
-        raise TamperedError(f"{art.label}: the manifest in {folder / STAMP} lists {len(expected)} files but says "
-                            f"{stamp[2] if len(stamp) > 2 else 'nothing'}; {_refetch(art, folder)}")
+    try:
+        expected = trusted_manifest(art, stamp[0])
+    except TamperedError as exc:
+        raise TamperedError(f"{exc}; {_refetch(art, folder)}") from None
     try:
         found = manifest_of(folder)
     except TamperedError as exc:
@@ -249,7 +256,174 @@ def how_to_get(art: Artifact) -> str:
             f"--only {art.key}`) on a machine with access to the package index, then copy .vendor/ here")
 
 
-# --- versions ----------------------------------------------------------------------------------------------
+# --- fetching ------------------------------------------------------------------------------------------------
+Runner = Callable[[Sequence[str]], "tuple[int, str]"]
+
+
+def _run_streaming(cmd: Sequence[str]) -> tuple[int, str]:
+    """Run cmd with its output passed through to stderr (pip draws its own progress); (code, last lines)."""
+    from gpu_memsafety.util.child import Child
+    with Child(cmd, pipe=True, stdin=None) as child:
+        for line in child.lines():
+            sys.stderr.write(line)
+        child.wait(None)
+    return (child.proc.returncode if child.proc.returncode is not None else -1), child.tail()
+
+
+def find_wheel(art: Artifact, cache: Path) -> Path | None:
+    found = sorted(p for p in cache.glob(f"{art.wheel_prefix}*.whl") if p.is_file()) if cache.is_dir() else []
+    return found[-1] if found else None
+
+
+def download(art: Artifact, cache: Path, run: Runner = _run_streaming) -> Path:
+    """The wheel of `art` in `cache`, fetched with pip if it is not there yet."""
+    have = find_wheel(art, cache)
+    if have is not None:
+        return have
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar", "on",
+           *art.pip_tags, f"{art.dist}=={art.version}", "-d", str(cache)]
+    code, tail = run(cmd)
+    wheel = find_wheel(art, cache)
+    if code != 0 or wheel is None:
+        raise UpstreamError(f"{art.label}: download failed (pip exit code {code}); needed a wheel "
+                            f"{art.wheel_prefix}*.whl in {cache}, found "
+                            f"{'none' if wheel is None else wheel.name}.\n  command: {' '.join(cmd)}\n  "
+                            + "\n  ".join(tail.splitlines()[-8:]))
+    return wheel
+
+
+def verify_wheel(art: Artifact, wheel: Path, handle: BinaryIO) -> str:
+    """The sha256 of the open `handle` (the wheel's bytes) when it is the one pinned for the wheel's file name
+    (upstream/pins.py); else UpstreamError naming the file, the pinned hash and the one found."""
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(chunk)
+    found = digest.hexdigest()
+    expected = WHEEL_SHA256.get(wheel.name)
+    if expected is None:
+        raise UpstreamError(f"{art.label}: wheel {wheel} has no pinned SHA-256 (found {found}); only the wheels "
+                            f"listed in gpu_memsafety/upstream/pins.py are used: delete it, or pin it after "
+                            f"checking it")
+    if found != expected:
+        raise UpstreamError(f"{art.label}: wheel {wheel} does not match its pinned SHA-256: expected {expected}, "
+                            f"found {found}; it is not the published file (tampered or corrupt): delete it and "
+                            f"run again")
+    return found
+
+
+@contextlib.contextmanager
+def _zip_after_check(art: Artifact, wheel: Path, handle: BinaryIO) -> Iterator[tuple[zipfile.ZipFile, str]]:
+    """The wheel opened as a zip from the very bytes whose hash was checked (never reopened by name)."""
+    digest = verify_wheel(art, wheel, handle)
+    handle.seek(0)
+    with zipfile.ZipFile(handle) as zf:
+        yield zf, digest
+
+
+def _chosen(art: Artifact, zf: zipfile.ZipFile) -> list[str]:
+    """The wheel members unpacked for `art`: its members and the include closure of its closure roots."""
+    names = zf.namelist()
+    return sorted(set(_selected(names, art.members)) | set(include_closure(names, zf.read, art.closure,
+                                                                           art.closure_dirs)))
+
+
+def wheel_manifest(art: Artifact, wheel: Path) -> dict[str, str]:
+    """{member: sha256} of what `extract` unpacks from the pinned `wheel`, hashed from the wheel's own bytes (the
+    rows upstream/pins.UNPACKED_SHA256 commits: regenerate them with this from a wheel whose pin checked)."""
+    with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, _):
+        return {name: hashlib.sha256(zf.read(name)).hexdigest() for name in _chosen(art, zf)}
+
+
+def record_manifest(art: Artifact, wheel: Path) -> dict[str, str]:
+    """{member: sha256} of what `extract` unpacks, from the pinned wheel's own RECORD (PEP 376/427: urlsafe base64
+    sha256 of every file), read from the bytes whose pinned hash was checked."""
+    with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, _):
+        try:
+            hashes = record_hashes(zf)
+        except ValueError as exc:
+            raise UpstreamError(f"{art.label}: wheel {wheel.name}: {exc}") from None
+        chosen = _chosen(art, zf)
+    missing = [n for n in chosen if n not in hashes]
+    if missing:
+        raise UpstreamError(f"{art.label}: wheel {wheel.name}'s RECORD has no sha256 for {', '.join(missing[:3])}")
+    return {name: hashes[name] for name in chosen}
+
+
+def trusted_manifest(art: Artifact, wheel_name: str, cache: Path | None = None) -> dict[str, str]:
+    """What the folder unpacked from `wheel_name` must hold, from nothing in the folder itself: the hashes committed
+    for that wheel (upstream/pins.UNPACKED_SHA256), else the pinned wheel's own RECORD (the wheel in the cache,
+    its pin checked); TamperedError when neither is at hand (the folder cannot be vouched for)."""
+    committed = UNPACKED_SHA256.get(wheel_name)
+    if committed is not None:
+        return dict(committed)
+    wheel = (cache or wheel_cache()) / wheel_name
+    if wheel_name in WHEEL_SHA256 and wheel.is_file():
+        try:
+            return record_manifest(art, wheel)
+        except (UpstreamError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise TamperedError(f"{art.label}: the pinned wheel {wheel} cannot vouch for the unpacked files "
+                                f"({exc})") from None
+    raise TamperedError(f"{art.label}: no hashes are committed for wheel {wheel_name} and the wheel is not in "
+                        f"{wheel.parent}: the unpacked files cannot be checked against anything but themselves")
+
+
+def extract(art: Artifact, wheel: Path, vendor: Path) -> Path:
+    """Check the wheel's pinned hash, then unpack art.members of it, and the include closure of art.closure, into
+    vendor/<dist>-<version>/, atomically, with a stamp."""
+    target = vendor / art.folder
+    try:
+        with wheel.open("rb") as handle, _zip_after_check(art, wheel, handle) as (zf, digest):
+            names = zf.namelist()
+            missing = [r for r in art.required if r not in names]
+            if missing:
+                raise UpstreamError(f"{art.label}: wheel {wheel.name} lacks {', '.join(missing)} (needed to run "
+                                    f"{art.what or art.key}); it holds {len(names)} files, e.g. "
+                                    f"{', '.join(names[:3])}")
+            chosen = _chosen(art, zf)
+            vendor.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{art.folder}.", dir=vendor))
+            try:
+                for name in chosen:
+                    dest = (staging / name).resolve()
+                    if staging.resolve() not in dest.parents:
+                        raise UpstreamError(f"{art.label}: wheel {wheel.name} has a member outside its folder: "
+                                            f"{name!r}")
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(name) as src, dest.open("wb") as out:
+                        shutil.copyfileobj(src, out)
+                (staging / STAMP).write_text(stamp_text(wheel.name, digest, manifest_of(staging)))
+                if target.exists():
+                    shutil.rmtree(target)
+                staging.rename(target)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+    except zipfile.BadZipFile as exc:
+        raise UpstreamError(f"{art.label}: {wheel} is not a readable wheel ({exc}); delete it and run again") from exc
+    return target
+
+
+def fetch(art: Artifact, *, cache: Path | None = None, vendor: Path | None = None, run: Runner = _run_streaming,
+          log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Path:
+    """Make `art` present in .vendor/ (idempotent): its folder."""
+    vendor = vendor or vendor_dir()
+    try:
+        have = unpacked(art, vendor)
+    except TamperedError as exc:
+        log(f"upstream: {exc}: unpacking it again")
+        have = None
+    if have is not None:
+        log(f"upstream: {art.label}: present in {have}")
+        return have
+    wheel = download(art, cache or wheel_cache(), run)
+    folder = extract(art, wheel, vendor)
+    log(f"upstream: {art.label}: unpacked {', '.join((*art.members, *(f'{c} with its includes' for c in art.closure)))} "
+        f"into {folder}")
+    return folder
+
+
+# --- apache-tvm-ffi --------------------------------------------------------------------------------------------
 def installed_version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -271,3 +445,23 @@ def tvm_ffi_requirement() -> str:
     prefix = f"{re.sub(r'[-_.]+', '_', TVM_FFI_DIST)}-{TVM_FFI_VERSION}-"
     hashes = sorted(sha for name, sha in WHEEL_SHA256.items() if name.startswith(prefix))
     return " ".join([f"{TVM_FFI_DIST}=={TVM_FFI_VERSION}", *(f"--hash=sha256:{h}" for h in hashes)])
+
+
+def install_tvm_ffi(run: Runner = _run_streaming, cache: Path | None = None) -> None:
+    """pip install the pinned apache-tvm-ffi into this interpreter's environment (from the cache if there), only
+    a wheel whose hash is pinned (pip's --require-hashes). Its one dependency, typing-extensions, comes with torch."""
+    if tvm_ffi_problem() is None:
+        return
+    if importlib.util.find_spec("typing_extensions") is None:
+        raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION} needs typing-extensions>=4.5, found none in "
+                            f"{sys.prefix} (torch installs it: install torch first)")
+    cache = cache or wheel_cache()
+    with tempfile.TemporaryDirectory(prefix="gpu-memsafety-pins-") as tmp:
+        requirements = Path(tmp, "requirements.txt")
+        requirements.write_text(tvm_ffi_requirement() + "\n")
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--require-hashes", "--find-links", str(cache),
+               "-r", str(requirements)]
+        code, tail = run(cmd)
+    if code != 0:
+        raise UpstreamError(f"{TVM_FFI_DIST} {TVM_FFI_VERSION}: install failed (pip exit code {code})\n  "
+                            + "\n  ".join(tail.splitlines()[-8:]))

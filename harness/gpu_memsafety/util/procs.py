@@ -139,6 +139,12 @@ def _alive(pid: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X")
 
 
+def running() -> list[int]:
+    """Every live process this one can see in /proc."""
+    pids = [int(e) for e in (os.listdir("/proc") if os.path.isdir("/proc") else []) if e.isdigit()]
+    return sorted(p for p in pids if _alive(p))
+
+
 def group_members(pgid: int) -> list[int]:
     """Live processes whose process group is `pgid` (what a worker's group kill would end)."""
     members = []
