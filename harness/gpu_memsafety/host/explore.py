@@ -37,6 +37,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from gpu_memsafety.util import jsonio
+
 # The separator between the base test's node id and the changed values, in a variant's node id.
 SEP = "@"
 MODULE_PREFIX = "module."
@@ -362,8 +364,8 @@ def parse_case_id(nodeid: str) -> tuple[str, dict[str, Any]]:
     if not sep or not head:
         raise ExploreError(f"not an explored case: {nodeid!r} (expected NODEID{SEP}{{\"name\": value, ...}})")
     try:
-        changes = json.loads("{" + tail)
-    except json.JSONDecodeError as exc:
+        changes = jsonio.loads("{" + tail)       # a name given twice is refused: which value is meant?
+    except ValueError as exc:
         raise ExploreError(f"the changed values of {nodeid!r} are not JSON: {exc}") from None
     if not isinstance(changes, dict) or not changes:
         raise ExploreError(f"the changed values of {nodeid!r} must be a non-empty JSON object")
