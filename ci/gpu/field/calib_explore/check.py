@@ -69,6 +69,8 @@ def check(doc: dict, reads_at_least: bool = False) -> tuple[list[str], list[str]
         if case["outcome"] == "not applicable":
             row["na"] += 1
         want = [] if fn.endswith("_fixed") else EXPECT[bug](explore["params"])
+        if case["outcome"] == "not applicable" and not got:
+            continue                  # the test or its kernel refused the shape (a block that is not a power of 2)
         if want:
             row["found"] += bool(got)
         if _matches(got, want, reads_at_least):
