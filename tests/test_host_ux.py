@@ -195,8 +195,10 @@ def test_each_finding_is_said_once_within_120_columns_and_points_at_the_kernels_
     assert f"test: tests/test_k.py:{line_of(TESTS, 'def test_copy')}" in out
     # the reason every test shares (no GPU) is said once, in the headline, not with each test
     assert out.count("needs a CUDA GPU") == 1, out
-    # the table names the suite's test files as such, not as kernels
+    # the table names the suite's test files as such, not as kernels: here, in summary.md and in the HTML
     assert "test file " in out and "\nkernel " not in out
+    assert "### Test file × architecture" in (bare.reports / "summary.md").read_text()
+    assert "<th>test file</th>" in (bare.reports / "report.html").read_text()
 
 
 def test_verbose_shows_everything(repo: Path) -> None:
@@ -205,34 +207,48 @@ def test_verbose_shows_everything(repo: Path) -> None:
     assert "test_copy MEMSAFETY" in done.proc.stdout
 
 
-def test_the_report_formats_place_each_finding_at_the_kernels_line(bare: Run) -> None:
+def test_sarif_places_each_finding_at_the_kernels_line_with_the_test_related(bare: Run) -> None:
     import json
-    import xml.etree.ElementTree as ET
-    read_line, write_line = line_of(KERNELS, "READ_LINE"), line_of(KERNELS, "WRITE_LINE")
-    test_line = line_of(TESTS, "def test_copy")
     sarif = json.loads((bare.reports / "report.sarif").read_text())
     located = {r["properties"]["case"].split("::")[-1]: r for r in sarif["runs"][0]["results"]}
     phys = located["test_copy"]["locations"][0]["physicalLocation"]
-    assert (phys["artifactLocation"]["uri"], phys["region"]["startLine"]) == ("mykern/kernels.py", read_line)
+    assert (phys["artifactLocation"]["uri"], phys["region"]["startLine"]) == \
+        ("mykern/kernels.py", line_of(KERNELS, "READ_LINE"))
     related = located["test_copy"]["relatedLocations"][0]["physicalLocation"]
-    assert (related["artifactLocation"]["uri"], related["region"]["startLine"]) == ("tests/test_k.py", test_line)
+    assert (related["artifactLocation"]["uri"], related["region"]["startLine"]) == \
+        ("tests/test_k.py", line_of(TESTS, "def test_copy"))
     assert located["test_copy"]["properties"]["rerun"] == "pytest --gpu-memsafety=trace tests/test_k.py::test_copy"
     assert "scenario expects" not in json.dumps(sarif["runs"][0]["tool"])
+
+
+def test_gitlab_code_quality_places_each_finding_at_the_kernels_line(bare: Run) -> None:
+    import json
     quality = {i["description"].split(": ")[0].split("::")[-1]: i
                for i in json.loads((bare.reports / "gl-code-quality-report.json").read_text())}
-    assert quality["test_scale"]["location"] == {"path": "mykern/kernels.py", "lines": {"begin": write_line}}
+    assert quality["test_scale"]["location"] == {"path": "mykern/kernels.py",
+                                                 "lines": {"begin": line_of(KERNELS, "WRITE_LINE")}}
+    assert "pytest --gpu-memsafety=trace tests/test_k.py::test_scale" in quality["test_scale"]["content"]["body"]
+
+
+def test_junit_places_each_finding_at_the_kernels_line_and_a_clean_test_at_its_own(bare: Run) -> None:
+    import xml.etree.ElementTree as ET
     junit = {c.get("name").split("::")[-1]: c for c in ET.parse(bare.reports / "junit.xml").getroot().iter("testcase")}
-    assert (junit["test_copy"].get("file"), junit["test_copy"].get("line")) == ("mykern/kernels.py", str(read_line))
+    assert (junit["test_copy"].get("file"), junit["test_copy"].get("line")) == \
+        ("mykern/kernels.py", str(line_of(KERNELS, "READ_LINE")))
     failure = " ".join(junit["test_copy"].find("failure").text.split())
     assert "rerun = pytest --gpu-memsafety=trace tests/test_k.py::test_copy" in failure, failure
-    assert f"test = tests/test_k.py:{test_line}" in failure, failure
+    assert f"test = tests/test_k.py:{line_of(TESTS, 'def test_copy')}" in failure, failure
     # a test with nothing found is placed at its own line, not at report.json line 1
     assert (junit["test_plain"].get("file"), junit["test_plain"].get("line")) == \
         ("tests/test_k.py", str(line_of(TESTS, "def test_plain")))
-    # GitHub's annotations, from the same report
+
+
+def test_github_annotations_place_each_finding_at_the_kernels_line(bare: Run) -> None:
+    import json
     from gpu_memsafety.report.annotations import github_annotations
     doc = json.loads((bare.reports / "report.json").read_text())
     errors = [line for line in github_annotations(doc) if line.startswith("::error ")]
+    read_line = line_of(KERNELS, "READ_LINE")
     assert any(line.startswith(f"::error file=mykern/kernels.py,line={read_line},") and
                "rerun: pytest --gpu-memsafety=trace tests/test_k.py::test_copy" in line for line in errors), errors
 
@@ -252,3 +268,48 @@ def test_a_write_both_passes_saw_keeps_memchecks_kernel_file() -> None:
     assert (one.bytes, one.kernel, one.source) == (8, "scale_kernel", "kernels.py:17")
     site = finding_site(one.to_json(), {"root": "/repo"})
     assert site is not None and (site.file, site.line) == ("mykern/kernels.py", 17)
+
+
+# ------------------------------------------------------------------------------------------- one vocabulary
+
+def plain_run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *args],
+                          cwd=str(root), env=env(), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tiny")
+    (root / "test_tiny.py").write_text("def test_one():\n    assert True\n")
+    return root
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--gpu-memsafety=guard"], ["'guard' is a scenario mode", "--gpu-memsafety=markers"]),
+    (["--gpu-memsafety=poison"], ["'poison' is a scenario mode", "--gpu-memsafety-mode poison"]),
+    (["--gpu-memsafety-mode", "markers", "--gpu-memsafety-scenarios"],
+     ["'markers' is a test-suite mode", "--gpu-memsafety-mode guard"]),
+    (["--gpu-memsafety-mode", "pages", "--gpu-memsafety-scenarios"], ["--gpu-memsafety-mode guard_page"]),
+])
+def test_a_mode_of_the_other_kind_is_an_error_naming_the_option_that_takes_it(tiny: Path, args: list[str],
+                                                                               names: list[str]) -> None:
+    proc = plain_run(tiny, *args)
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for name in names:
+        assert name in proc.stderr, proc.stderr[-2000:]
+
+
+def test_an_option_that_does_nothing_alone_says_so(tiny: Path) -> None:
+    proc = plain_run(tiny, "--gpu-memsafety-report-dir", "r", "--gpu-memsafety-batch", "4")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    said = " ".join(proc.stdout.split())
+    assert "--gpu-memsafety-report-dir does nothing without --gpu-memsafety" in said, proc.stdout[-2000:]
+    assert "--gpu-memsafety-batch-size does nothing without --gpu-memsafety" in said, proc.stdout[-2000:]
+    assert not (tiny / "r").exists()
+
+
+def test_help_shows_both_kinds_of_mode_in_one_table(tiny: Path) -> None:
+    text = " ".join(plain_run(tiny, "--help").stdout.split())
+    assert text.count("Test-suite mode = scenario mode: complete=complete, markers=guard, memcheck=memcheck, "
+                      "pages=guard_page, trace=-") == 2, text
+    assert "--gpu-memsafety-batch-size=N, --gpu-memsafety-batch=N" in text

@@ -18,7 +18,9 @@ rule in tests/test_host_judge.py):
  8. findings against the marker's expectations: each expectation matched and nothing else: EXPECTED_FINDING;
     anything unexpected: FINDING; an expectation this mode can see, not seen: UNEXPECTEDLY_CLEAN; else CLEAN.
 A baseline (judge.rules.apply_baseline) then accepts known findings by test and Finding.key().
-The test's own result never changes the verdict and is kept beside it (details["test"]).
+The test's own result never changes the verdict and is kept beside it (details["test"]); a verdict's message says
+it too, but for a passing test that is `not applicable`: its reason (no GPU, nothing to check) is one many tests share
+and is grouped by (a skip's or a failure's own words stay: they may be why).
 """
 from __future__ import annotations
 
@@ -336,4 +338,6 @@ def _case(ev: Evidence, own: OwnResult, marker: TestMarker, outcome: Outcome, me
     return CaseResult(case_id=ev.test, scenario=module_of(ev.test), variant=variant_of(ev.test), params={},
                       kernel=module_of(ev.test), arch=ev.arch, mode=ev.mode, outcome=outcome,
                       expected=marker.describe(), findings=findings, detectors=runs,
-                      message=f"{message}; {_own_words(own)}", duration_s=own.duration_s, details=details)
+                      message=message if outcome is Outcome.NOT_APPLICABLE and own.outcome == "passed"
+                      else f"{message}; {_own_words(own)}",
+                      duration_s=own.duration_s, details=details)

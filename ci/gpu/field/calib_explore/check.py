@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from gpu_memsafety.util import jsonio     # the one strict reader: a key named twice is refused
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from expected import EXPECT  # noqa: E402
 
@@ -91,7 +93,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__)
         return 2
-    doc = json.loads(Path(argv[0]).read_text())
+    doc = jsonio.loads(Path(argv[0]).read_text())
     lines, problems = check(doc, "--reads-at-least" in argv[1:])
     print("\n".join(lines))
     for p in problems:
