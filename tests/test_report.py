@@ -481,15 +481,17 @@ def test_a_document_that_fails_its_own_checks_is_kept_not_lost(tmp_path: Path) -
     assert len(json.loads(kept.read_text())["cases"]) == len(report["cases"])
 
 
-def test_a_host_suites_tests_are_counted_as_pytest_counts_them_their_own_result_and_a_teardown_error() -> None:
-    """A host suite's test keeps its own result; a failing verdict adds an error at its teardown. The headline
-    said "1 skipped" for a test pytest had passed (a test with nothing to check is `not applicable`)."""
+def test_a_host_suites_tests_are_counted_as_pytest_counts_them_each_once() -> None:
+    """A host suite's test keeps its own result; a failing verdict fails it, once (issue 51: it was a pass and an
+    error at its teardown). The headline said "1 skipped" for a test pytest had passed (a test with nothing to
+    check is `not applicable`)."""
     from gpu_memsafety.report.render import pytest_counts
 
     def host(outcome: str, own: str, failed: bool) -> dict:
         return {"outcome": outcome, "failed": failed, "details": {"test": {"outcome": own, "message": ""}}}
     cases = [host("not applicable", "passed", False), host("finding", "passed", True), host("clean", "skipped", False),
              host("finding", "failed", True), host("clean", "xfailed", False)]
-    assert pytest_counts(cases) == {"passed": 2, "failed": 1, "skipped": 1, "xfailed": 1, "error": 2}
+    assert pytest_counts(cases) == {"passed": 1, "failed": 2, "skipped": 1, "xfailed": 1}
+    assert pytest_counts([host("finding", "error", True)]) == {"error": 1}
     scenario_case = {"outcome": "not applicable", "failed": False, "details": {}}
     assert pytest_counts([scenario_case]) == {"skipped": 1}

@@ -12,6 +12,7 @@ from typing import Sequence
 import pytest
 
 from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as C
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,23 +28,32 @@ def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str], name: st
 
 @pytest.fixture
 def pin(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """Pins a fake wheel's hash for one test, as a row of cli/upstream_pins.py would."""
-    def add(wheel: Path) -> Path:
+    """Pins a fake wheel's hash for one test, and commits what it unpacks, as the rows of upstream/pins.py
+    (WHEEL_SHA256, UNPACKED_SHA256) would."""
+    def add(wheel: Path, *, unpacked: bool = True) -> Path:
         monkeypatch.setitem(U.WHEEL_SHA256, wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())
+        if unpacked:
+            monkeypatch.setitem(U.UNPACKED_SHA256, wheel.name, U.wheel_manifest(U.artifact(_key_of(wheel)), wheel))
         return wheel
     return add
 
 
-def stamp(folder: Path, art: U.Artifact) -> None:
-    """A stamp as extract writes it, for the first pinned wheel of `art`."""
+def _key_of(wheel: Path) -> str:
+    return next(a.key for a in U.ARTIFACTS if wheel.name.startswith(a.wheel_prefix))
+
+
+def stamp(folder: Path, art: U.Artifact, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stamp as extract writes it, for the first pinned wheel of `art`, whose committed rows are (for this test)
+    what the folder holds."""
     name = next(n for n in U.WHEEL_SHA256 if n.startswith(art.wheel_prefix))
     folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setitem(U.UNPACKED_SHA256, name, U.manifest_of(folder))
     (folder / U.STAMP).write_text(U.stamp_text(name, U.WHEEL_SHA256[name], U.manifest_of(folder)))
 
 
 def sglang_files() -> dict[str, str]:
-    return {U.PRE_DISPATCH_CUH: "// kernel", U.JIT_INCLUDE + "sgl_kernel/tensor.h": "// t",
-            U.JIT_INCLUDE + "sgl_kernel/utils.cuh": "// u", "sglang/srt/server.py": "big = 1"}
+    return {C.PRE_DISPATCH_CUH: "// kernel", C.JIT_INCLUDE + "sgl_kernel/tensor.h": "// t",
+            C.JIT_INCLUDE + "sgl_kernel/utils.cuh": "// u", "sglang/srt/server.py": "big = 1"}
 
 
 class FakePip:
@@ -70,8 +80,8 @@ def test_fetch_downloads_by_exact_version_and_extracts_only_the_members(tmp_path
     assert cmd[1:6] == ["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     assert "sglang==0.5.18" in cmd and "--python-version" in cmd and "3.11" in cmd   # cp311 wheels
     assert folder == tmp_path / "vendor" / "sglang-0.5.18"
-    assert (folder / U.PRE_DISPATCH_CUH).read_text() == "// kernel"
-    assert (folder / U.JIT_INCLUDE / "sgl_kernel" / "tensor.h").is_file()
+    assert (folder / C.PRE_DISPATCH_CUH).read_text() == "// kernel"
+    assert (folder / C.JIT_INCLUDE / "sgl_kernel" / "tensor.h").is_file()
     assert not (folder / "sglang" / "srt").exists()                       # only what a scenario needs
     stamp = (folder / U.STAMP).read_text().splitlines()
     assert stamp[0].startswith("sglang-0.5.18-") and re.fullmatch(r"[0-9a-f]{64}", stamp[1])
@@ -106,7 +116,7 @@ def test_a_wheel_without_the_expected_files_is_refused(tmp_path: Path, pin) -> N
     pip = FakePip(pin(fake_wheel(tmp_path / "index", art, {"sglang/__init__.py": ""})))
     with pytest.raises(U.UpstreamError) as info:
         U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
-    assert f"sglang 0.5.19: wheel sglang-0.5.19-py3-none-any.whl lacks {U.PRE_DISPATCH_CUH}" in str(info.value)
+    assert f"sglang 0.5.19: wheel sglang-0.5.19-py3-none-any.whl lacks {C.PRE_DISPATCH_CUH}" in str(info.value)
     assert U.unpacked(art, tmp_path / "v") is None
 
 
@@ -115,10 +125,11 @@ def test_a_corrupt_wheel_and_a_member_escaping_its_folder_are_refused(tmp_path: 
     cache = tmp_path / "c"
     cache.mkdir()
     (cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl").write_bytes(b"not a zip")
-    pin(cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl")    # pinned, yet not a zip: refused as unreadable
+    pin(cache / f"{art.wheel_prefix}cp39-abi3-linux_x86_64.whl", unpacked=False)  # pinned, yet not a zip: unreadable
     with pytest.raises(U.UpstreamError, match="sglang-kernel 0.4.6.post1: .* is not a readable wheel"):
         U.fetch(art, cache=cache, vendor=tmp_path / "v", run=FakePip(None, 1), log=lambda _: None)
-    evil = pin(fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""}))
+    evil = pin(fake_wheel(tmp_path / "i", art, {"triton_kernels/__init__.py": "", "triton_kernels/../../x": ""}),
+               unpacked=False)
     with pytest.raises(U.UpstreamError, match="outside its folder"):
         U.extract(art, evil, tmp_path / "v2")
     assert not (tmp_path / "x").exists()
@@ -159,13 +170,13 @@ def test_main_reports_each_failure_and_fails(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_tvm_ffi_problem_names_what_was_needed_and_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(U, "installed_version", lambda dist: None)
-    assert U.tvm_ffi_problem() == (f"needs apache-tvm-ffi==0.1.11 (what sglang 0.5.18/0.5.19 build with), found none "
+    monkeypatch.setattr(C, "installed_version", lambda dist: None)
+    assert C.tvm_ffi_problem() == (f"needs apache-tvm-ffi==0.1.11 (what sglang 0.5.18/0.5.19 build with), found none "
                                    f"in {sys.prefix}: run `make upstream`")
-    monkeypatch.setattr(U, "installed_version", lambda dist: "0.1.9")
-    assert "found 0.1.9" in str(U.tvm_ffi_problem())
-    monkeypatch.setattr(U, "installed_version", lambda dist: "0.1.11")
-    assert U.tvm_ffi_problem() is None
+    monkeypatch.setattr(C, "installed_version", lambda dist: "0.1.9")
+    assert "found 0.1.9" in str(C.tvm_ffi_problem())
+    monkeypatch.setattr(C, "installed_version", lambda dist: "0.1.11")
+    assert C.tvm_ffi_problem() is None
 
 
 def test_the_tvm_ffi_pin_is_the_one_in_pyproject() -> None:
@@ -181,20 +192,20 @@ def test_wheel_cache_is_outside_the_workspace_and_overridable(monkeypatch: pytes
 
 
 def test_how_to_get_names_the_make_target() -> None:
-    assert "run `make upstream`" in U.how_to_get(U.artifact("tk-C"))
-    assert "sglang-kernel 0.4.6.post1" in U.how_to_get(U.artifact("tk-C"))
+    assert "run `make upstream`" in C.how_to_get(U.artifact("tk-C"))
+    assert "sglang-kernel 0.4.6.post1" in C.how_to_get(U.artifact("tk-C"))
 
 
 def test_version_parsing_and_the_triton_gate() -> None:
-    assert U.version_tuple("3.6.0") == (3, 6, 0)
-    assert U.version_tuple("3.8.0+git1a2b") == (3, 8, 0)
-    assert U.version_tuple("0.4.6.post1") == (0, 4, 6)
+    assert C.version_tuple("3.6.0") == (3, 6, 0)
+    assert C.version_tuple("3.8.0+git1a2b") == (3, 8, 0)
+    assert C.version_tuple("0.4.6.post1") == (0, 4, 6)
     d, c = U.artifact("tk-D"), U.artifact("tk-C")
-    assert U.triton_problem(d, "3.6.0") == "needs triton >= 3.8, found 3.6.0"
-    assert U.triton_problem(d, None) == "needs triton >= 3.8, found none"
-    assert U.triton_problem(d, "3.8.0") is None and U.triton_problem(d, "3.10.1") is None
-    assert U.triton_problem(c, "3.6.0") is None
-    assert set(U.TRITON_KERNELS_COPIES.values()) <= set(U.BY_KEY)
+    assert C.triton_problem(d, "3.6.0") == "needs triton >= 3.8, found 3.6.0"
+    assert C.triton_problem(d, None) == "needs triton >= 3.8, found none"
+    assert C.triton_problem(d, "3.8.0") is None and C.triton_problem(d, "3.10.1") is None
+    assert C.triton_problem(c, "3.6.0") is None
+    assert set(C.TRITON_KERNELS_COPIES.values()) <= set(U.BY_KEY)
 
 
 def test_if_missing_on_a_gpu_machine_fetches_only_what_is_missing(monkeypatch: pytest.MonkeyPatch,
@@ -203,14 +214,14 @@ def test_if_missing_on_a_gpu_machine_fetches_only_what_is_missing(monkeypatch: p
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path))
     for art in U.ARTIFACTS:
         if art.key != "tk-C":
-            stamp(tmp_path / art.folder, art)
+            stamp(tmp_path / art.folder, art, monkeypatch)
     fetched: list[str] = []
     monkeypatch.setattr(U, "fetch", lambda art, **_: fetched.append(art.key))
     monkeypatch.setattr(U, "install_tvm_ffi", lambda: fetched.append("tvm-ffi"))
     monkeypatch.setattr(U, "tvm_ffi_problem", lambda: None)
     assert U.main(["--if-missing"]) == 0
     assert fetched == ["tk-C", "tvm-ffi"]
-    stamp(tmp_path / "sglang-kernel-0.4.6.post1", U.artifact("tk-C"))
+    stamp(tmp_path / "sglang-kernel-0.4.6.post1", U.artifact("tk-C"), monkeypatch)
     fetched.clear()
     assert U.main(["--if-missing"]) == 0 and fetched == []          # second run: nothing to do
 
@@ -239,10 +250,10 @@ def test_a_wheel_without_a_pin_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "v").exists()
 
 
-def test_a_folder_stamped_from_an_unpinned_wheel_is_not_present(tmp_path: Path) -> None:
+def test_a_folder_stamped_from_an_unpinned_wheel_is_not_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     art = U.artifact("tk-C")
     folder = tmp_path / art.folder
-    stamp(folder, art)
+    stamp(folder, art, monkeypatch)
     assert U.unpacked(art, tmp_path) == folder
     name = (folder / U.STAMP).read_text().splitlines()[0]
     (folder / U.STAMP).write_text(f"{name}\n{'0' * 64}\n1 files\n")          # unpacked before the pins, or forged
@@ -302,7 +313,12 @@ def test_a_tampered_unpacked_file_under_a_forged_stamp_is_refused_naming_it(tmp_
     (folder / U.STAMP).write_text("\n".join(good_stamp.splitlines()[:2]) + "\n2 files\n")
     assert U.unpacked(art, tmp_path / "vendor") is None
     (folder / U.STAMP).write_text("\n".join(good_stamp.splitlines()[:2]) + "\n0 files\n")   # a manifest of nothing
-    with pytest.raises(U.TamperedError, match="is not in the manifest"):
+    with pytest.raises(U.TamperedError, match="matmul.py differs"):
+        U.unpacked(art, tmp_path / "vendor")
+    # issue 53: the stamp rewritten with the project's own hash functions over the tampered tree
+    (folder / U.STAMP).write_text(U.stamp_text(good_stamp.splitlines()[0], good_stamp.splitlines()[1],
+                                               U.manifest_of(folder)))
+    with pytest.raises(U.TamperedError, match="matmul.py differs"):
         U.unpacked(art, tmp_path / "vendor")
     (folder / U.STAMP).write_text(good_stamp)
     (folder / "triton_kernels" / "matmul.py").write_text("ok = True")
@@ -328,7 +344,7 @@ def test_a_tampered_tree_stops_the_kernel_that_would_use_it(tmp_path: Path, pin,
     pip = FakePip(pin(fake_wheel(tmp_path / "index", art, sglang_files())))
     folder = U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "v"))
-    (folder / U.PRE_DISPATCH_CUH).write_text("// kernel with the bounds check removed")
+    (folder / C.PRE_DISPATCH_CUH).write_text("// kernel with the bounds check removed")
     with pytest.raises(U.TamperedError, match="mega_moe_pre_dispatch.cuh differs"):
         U.unpacked(art)
     assert "TAMPERED" in _main_out(["--list"], monkeypatch, tmp_path)[1]
@@ -365,3 +381,48 @@ def test_a_file_as_the_wheel_folder_and_an_unknown_key_end_in_messages(tmp_path:
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "wheels"))                          # the file as vendor folder
     code, text = _main_out(["--list"], monkeypatch, tmp_path)
     assert code == 2 and "the vendor folder" in text and U.VENDOR_ENV in text and "Traceback" not in text
+
+
+def _with_record(directory: Path, art: U.Artifact, files: dict[str, str], name: str) -> Path:
+    """A fake wheel with a PEP 427 RECORD of its files."""
+    import base64
+    rows = [f"{m},sha256={base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).decode().rstrip('=')},"
+            f"{len(t.encode())}" for m, t in files.items()]
+    record = f"{art.dist.replace('-', '_')}-{art.version}.dist-info/RECORD"
+    return fake_wheel(directory, art, {**files, record: "\n".join(rows + [f"{record},,"]) + "\n"}, name=name)
+
+
+def test_a_pinned_wheel_without_committed_rows_vouches_through_its_own_record(tmp_path: Path, pin,  # type: ignore[no-untyped-def]
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 53: the hashes an unpacked tree is checked against never come from the tree: here the pinned wheel's
+    RECORD (another platform's wheel, no rows committed for it), read from the cached wheel after its pin."""
+    art = U.artifact("tk-A")
+    wheel = pin(_with_record(tmp_path / "index", art, {"triton_kernels/__init__.py": "x = 1",
+                                                       "triton_kernels/matmul.py": "ok = True"},
+                             "cp310-abi3-manylinux2014_aarch64.whl"), unpacked=False)
+    monkeypatch.setenv("GPU_MEMSAFETY_WHEELS", str(tmp_path / "cache"))
+    assert U.wheel_cache() == tmp_path / "cache"
+    folder = U.fetch(art, cache=tmp_path / "cache", vendor=tmp_path / "v", run=FakePip(wheel), log=lambda _: None)
+    assert U.unpacked(art, tmp_path / "v") == folder
+    assert U.record_manifest(art, tmp_path / "cache" / wheel.name) == U.wheel_manifest(art, wheel)
+    (folder / "triton_kernels" / "matmul.py").write_text("ok = False")
+    (folder / U.STAMP).write_text(U.stamp_text(wheel.name, U.WHEEL_SHA256[wheel.name], U.manifest_of(folder)))
+    with pytest.raises(U.TamperedError, match="matmul.py differs"):
+        U.unpacked(art, tmp_path / "v")
+    (tmp_path / "cache" / wheel.name).unlink()          # nothing left to vouch for the tree: not trusted
+    with pytest.raises(U.TamperedError, match="cannot be checked against anything but themselves"):
+        U.unpacked(art, tmp_path / "v")
+
+
+def test_the_committed_rows_are_the_pinned_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every committed row names a pinned wheel; where that wheel is in this machine's cache, the rows are what it
+    unpacks (its bytes and its RECORD)."""
+    assert set(U.UNPACKED_SHA256) <= set(U.WHEEL_SHA256)
+    for art in U.ARTIFACTS:
+        assert any(n.startswith(art.wheel_prefix) for n in U.UNPACKED_SHA256), art.key
+    for name, rows in U.UNPACKED_SHA256.items():
+        assert rows and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in rows.values()), name
+        wheel = U.wheel_cache() / name
+        if wheel.is_file() and wheel.stat().st_size < (64 << 20):   # the big ones (vLLM: 400 MB) would take long
+            art = next(a for a in U.ARTIFACTS if name.startswith(a.wheel_prefix))
+            assert U.wheel_manifest(art, wheel) == rows == U.record_manifest(art, wheel), name

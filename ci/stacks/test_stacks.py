@@ -32,7 +32,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from gpu_memsafety.util import jsonio
+from gpu_memsafety.util import jsonio     # the one strict reader: a key named twice is refused
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -115,7 +115,7 @@ def run(argv: list[str], *, cwd: Path | None = None, timeout: float = PIP_TIMEOU
 def versions(python: Path) -> dict[str, str]:
     proc = run([str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {d["name"].lower().replace("_", "-"): d["version"] for d in jsonio.loads(proc.stdout)}
+    return {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(proc.stdout)}
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +158,7 @@ def stack_site(stack: Stack) -> Path:
     tag = f"{stack.name}-py{sys.version_info[0]}{sys.version_info[1]}"
     venv = home / tag
     stamp = venv / "stack.json"
-    if stamp.exists() and jsonio.load_path(stamp) == list(stack.pins):
+    if stamp.exists() and jsonio.loads(stamp.read_text()) == list(stack.pins):
         return site_of(venv / "bin" / "python")
     if venv.exists():                        # another stack's leftovers, or a build that stopped half way
         subprocess.run(["rm", "-rf", "--", str(venv)], check=True)
@@ -263,7 +263,7 @@ def planted_run(installed: Installed, root: Path, *, conftest: str = "") -> tupl
                 "--gpu-memsafety-report-dir", "r"], cwd=root, timeout=900)
     report = root / "r" / "report.json"
     assert report.exists(), (proc.stdout + proc.stderr)[-6000:]
-    by = {c["id"].split("::")[-1]: c for c in jsonio.load_path(report)["cases"]}
+    by = {c["id"].split("::")[-1]: c for c in jsonio.loads(report.read_text())["cases"]}
     return proc, by
 
 

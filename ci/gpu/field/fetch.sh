@@ -41,7 +41,9 @@ for lib in ${@:-ao liger fla mamba}; do case $lib in
       test/transformers/test_embedding.py test/transformers/test_sparsemax.py test/transformers/test_jsd.py \
       test/transformers/test_kl_div.py test/transformers/test_softmax.py test/transformers/test_multi_token_attention.py \
       test/transformers/test_relu_squared.py test/transformers/test_mhc.py \
-      test/transformers/test_fused_neighborhood_attention.py ;;
+      test/transformers/test_fused_neighborhood_attention.py test/transformers/test_rms_norm.py \
+      test/transformers/test_dyt.py test/transformers/test_poly_norm.py test/transformers/test_fused_add_rms_norm.py \
+      test/transformers/test_modulated_rms_norm.py test/transformers/test_geglu.py test/transformers/test_swiglu.py ;;   # liger-cpu
   fla)    # fla/__init__ imports layers and models (transformers): the whole package is needed (5.3 MiB of .py)
     build fla fla-org+flash-linear-attention bc3b101dcb71 fla tests/conftest.py tests/ops ;;   # tests/ops: 0.8 MiB
   mamba)  # mamba_ssm/__init__ imports modules and models; the CUDA extensions are optional imports (try/except)

@@ -32,12 +32,13 @@ markers see those accesses there). CUDA C kernels and torch ops are not traced.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Iterator
 
 from gpu_memsafety.detectors.base import Evidence, Unit
-from gpu_memsafety.engine.job import STRAY_ACCESS
+from gpu_memsafety.job import STRAY_ACCESS
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import attribute
@@ -124,6 +125,8 @@ class Tracer:
         self._strays: dict[str, dict[tuple[str, int], list[Any]]] = {}   # direction -> (arg, its size) -> offsets
         self._wild: dict[str, list[Any]] = {}           # direction -> addresses near no argument
         self._judging = True                            # strays are judged (every tensor argument on the host)
+        self._sites: dict[tuple[str, str], tuple[str, int]] = {}   # (buffer, direction) -> the first such access's
+                                                                    # kernel line ("" for strays near no buffer)
         self.kernel = ""                                # the launch in progress (its Triton function's name)
         self.races: Any = None                          # detectors/trace_race.Races, where the mode runs that check
 
@@ -181,6 +184,7 @@ class Tracer:
             outside = _outside(off, lay)
             if outside.size:
                 self._bytes.setdefault((name, direction), []).append(outside)
+                self._site(name, direction)
         if ours.all() or not self._judging:
             return None
         stray = ~ours
@@ -188,11 +192,18 @@ class Tracer:
         if not stray.any():
             return None
         self._stray(direction, a[stray], max(size, 1))
+        self._site("", direction)
         if lanes is None:
             return stray.reshape(full.shape)
         out = np.zeros(full.shape, dtype=bool)
         out[lanes] = stray
         return out
+
+    def _site(self, name: str, direction: str) -> None:
+        """The kernel line of the first access outside `name` (the stack's innermost frame outside Triton, numpy
+        and this harness: the interpreter runs a kernel's code compiled from its own file, at its own lines)."""
+        if (name, direction) not in self._sites:
+            self._sites[(name, direction)] = kernel_line()
 
     def _reachable(self, a: Any) -> Any:
         """Which addresses lie in memory a kernel may reach outside the arena: a tensor argument's storage, else
@@ -234,6 +245,7 @@ class Tracer:
             if arg.buffer:
                 off = np.unique(((sel - self.arena.buffers[arg.buffer].tensor_addr)[:, None] + width).ravel())
                 self._bytes.setdefault((arg.buffer, direction), []).append(off)
+                self._site(arg.buffer, direction)
             else:
                 off = np.unique(((sel - arg.lo)[:, None] + width).ravel())
                 self._strays.setdefault(direction, {}).setdefault((arg.name, arg.hi - arg.lo), []).append(off)
@@ -268,6 +280,12 @@ class Tracer:
         doc: dict[str, Any] = {"accesses": self.accesses, "launches": self.launches, "outside": out}
         if strays:
             doc["strays"] = strays
+        sites: dict[str, dict[str, dict[str, Any]]] = {}
+        for (name, direction), (file, line) in self._sites.items():
+            if file:
+                sites.setdefault(name, {})[direction] = {"file": file, "line": line}
+        if sites:
+            doc["sites"] = sites          # buffer ("" for strays) -> direction -> the kernel's file and line
         return doc
 
 
@@ -294,6 +312,30 @@ class _Fence(Tracer):
 
 
 _FENCE = _Fence()
+
+
+_NOT_KERNEL: list[tuple[str, ...]] = []
+
+
+def kernel_line() -> tuple[str, int]:
+    """(file, line) of the running kernel's code: the innermost frame outside Triton, numpy, torch and this harness
+    (a `@triton.jit` helper's line where the access is in a helper); ("", 0) when there is none."""
+    import os
+    import sys
+    if not _NOT_KERNEL:
+        roots = []
+        for name in ("triton", "numpy", "torch", "gpu_memsafety"):
+            module = sys.modules.get(name)
+            if module is not None and getattr(module, "__file__", None):
+                roots.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+        _NOT_KERNEL.append(tuple(roots))
+    frame = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not file.startswith("<") and not file.startswith(_NOT_KERNEL[0]) and os.path.isabs(file):
+            return file, frame.f_lineno
+        frame = frame.f_back
+    return "", 0
 
 
 def tensors_of(value: Any) -> Iterator[Any]:
@@ -371,12 +413,13 @@ class StrayAccess(RuntimeError):
 
 
 # How a case's result message starts when the fence stopped its run (the worker writes "Type: message").
-assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (engine.job spells it)
+assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (gpu_memsafety.job spells it)
 
 
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.
 _ACTIVE: list[Tracer] = []
-_INSTALLED: list[bool] = []
+# What _install put on the interpreter's classes: (class name in triton.runtime.interpreter, attribute) -> function.
+_HOOKS: dict[tuple[str, str], Any] = {}
 _STRICT: list[bool] = [True]
 
 
@@ -394,10 +437,21 @@ def fence(strict: bool = True) -> bool:
     return True
 
 
+def hooks_present() -> bool:
+    """Whether the interpreter's memory operations still run through the trace: code that reloads
+    triton.runtime.interpreter (importlib.reload) re-creates its classes without the hooks, and every launch after
+    that would go unseen."""
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    return bool(_HOOKS) and interpreter is not None and all(
+        getattr(getattr(interpreter, owner, None), name, None) is fn for (owner, name), fn in _HOOKS.items())
+
+
 def _install() -> None:
-    """Wrap the interpreter's four memory operations and its launch, once per process (fence())."""
-    if _INSTALLED:
+    """Wrap the interpreter's four memory operations and its launch (fence()): once, and again where the
+    interpreter's classes lost the hooks (hooks_present)."""
+    if hooks_present():
         return
+    _HOOKS.clear()
     import numpy as np
     from triton.runtime import interpreter as I
 
@@ -469,8 +523,8 @@ def _install() -> None:
     for name, fn in {"create_masked_load": load, "create_masked_store": store, "create_atomic_rmw": rmw,
                      "create_atomic_cas": cas}.items():
         setattr(builder, name, fn)
+        _HOOKS[("InterpreterBuilder", name)] = fn
     I.GridExecutor.__call__ = run
-    _INSTALLED.append(True)
 
 
 @contextlib.contextmanager

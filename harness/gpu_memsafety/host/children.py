@@ -33,7 +33,7 @@ UNGUARDED = "unguarded"
 # stops; a child that stops early is started again for the rest), and the debugger (nobody is at the child's terminal).
 # name -> takes a value.
 STRIPPED = {"--gpu-memsafety": None, "--gpu-memsafety-baseline": True, "--gpu-memsafety-report-dir": True,
-            "--gpu-memsafety-batch": True, "--gpu-memsafety-timeout": True, "--gpu-memsafety-child": True,
+            "--gpu-memsafety-batch": True, "--gpu-memsafety-batch-size": True, "--gpu-memsafety-timeout": True, "--gpu-memsafety-child": True,
             "-n": True, "--numprocesses": True, "--maxprocesses": True, "--dist": True, "--tx": True,
             "--junitxml": True, "--junit-xml": True, "--junit-prefix": True, "--report-log": True,
             "--basetemp": True, "--maxfail": True, "-x": False, "--exitfirst": False, "--pdb": False,

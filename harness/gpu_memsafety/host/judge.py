@@ -18,7 +18,9 @@ rule in tests/test_host_judge.py):
  8. findings against the marker's expectations: each expectation matched and nothing else: EXPECTED_FINDING;
     anything unexpected: FINDING; an expectation this mode can see, not seen: UNEXPECTEDLY_CLEAN; else CLEAN.
 A baseline (judge.rules.apply_baseline) then accepts known findings by test and Finding.key().
-The test's own result never changes the verdict and is kept beside it (details["test"]).
+The test's own result never changes the verdict and is kept beside it (details["test"]); a verdict's message says
+it too, but for a passing test that is `not applicable`: its reason (no GPU, nothing to check) is one many tests share
+and is grouped by (a skip's or a failure's own words stay: they may be why).
 """
 from __future__ import annotations
 
@@ -170,22 +172,18 @@ def judge(ev: Evidence, own: OwnResult, marker: TestMarker | None = None) -> Cas
         return result(Outcome.UNRESOLVED, f"{ev.detector_problem}; nothing it saw is trusted", findings)
     if ev.mode == host_modes.TRACE and not findings and not ev.launches and not ev.fixture_checked:
         # (the test's own outcome and reason follow in every message: _case)
-        return result(Outcome.NOT_APPLICABLE, f"nothing to check: the test ran no Triton kernel in Triton's interpreter "
-                                             f"(TRITON_INTERPRET=1, set before the suite imports triton)"
-                                             f"{_partial_note(ev)}")
+        return result(Outcome.NOT_APPLICABLE, "nothing to check: the test ran no Triton kernel in Triton's interpreter")
     if ev.mode == host_modes.TRACE and not findings and ev.unfinished:
         # a kernel the interpreter could not run to its end was not checked to its end: never a clean
         return result(Outcome.NOT_APPLICABLE, f"not checked to the end: {len(ev.unfinished)} of {ev.launches} "
                                              f"interpreted launch(es) did not finish (first: {ev.unfinished[0]}); "
-                                             f"nothing was found in the {ev.accesses:,} accesses made before"
-                                             f"{_partial_note(ev)}")
+                                             f"nothing was found in the {ev.accesses:,} accesses made before")
     if ev.mode != host_modes.TRACE and not findings and not ev.allocated and not ev.fixture_checked:
         live = (f"; {ev.guarded_blocks} allocation(s) of earlier tests, still live, were checked and unchanged"
                 if ev.guarded_blocks else "")
         return result(Outcome.NOT_APPLICABLE, f"nothing to guard: the test made no CUDA allocation{live}")
     # trace mode where no kernel ran in the interpreter: only the test's gpu_memsafety_guarded tensors were checked
     outcome, message = _verdict(ev, findings, marker, fixture_only=ev.mode == host_modes.TRACE and not ev.launches)
-    message += _partial_note(ev)
     if ev.unfinished:
         message += (f"; {len(ev.unfinished)} interpreted launch(es) did not finish and were checked only up to there "
                     f"(first: {ev.unfinished[0]})")
@@ -234,7 +232,9 @@ def fold(findings: list[Finding]) -> list[Finding]:
             out.append(f)
             continue
         base = folded.get(id(g), g)
+        path = () if base.detail("path") or not f.detail("path") else (("path", f.detail("path")),)
         folded[id(g)] = replace(base, kernel=base.kernel or f.kernel, source=base.source or f.source,
+                                details=(*base.details, *path),
                                 first_thread=base.first_thread or f.first_thread,
                                 first_block=base.first_block or f.first_block,
                                 note=(f"{base.note}; " if base.note else "") +
@@ -297,15 +297,6 @@ def _short(f: Finding) -> str:
     return f"{f.detector} {f.kind} of {f.buffer}{name}/{f.region} {f.bytes} B" + (f" by {f.kernel}" if f.kernel else "")
 
 
-def _partial_note(ev: Evidence) -> str:
-    """What the mode asked for could not run here (complete without a GPU), said in the verdict."""
-    if not ev.partial:
-        return ""
-    why = next(iter(ev.partial.values()))
-    fixture = " and the gpu_memsafety_guarded tensors were checked" if ev.fixture_checked else ""
-    return f"; {' and '.join(sorted(ev.partial))} did not run ({why}): {ev.mode} ran instead{fixture}"
-
-
 def _own_words(own: OwnResult) -> str:
     return f"the test itself {own.outcome}" + (f" ({own.message})" if own.message else "")
 
@@ -347,4 +338,6 @@ def _case(ev: Evidence, own: OwnResult, marker: TestMarker, outcome: Outcome, me
     return CaseResult(case_id=ev.test, scenario=module_of(ev.test), variant=variant_of(ev.test), params={},
                       kernel=module_of(ev.test), arch=ev.arch, mode=ev.mode, outcome=outcome,
                       expected=marker.describe(), findings=findings, detectors=runs,
-                      message=f"{message}; {_own_words(own)}", duration_s=own.duration_s, details=details)
+                      message=message if outcome is Outcome.NOT_APPLICABLE and own.outcome == "passed"
+                      else f"{message}; {_own_words(own)}",
+                      duration_s=own.duration_s, details=details)

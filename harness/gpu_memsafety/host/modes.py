@@ -20,15 +20,38 @@ MODES = {
     PAGES: "an unmapped page right after every CUDA allocation, then before it for a test that faults (sees reads "
            "and writes past the page, at full speed)",
     TRACE: "no GPU needed: every load, store and atomic of the suite's Triton kernels run by Triton's interpreter "
-           "(TRITON_INTERPRET=1, set by the suite) checked against guarded copies of their tensor arguments (reads and "
+           "(TRITON_INTERPRET=1, set by the plugin unless the suite set it) checked against guarded copies of their tensor arguments (reads and "
            "writes, exact bytes; what complete runs on a machine without a GPU)",
 }
+# One vocabulary (docs/modes-and-detectors.md, "Two kinds of run"): each test-suite mode and the scenario mode
+# (`--gpu-memsafety-mode`, detectors/modes.py) that runs the same detectors; None where scenarios have no mode of their
+# own for it. A mode word of the other kind is a usage error that names this counterpart.
+SCENARIO_MODE_OF = {COMPLETE: "complete", MARKERS: "guard", MEMCHECK: "memcheck", PAGES: "guard_page", TRACE: None}
+SUITE_OPTION, SCENARIO_OPTION = "--gpu-memsafety", "--gpu-memsafety-mode"
+
+
+def other_kind(word: str, scenario_modes: "list[str] | tuple[str, ...]", *, for_suite: bool) -> str:
+    """The usage error's words for a mode of the other kind ("" when `word` is a mode of neither)."""
+    suite_of = {scenario: suite for suite, scenario in SCENARIO_MODE_OF.items() if scenario}
+    if for_suite and word in scenario_modes:
+        same = suite_of.get(word)
+        instead = (f"for a test suite the same is {SUITE_OPTION}={same}" if same else
+                   "test suites have no such mode")
+        return (f"{word!r} is a scenario mode ({SCENARIO_OPTION} {word}, for scenario runs); {instead}")
+    if not for_suite and word in MODES:
+        same = SCENARIO_MODE_OF.get(word)
+        instead = (f"for scenarios the same is {SCENARIO_OPTION} {same}" if same else
+                   "scenario runs have it inside `both` and `complete`, without a GPU")
+        return f"{word!r} is a test-suite mode ({SUITE_OPTION}={word}, guarding a pytest suite); {instead}"
+    return ""
+
+
 # Modes whose tests run in the process pytest runs (the others run them in child processes).
 IN_PROCESS = frozenset({MARKERS, TRACE})
 CHILD_MODES = frozenset({COMPLETE, MEMCHECK, PAGES})
 # Modes whose children run under compute-sanitizer memcheck, each test's end fenced in its output.
 SANITIZED = frozenset({COMPLETE, MEMCHECK})
-# The allocator placement each mode installs where its tests run (placement/allocator.py).
+# The allocator placement each mode installs where its tests run (host/allocator.py).
 # (trace installs none: its tests run on the CPU.)
 PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after", TRACE: None}
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py

@@ -1,21 +1,116 @@
-"""How a host-suite verdict reads in pytest's own output: the teardown error of a test with a finding, and the one
-line under a test whose verdict is not a plain clean (known bug, not applicable). Control characters from the suite
-or the kernels are shown as escapes (gpu_memsafety.report.visible)."""
+"""How a host-suite verdict reads in pytest's own output: the failure of a test with a finding (its call report's
+text), and the one line under a test whose verdict is not a plain clean (known bug, not applicable). Control
+characters from the suite or the kernels are shown as escapes (gpu_memsafety.report.visible).
+
+By default each finding is said once, in a few lines of at most LINE_WIDTH columns: what was read or written, where
+in the kernel, the tensor, the bytes, the test and the command that runs it again alone. `-v` gives everything: the
+finding's every field, the allocation's stack and the whole verdict. What every test shares (no GPU here) is said
+once, at the top of the run, not here.
+"""
 from __future__ import annotations
 
-from gpu_memsafety.model import CaseResult
+import textwrap
+from typing import Any, Mapping
+
+from gpu_memsafety.model import CaseResult, Finding
 
 FINDING_LINES = 12
+LINE_WIDTH = 120
+INDENT = "    "
 
 
-def failure_text(result: CaseResult) -> str:
-    from gpu_memsafety.report import describe_finding, visible
+def failure_text(result: CaseResult, verbose: int = 0, root: str = "") -> str:
+    """The text of a test's failure for its verdict: short (each finding once, lines within LINE_WIDTH), or with
+    `verbose` everything the report holds."""
+    from gpu_memsafety.report import visible
+    if verbose > 0:
+        return visible(_everything(result, root))
+    own = result.details.get("test", {})
+    lines = [head_line(result)]
+    several = len(result.findings) > 1
+    for finding in result.findings:
+        lines += _finding_lines(finding, root, several)
+    if not result.findings:
+        lines.append(f"{INDENT}{result.message}")
+    where = result.details.get("where") or {}
+    if where.get("test"):
+        lines.append(f"{INDENT}test: {where['test']} (the test itself {own.get('outcome', '?')})")
+    if where.get("rerun"):
+        lines.append(f"{INDENT}rerun: {where['rerun']}")
+    return visible("\n".join(wrap(line) for line in lines))
+
+
+def head_line(result: CaseResult) -> str:
+    """The failure's first line, which pytest's short summary shows after the test's id."""
+    n = len(result.findings)
+    if not n:
+        return f"gpu-memsafety: {result.outcome.label} ({result.mode})"
+    first = result.findings[0]
+    more = f"; and {n - 1} more finding{'s' if n > 2 else ''}" if n > 1 else ""
+    return f"gpu-memsafety: {result.outcome.label} ({first.detector}): {_what(first)}{more}"
+
+
+def _what(f: Finding) -> str:
+    from gpu_memsafety.model import UNATTRIBUTED
+    by = f" by {f.kernel}" if f.kernel else ""
+    at = f" at {f.source}" if f.source else ""
+    if f.buffer == UNATTRIBUTED:
+        return f"{f.kind}, {f.bytes:,} B outside every tensor the kernel was given{by}{at}"
+    return f"{f.kind} of {f.buffer}, {f.bytes:,} B {_region_words(f.region)}{by}{at}"
+
+
+def _region_words(region: str) -> str:
+    return {"past_end": "past its end", "before_start": "before its start"}.get(region, f"({region})")
+
+
+def _finding_lines(f: Finding, root: str, several: bool) -> list[str]:
+    lines = [f"{INDENT}- {f.detector}: {_what(f)}"] if several else []
+    sub = INDENT + ("  " if several else "")
+    path = f.detail("path")
+    if path:
+        lines.append(f"{sub}kernel: {_relative(path, root)}:{f.source.rsplit(':', 1)[-1]}")
+    if f.detail("tensor"):
+        lines.append(f"{sub}tensor: {f.detail('tensor')}")
+    if f.ranges:
+        from gpu_memsafety.report.findings import RANGES_SHOWN
+        from gpu_memsafety.model import UNATTRIBUTED
+        shown = [(f"{r.start:+,}..{r.end:+,}" if r.region != UNATTRIBUTED or not r.logical else "")
+                 + (f" ({r.logical})" if r.logical and r.region != UNATTRIBUTED else r.logical)
+                 for r in f.ranges[:RANGES_SHOWN]]
+        more = f", and {len(f.ranges) - RANGES_SHOWN} more" if len(f.ranges) > RANGES_SHOWN else ""
+        size = f" of a {int(f.detail('size')):,} B allocation" if f.detail("size").isdigit() else ""
+        lines.append(f"{sub}bytes{size}: {', '.join(shown)}{more}")
+    stack = f.detail("stack")
+    if stack:
+        lines.append(f"{sub}allocated at: {stack.splitlines()[0]}")
+    return lines
+
+
+def _relative(path: str, root: str) -> str:
+    from gpu_memsafety.report.locate import relative
+    return relative(path, root) or path
+
+
+def wrap(line: str, width: int = LINE_WIDTH) -> str:
+    """One line, within `width` columns: continued under its own indent."""
+    if len(line) <= width:
+        return line
+    indent = line[: len(line) - len(line.lstrip(" "))] + "  "
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
+
+
+def _everything(result: CaseResult, root: str) -> str:
+    from gpu_memsafety.report import describe_finding
     test = result.details.get("test", {})
-    lines = [f"gpu-memsafety: {result.outcome.label} ({result.mode} mode)", f"test = {result.case_id}",
+    where: Mapping[str, Any] = result.details.get("where") or {}
+    lines = [head_line(result), f"test = {result.case_id}", f"mode = {result.mode}",
              f"arch = {result.arch or '-'}", f"test itself = {test.get('outcome', '?')}",
              f"expected = {result.expected}"]
+    lines += [f"{key} = {where[key]}" for key in ("test", "rerun") if where.get(key)]
     for finding in result.findings:
         lines.append(f"finding = {describe_finding(finding)}")
+        if finding.detail("path"):
+            lines.append(f"    kernel: {_relative(finding.detail('path'), root)}:{finding.source.rsplit(':', 1)[-1]}")
         if finding.detail("tensor"):
             lines.append(f"    tensor: {finding.detail('tensor')}")
         stack = finding.detail("stack")
@@ -25,9 +120,10 @@ def failure_text(result: CaseResult) -> str:
         if made:
             lines.append(f"    allocated in: {made}")
     lines += ["", result.message]
-    return visible("\n".join(lines))
+    return "\n".join(lines)
 
 
-def summary_line(result: CaseResult) -> str:
+def summary_line(result: CaseResult, verbose: int = 0) -> str:
     from gpu_memsafety.report import visible
-    return visible(f"gpu-memsafety ({result.mode}): {result.outcome.label}: {result.message}", newlines=False)
+    text = visible(f"gpu-memsafety ({result.mode}): {result.outcome.label}: {result.message}", newlines=False)
+    return text if verbose > 0 else wrap(text)

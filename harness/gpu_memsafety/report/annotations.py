@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 from gpu_memsafety.report.baselines import baseline_run, stale_entries, stale_line
 from gpu_memsafety.report.findings import case_findings, describe_finding
-from gpu_memsafety.report.locate import case_site, relative
+from gpu_memsafety.report.locate import case_site, relative, rerun_command
 from gpu_memsafety.report.markdown import render_markdown
 from gpu_memsafety.report.document import EMPTY, INTERRUPTED
 from gpu_memsafety.report.render import first_line, headline, visible
@@ -63,7 +63,9 @@ def github_annotations(report: Mapping[str, Any]) -> list[str]:
             continue
         site = case_site(case, run)
         findings = [describe_finding(f) for f in case_findings(case)]
-        message = "\n".join([first_line(case["message"]) or case["outcome"], *findings])
+        rerun = rerun_command(case)
+        message = "\n".join([first_line(case["message"]) or case["outcome"], *findings,
+                             *([f"rerun: {rerun}"] if rerun else [])])
         lines.append(command("error", message, file=site.file if site else "", line=site.line if site else 0,
                              title=f"gpu-memsafety: {case['outcome']}: {case['id']} ({case['arch'] or '-'})"))
     for case_id in report.get("not_run", []):

@@ -19,12 +19,13 @@ from typing import Any, Mapping
 
 from gpu_memsafety.report.baselines import accepted_reasons, baseline_run, stale_entries, stale_line
 from gpu_memsafety.report.findings import case_findings, describe_finding
-from gpu_memsafety.report.locate import Site, finding_or_case_site, relative, scenario_site
+from gpu_memsafety.report.locate import Site, finding_or_case_site, home_site, relative, rerun_command
 from gpu_memsafety.report.document import EMPTY, INTERRUPTED
 from gpu_memsafety.report.render import Renderer, headline, visible
 
 BLOCKER, CRITICAL, MAJOR, MINOR, INFO = "blocker", "critical", "major", "minor", "info"
 FALLBACK_PATH = "report.json"
+RERUN = "_rerun"          # held on an issue until its body is written
 
 
 class CodeQualityRenderer(Renderer):
@@ -51,11 +52,12 @@ class CodeQualityRenderer(Renderer):
                 text = f"{case['id']}: {describe_finding(finding)}" + (f" [{why}]" if why else "")
                 out.append(self.issue(f"{finding.detector}/{finding.kind}", text, severity,
                                       f"{case['id']}|{finding.key()}", finding_or_case_site(raw, case, run)))
+                out[-1][RERUN] = rerun_command(case)
             if case["failed"] and not case["findings"]:
                 first = next(iter((case["message"] or "").strip().splitlines()), "")
                 out.append(self.issue("outcome/" + case["outcome"].replace(" ", "-"),
                                       f"{case['id']}: {case['outcome']}" + (f": {first}" if first else ""), MAJOR,
-                                      f"{case['id']}|{case['outcome']}", scenario_site(str(case["scenario"]), run)))
+                                      f"{case['id']}|{case['outcome']}", home_site(case, run)))
         head = headline(report)
         if head.status in (INTERRUPTED, EMPTY):     # a run that did not finish or checked nothing is never green
             out.insert(0, self.issue("run/" + head.status, head.text + (f" ({head.detail})" if head.detail else ""),
@@ -68,7 +70,9 @@ class CodeQualityRenderer(Renderer):
                                   Site(baseline, 1, "baseline") if baseline else None))
         run_id = str(run.get("id") or "")
         for issue in out:
-            issue["content"] = {"body": self.text(f"gpu-memsafety run {run_id or '(no id)'}")}
+            rerun = issue.pop(RERUN, "")
+            issue["content"] = {"body": self.text(f"gpu-memsafety run {run_id or '(no id)'}"
+                                                  + (f"; run it again alone: {rerun}" if rerun else ""))}
         return out
 
     def issue(self, check: str, description: str, severity: str, identity: str, site: Site | None) -> dict[str, Any]:

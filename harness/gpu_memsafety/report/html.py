@@ -18,7 +18,7 @@ from gpu_memsafety.report.baselines import accepted_text, is_accepted, stale_ent
 from gpu_memsafety.report.document import FAILURE, KNOWN_BUG, NOT_APPLICABLE, OK, UNSUPPORTED, outcome_ran, upstream_of
 from gpu_memsafety.report.findings import case_findings, describe_finding
 from gpu_memsafety.report.picture import BUFFERS, drawable, picture
-from gpu_memsafety.report.render import Renderer, environment_pairs, plural, row_kinds
+from gpu_memsafety.report.render import Renderer, environment_pairs, plural, row_kinds, row_label
 from gpu_memsafety.report.svg import picture_svg, text
 
 # Findings drawn per case (a case with more lists the rest as text: a page must stay light to open).
@@ -94,7 +94,7 @@ class HtmlRenderer(Renderer):
 
     def render(self, report: Mapping[str, Any]) -> str:
         head = self.head(report)
-        body = [self.header(report), self.matrix(report["matrix"]), self.baseline(report), self.cases(report),
+        body = [self.header(report), self.matrix(report["matrix"], row_label(report)), self.baseline(report), self.cases(report),
                 self.environment(report)]
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
@@ -118,19 +118,20 @@ class HtmlRenderer(Renderer):
 
     # ------------------------------------------------------------------------------------------ matrix
 
-    def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
+    def matrix(self, rows: Sequence[Mapping[str, Any]], first: str = "kernel") -> str:
+        title = f"{first[:1].upper() + first[1:]} × architecture"
         if not rows:
-            return "<h2>Kernel × architecture</h2><p>No case has a result.</p>"
+            return f"<h2>{title}</h2><p>No case has a result.</p>"
         archs = sorted({r["arch"] for r in rows})
         kernels = sorted({r["kernel"] for r in rows})
         cell = {(r["kernel"], r["arch"]): r for r in rows}
         head = "".join(f"<th>{self.text(a or '-')}</th>" for a in archs)
-        lines = [f"<h2>Kernel × architecture</h2><table class=\"matrix\"><tr><th>kernel</th>{head}</tr>"]
+        lines = [f"<h2>{title}</h2><table class=\"matrix\"><tr><th>{first}</th>{head}</tr>"]
         for kernel in kernels:
             cells = "".join(self.matrix_cell(cell.get((kernel, a))) for a in archs)
-            lines.append(f"<tr data-filter-kernel=\"{self.text(kernel)}\" title=\"show this kernel's cases\">"
+            lines.append(f"<tr data-filter-kernel=\"{self.text(kernel)}\" title=\"show this {first}'s cases\">"
                          f"<td><code>{self.text(kernel or '-')}</code></td>{cells}</tr>")
-        lines.append("</table><p class=\"why\">A click on a row shows that kernel's cases below.</p>")
+        lines.append(f"</table><p class=\"why\">A click on a row shows that {first}'s cases below.</p>")
         return "\n".join(lines)
 
     def matrix_cell(self, row: Mapping[str, Any] | None) -> str:
@@ -170,7 +171,7 @@ class HtmlRenderer(Renderer):
         detectors = sorted({f["detector"] for c in cases for f in c["findings"]})
         form = ("<form id=\"filters\">"
                 + self.select("outcome", [("", "all outcomes"), ("*failing", "failing")] + [(o, o) for o in outcomes])
-                + self.select("kernel", [("", "all kernels")] + [(k, k or "-") for k in kernels])
+                + self.select("kernel", [("", f"all {row_label(report)}s")] + [(k, k or "-") for k in kernels])
                 + self.select("detector", [("", "any finding or none")] + [(d, d) for d in detectors]
                               + [("-", "no finding")])
                 + "<label>case id contains<input name=\"q\" type=\"search\" autocomplete=\"off\"></label>"

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from gpu_memsafety.report.baselines import accepted_text, baseline_run, stale_entries, stale_line
 from gpu_memsafety.report.document import outcome_ran, upstream_of
 from gpu_memsafety.report.findings import case_findings, describe_finding, finding_fields, key_values
-from gpu_memsafety.report.locate import case_site, relative, scenario_site
+from gpu_memsafety.report.locate import case_site, home_site, relative, rerun_command
 from gpu_memsafety.report.render import Renderer, clip, first_line, headline, visible
 
 # A failure's `message` attribute is one line in CI tabs; the full text goes in the element body.
@@ -74,7 +74,7 @@ class JUnitRenderer(Renderer):
     def case(self, suite: ET.Element, case: Mapping[str, Any], run: Mapping[str, Any]) -> None:
         attrs = {"name": self.text(case["id"]), "classname": self.text(f"memsafety.{case['scenario']}"),
                  "time": f"{case['duration_s']:.3f}"}
-        site = case_site(case, run) if case.get("findings") else scenario_site(str(case["scenario"]), run)
+        site = case_site(case, run) if case.get("findings") else home_site(case, run)
         if site is not None:
             attrs.update(file=self.text(site.file), line=str(site.line))
         element = ET.SubElement(suite, "testcase", attrs)
@@ -143,8 +143,17 @@ def case_fields(case: Mapping[str, Any]) -> list[tuple[str, str]]:
     pairs = [("case", case["id"]), ("scenario", case["scenario"]), ("variant", case["variant"]),
              ("kernel", case["kernel"]), ("arch", case["arch"]), ("mode", case["mode"]),
              ("outcome", case["outcome"]), ("expected", case["expected"]),
-             ("upstream", upstream_of(case)), ("findings", str(len(case["findings"])))]
+             ("upstream", upstream_of(case)), ("findings", str(len(case["findings"]))),
+             ("test", _test_text(case)), ("rerun", rerun_command(case))]
     return [(k, v) for k, v in pairs if v]
+
+
+def _test_text(case: Mapping[str, Any]) -> str:
+    """A host suite's test function, `file:line` (details.where)."""
+    where = (case.get("details") or {}).get("where")
+    if not isinstance(where, Mapping):
+        return ""
+    return str(where.get("test") or (f"{where['file']}:{where.get('line')}" if where.get("file") else ""))
 
 
 def _failure_text(case: Mapping[str, Any]) -> str:

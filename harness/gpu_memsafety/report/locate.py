@@ -20,14 +20,15 @@ from typing import Any, Mapping
 
 # A scenario file is read this far looking for its definition (scenario files are short).
 MAX_SCENARIO_BYTES = 1 << 20
-KERNEL, SCENARIO = "kernel", "scenario"
+KERNEL, SCENARIO, TEST = "kernel", "scenario", "test"
 
 
 @dataclass(frozen=True)
 class Site:
     file: str        # relative to the run's root, '/'-separated
     line: int        # 1-based
-    what: str        # KERNEL (the sanitizer's source line) or SCENARIO (the scenario's definition)
+    what: str        # KERNEL (the kernel's source line: the sanitizer's, the trace's), SCENARIO (the scenario's
+                     # definition) or TEST (a host suite's test function: the case's details.where)
 
 
 def relative(path: Any, root: Any) -> str:
@@ -73,17 +74,41 @@ def scenario_site(scenario: str, run: Mapping[str, Any]) -> Site | None:
     return Site(rel, line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 1, SCENARIO)
 
 
+def test_site(case: Mapping[str, Any], run: Mapping[str, Any]) -> Site | None:
+    """A host suite's test function (`pytest --gpu-memsafety`: the case's details.where, file and line)."""
+    details = case.get("details")
+    where = details.get("where") if isinstance(details, Mapping) else None
+    if not isinstance(where, Mapping):
+        return None
+    rel = relative(where.get("file"), run.get("root"))
+    line = where.get("line")
+    return Site(rel, line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 1, TEST) \
+        if rel else None
+
+
+def rerun_command(case: Mapping[str, Any]) -> str:
+    """The command that runs a host suite's test again alone, in its mode (details.where.rerun); "" for others."""
+    details = case.get("details")
+    where = details.get("where") if isinstance(details, Mapping) else None
+    return str(where.get("rerun") or "") if isinstance(where, Mapping) else ""
+
+
+def home_site(case: Mapping[str, Any], run: Mapping[str, Any]) -> Site | None:
+    """Where a case is defined: a host suite's test function, else the scenario's definition."""
+    return test_site(case, run) or scenario_site(str(case.get("scenario", "")), run)
+
+
 def case_site(case: Mapping[str, Any], run: Mapping[str, Any]) -> Site | None:
-    """The first finding's kernel line, else the scenario's definition, else None (nothing known)."""
+    """The first finding's kernel line, else where the case is defined (home_site), else None (nothing known)."""
     for finding in case.get("findings") or ():
         site = finding_site(finding, run) if isinstance(finding, Mapping) else None
         if site is not None:
             return site
-    return scenario_site(str(case.get("scenario", "")), run)
+    return home_site(case, run)
 
 
 def finding_or_case_site(finding: Mapping[str, Any], case: Mapping[str, Any], run: Mapping[str, Any]) -> Site | None:
-    return finding_site(finding, run) or scenario_site(str(case.get("scenario", "")), run)
+    return finding_site(finding, run) or home_site(case, run)
 
 
 # ---------------------------------------------------------------------------------- writing the record

@@ -18,7 +18,7 @@ from gpu_memsafety.report.baselines import accepted_text, stale_line
 from gpu_memsafety.report.document import (EMPTY, FAILED, FAILURE, INTERRUPTED, KNOWN_BUG, NOT_APPLICABLE, OK, PASSED,
                                      UNSUPPORTED, upstream_of)
 from gpu_memsafety.report.findings import case_findings, describe_finding
-from gpu_memsafety.report.render import Renderer, environment_pairs, plural, sanitizer_searched, visible
+from gpu_memsafety.report.render import Renderer, environment_pairs, plural, row_label, sanitizer_searched, visible
 
 # GitHub caps a job summary at 1 MiB; past these the Markdown points at report.json instead.
 MARKDOWN_CASES_SHOWN = 50
@@ -89,7 +89,7 @@ class MarkdownRenderer(Renderer):
 
     def render(self, report: Mapping[str, Any]) -> str:
         cases = report["cases"]
-        sections = [self.headline(report), self.matrix(report["matrix"]),
+        sections = [self.headline(report), self.matrix(report["matrix"], row_label(report)),
                     self.never_started(report.get("not_run", [])), self.failures(cases),
                     self.known_bugs(cases), self.accepted_cases(cases), self.stale_entries(report),
                     self.not_run(cases), self.run(report)]
@@ -109,13 +109,13 @@ class MarkdownRenderer(Renderer):
                      f"run `{md_text(str(run.get('id') or 'without id'))}`{where}.")
         return "\n".join(lines)
 
-    def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
+    def matrix(self, rows: Sequence[Mapping[str, Any]], first: str = "kernel") -> str:
         if not rows:
             return ""
-        head, lines = self.matrix_table(rows)
+        head, lines = self.matrix_table(rows, first)
         body = [(md_text(m.cells[0]), md_text(m.cells[1]), *m.cells[2:],
                  verdict_badge(m.verdict) + (f": {md_text(m.reason)}" if m.reason else "")) for m in lines]
-        return "### Kernel × architecture\n\n" + md_table(head, body)
+        return f"### {first[:1].upper() + first[1:]} × architecture\n\n" + md_table(head, body)
 
     def never_started(self, ids: Sequence[str]) -> str:
         if not ids:

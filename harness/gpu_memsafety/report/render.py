@@ -42,6 +42,15 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def clip_words(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut after a whole word where one ends in its second half."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 3]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > limit // 2 else head).rstrip(" ,;:(") + "..."
+
+
 # ------------------------------------------------------------------------------------------- headline
 
 
@@ -96,8 +105,12 @@ def _partial_parts(cases: Sequence[Mapping[str, Any]]) -> list[str]:
     for case in cases:
         for detector, why in ((case.get("details") or {}).get("partial") or {}).items():
             by_detector.setdefault(detector, []).append(str(why))
-    return [f"{detector} did not run on {len(whys):,} ({clip(whys[0], HEADLINE_REASON_CHARS)})"
-            for detector, whys in by_detector.items()]
+    # detectors that did not run on as many cases for the same reason (no GPU: memcheck and the markers) are said once
+    said: dict[tuple[int, str], list[str]] = {}
+    for detector, whys in by_detector.items():
+        said.setdefault((len(whys), whys[0]), []).append(detector)
+    return [f"{' and '.join(detectors)} did not run on {n:,} ({clip_words(why, HEADLINE_REASON_CHARS)})"
+            for (n, why), detectors in said.items()]
 
 
 def _not_run_parts(groups: Sequence["NotRunGroup"]) -> list[str]:
@@ -113,12 +126,12 @@ def _not_run_parts(groups: Sequence["NotRunGroup"]) -> list[str]:
 def _reasons_text(groups: Sequence["NotRunGroup"]) -> str:
     reasons = {g.reason for g in groups}
     if len(reasons) == 1:
-        return clip(next(iter(reasons)), HEADLINE_REASON_CHARS)
+        return clip_words(next(iter(reasons)), HEADLINE_REASON_CHARS)
     return f"{len(reasons)} reasons, listed below"
 
 
 # pytest's words for the outcomes (the plugin maps them so): a known bug is pytest's strict xfail. A host suite's
-# tests keep their own results (any of pytest's words) and a failing verdict is an error at their teardown.
+# tests keep their own results (any of pytest's words) and a failing verdict fails the test (pytest_words).
 PYTEST_WORDS = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
 
 
@@ -132,11 +145,13 @@ def pytest_word(case: Mapping[str, Any]) -> str:
 
 def pytest_words(case: Mapping[str, Any]) -> list[str]:
     """What pytest counts for one case: a scenario case's mapped outcome (pytest_word); for a test of a host suite
-    (its own result in details["test"]), that result, and an error at its teardown when the verdict fails it (a
-    test that passed with a finding is "1 passed, 1 error" in pytest's summary, never "1 skipped")."""
+    (its own result in details["test"]), that result, unless the verdict fails it: then one "failed" (the plugin
+    fails its call report; one that never got to its call stays an error). Each test is counted once."""
     own = (case.get("details") or {}).get("test")
     if isinstance(own, Mapping) and own.get("outcome") in PYTEST_WORDS:
-        return [str(own["outcome"])] + (["error"] if case["failed"] else [])
+        if case["failed"]:
+            return ["error" if own["outcome"] == "error" else "failed"]
+        return [str(own["outcome"])]
     return [pytest_word(case)]
 
 
@@ -263,8 +278,14 @@ def kind_count(kind: str, n: int) -> str:
     return plural(n, kind) if kind in _KIND_HEADS else f"{n:,} {kind}"
 
 
-def matrix_head(kinds: Sequence[str]) -> tuple[str, ...]:
-    return ("kernel", "arch", "cases", "failed", *(kind_head(k) for k in kinds), "bytes", "verdict")
+def matrix_head(kinds: Sequence[str], first: str = "kernel") -> tuple[str, ...]:
+    return (first, "arch", "cases", "failed", *(kind_head(k) for k in kinds), "bytes", "verdict")
+
+
+def row_label(report: Mapping[str, Any]) -> str:
+    """What the matrix's first column holds: a scenario run's kernels, a host suite's test files
+    (`pytest --gpu-memsafety`: run.suite)."""
+    return "test file" if isinstance(report.get("run", {}).get("suite"), Mapping) else "kernel"
 
 
 def matrix_cells(row: Mapping[str, Any], kinds: Sequence[str]) -> tuple[str, ...]:
@@ -361,14 +382,14 @@ class Renderer(abc.ABC):
     stale = staticmethod(stale_entries)
 
     @staticmethod
-    def matrix_table(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[MatrixLine]]:
+    def matrix_table(rows: Sequence[Mapping[str, Any]], first: str = "kernel") -> tuple[tuple[str, ...], list[MatrixLine]]:
         """The matrix's head and, per row, its text cells, its verdict and why it ran nothing ("" if it ran)."""
         kinds = matrix_kinds(rows)
         lines = []
         for row in rows:
             *cells, verdict = matrix_cells(row, kinds)
             lines.append(MatrixLine(tuple(cells), verdict, str(row.get("reason") or "")))
-        return matrix_head(kinds), lines
+        return matrix_head(kinds, first), lines
 
 
 @dataclass(frozen=True)

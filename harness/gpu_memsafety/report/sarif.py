@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from gpu_memsafety.report.baselines import accepted_reasons, stale_entries
 from gpu_memsafety.report.document import upstream_of
 from gpu_memsafety.report.findings import case_findings, describe_finding
-from gpu_memsafety.report.locate import Site, finding_or_case_site, relative, scenario_site
+from gpu_memsafety.report.locate import Site, finding_or_case_site, home_site, relative, rerun_command
 from gpu_memsafety.report.render import Renderer, first_line, headline, visible
 
 SARIF_VERSION = "2.1.0"
@@ -39,6 +39,7 @@ DETECTOR_WORDS = {
     "uninit": "the result depends on bytes nobody wrote",
     "racecheck": "compute-sanitizer racecheck reported a shared-memory hazard",
     "synccheck": "compute-sanitizer synccheck reported invalid barrier use",
+    "trace": "Triton's interpreter placed the access outside the memory the kernel was given",
 }
 
 
@@ -92,8 +93,13 @@ class SarifRenderer(Renderer):
                 continue
             rule = f"{finding.detector}/{finding.kind}"
             rules.setdefault(rule, _finding_rule(finding.detector, finding.kind))
-            result = self.result(case, rule, f"{case['id']}: {describe_finding(finding)}",
-                                 finding_or_case_site(raw, case, run))
+            site = finding_or_case_site(raw, case, run)
+            result = self.result(case, rule, f"{case['id']}: {describe_finding(finding)}", site)
+            home = home_site(case, run)
+            if site is not None and home is not None and home != site:
+                # the kernel's line is where it happened; the test (or scenario) that made it happen is related
+                result["relatedLocations"] = [{"id": 1, "message": {"text": f"the {home.what} that ran it"},
+                                               "physicalLocation": _physical(home)}]
             logical = [{"name": self.text(finding.buffer), "kind": "variable",
                         "fullyQualifiedName": self.text(f"{finding.kernel or case['kernel']}::{finding.buffer}")}]
             result.setdefault("locations", [{}])[0]["logicalLocations"] = logical
@@ -108,7 +114,7 @@ class SarifRenderer(Renderer):
             rules.setdefault(rule, _outcome_rule(case["outcome"]))
             first = first_line(case["message"] or "") or case["outcome"]
             out.append(self.result(case, rule, f"{case['id']}: {case['outcome']}: {first}",
-                                   scenario_site(str(case["scenario"]), run)))
+                                   home_site(case, run)))
         return out
 
     def result(self, case: Mapping[str, Any], rule: str, message: str, site: Site | None) -> dict[str, Any]:
@@ -120,10 +126,11 @@ class SarifRenderer(Renderer):
         upstream = upstream_of(case)
         if upstream:
             result["properties"]["upstream"] = self.text(upstream)
+        rerun = rerun_command(case)
+        if rerun:
+            result["properties"]["rerun"] = self.text(rerun)
         if site is not None:
-            result["locations"] = [{"physicalLocation": {
-                "artifactLocation": {"uri": _uri_path(site.file), "uriBaseId": ROOT_ID},
-                "region": {"startLine": site.line}}}]
+            result["locations"] = [{"physicalLocation": _physical(site)}]
         return result
 
     def invocation(self, report: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,11 +164,15 @@ class SarifRenderer(Renderer):
         return note
 
 
+def _physical(site: Site) -> dict[str, Any]:
+    return {"artifactLocation": {"uri": _uri_path(site.file), "uriBaseId": ROOT_ID}, "region": {"startLine": site.line}}
+
+
 def _finding_rule(detector: str, kind: str) -> dict[str, Any]:
     what = DETECTOR_WORDS.get(detector, f"detector {detector}")
     return {"id": f"{detector}/{kind}", "name": _camel(f"{detector} {kind}"),
             "shortDescription": {"text": f"{kind} seen by {detector}"},
-            "fullDescription": {"text": f"A GPU kernel's {kind} outside what the scenario expects: {what}."},
+            "fullDescription": {"text": f"A GPU kernel's {kind} that its test (or scenario) does not expect: {what}."},
             "defaultConfiguration": {"level": "error"},
             "properties": {"detector": detector, "kind": kind, "tags": ["memory-safety", "gpu"]}}
 

@@ -12,29 +12,39 @@ from typing import Any, Mapping, Sequence
 from gpu_memsafety.report.baselines import accepted_text, stale_line
 from gpu_memsafety.report.document import FAILURE
 from gpu_memsafety.report.findings import case_findings, describe_finding
-from gpu_memsafety.report.render import Renderer, plural, pytest_counts, visible
+from gpu_memsafety.report.render import Renderer, plural, pytest_counts, row_label, visible
 
 # Case ids shown per group of cases not run (or never started) before "and N more".
 IDS_SHOWN = 3
 
 
 class TerminalRenderer(Renderer):
+    """`failures=False`: the failing cases are not listed again (a host suite's run: pytest's own FAILURES section
+    has each test's findings); `width`: every line within that many columns (wrapped under its own indent)."""
+
     name = "terminal"
+
+    def __init__(self, failures: bool = True, width: int | None = None) -> None:
+        self.show_failures = failures
+        self.width = width
 
     def text(self, value: str) -> str:
         return visible(value, newlines=False)
 
     def render(self, report: Mapping[str, Any]) -> str:
         cases = report["cases"]
-        parts = [self.matrix(report["matrix"]), self.failures(cases), self.known_bugs(cases),
-                 self.accepted_cases(cases), self.stale_entries(report), self.not_run(cases),
+        parts = [self.matrix(report["matrix"], row_label(report)), self.failures(cases) if self.show_failures else "",
+                 self.known_bugs(cases), self.accepted_cases(cases), self.stale_entries(report), self.not_run(cases),
                  self.never_started(report.get("not_run", [])), self.run_line(report), self.headline(report)]
-        return "\n\n".join(p for p in parts if p) + "\n"
+        text = "\n\n".join(p for p in parts if p)
+        if self.width:
+            text = "\n".join(_wrap(line, self.width) for line in text.split("\n"))
+        return text + "\n"
 
-    def matrix(self, rows: Sequence[Mapping[str, Any]]) -> str:
+    def matrix(self, rows: Sequence[Mapping[str, Any]], first: str = "kernel") -> str:
         if not rows:
             return "no cases ran"
-        head, lines = self.matrix_table(rows)
+        head, lines = self.matrix_table(rows, first)
         table = [head, *((self.text(m.cells[0]), self.text(m.cells[1]), *m.cells[2:],
                           m.verdict.upper() if m.verdict == FAILURE else m.verdict) for m in lines)]
         widths = [max(len(line[i]) for line in table) for i in range(len(head))]
@@ -128,5 +138,13 @@ class TerminalRenderer(Renderer):
         return "\n".join(lines)
 
 
-def render_terminal(report: Mapping[str, Any]) -> str:
-    return TerminalRenderer().render(report)
+def _wrap(line: str, width: int) -> str:
+    if len(line) <= width:
+        return line
+    import textwrap
+    indent = line[: len(line) - len(line.lstrip(" "))] + "    "
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
+
+
+def render_terminal(report: Mapping[str, Any], failures: bool = True, width: int | None = None) -> str:
+    return TerminalRenderer(failures, width).render(report)

@@ -28,7 +28,7 @@ BOUNDS: dict[str, Bound] = {
     "--workers-per-gpu": Bound(0, 256, "workers on each GPU (0: as measured)"),
     # pytest scenario runs and host suites
     "--batch-size": Bound(1, 100_000, "cases per worker process"),       # bench
-    "--gpu-memsafety-batch-size": Bound(1, 100_000, "cases per worker process"),
+    "--gpu-memsafety-batch-size": Bound(1, 100_000, "cases per worker process, or tests per child process"),
     "--gpu-memsafety-iterations": Bound(1, 1_000_000, "runs per case"),
     "--gpu-memsafety-batch": Bound(1, 100_000, "tests per child process"),
     "--gpu-memsafety-timeout": Bound(1, WEEK_S, "seconds"),

@@ -14,6 +14,10 @@ Taken from PyPI's JSON API (https://pypi.org/pypi/<dist>/<version>/json, digests
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+from gpu_memsafety.util import jsonio
+
 WHEEL_SHA256: dict[str, str] = {
     # sglang 0.5.18
     "sglang-0.5.18-cp310-cp310-manylinux_2_34_aarch64.whl":
@@ -108,3 +112,12 @@ WHEEL_SHA256: dict[str, str] = {
     "flashinfer_python-0.7.2-py3-none-any.whl":
         "770550a0aa92b2f10e6c9a1f048dd43713f0f3bb6a12710186fcf8e4e9c99bd8",
 }
+
+
+# What `make upstream` unpacks from each pinned wheel, file by file: {wheel file name: {member: sha256}}, hashed from
+# the pinned wheel's own bytes (cli/upstream.wheel_manifest; each row equal to the wheel's RECORD) on 2026-12-07, kept
+# in upstream_unpacked.json beside this file. Every use of an unpacked folder is checked against these, never against
+# hashes kept in the folder (a tampered file under a stamp rewritten with the folder's own hashes would pass). A
+# pinned wheel without rows there (another platform's) is checked against its own RECORD, from the cached wheel.
+UNPACKED_SHA256: dict[str, dict[str, str]] = jsonio.loads(
+    (Path(__file__).resolve().parent / "upstream_unpacked.json").read_text(encoding="utf-8"))

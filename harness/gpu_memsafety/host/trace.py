@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gpu_memsafety.detectors.trace import tensors_of
+from gpu_memsafety.host import copy_bound
 from gpu_memsafety.host.allocations import where_text
 from gpu_memsafety.host.launches import storage_ptr, variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
@@ -59,6 +60,8 @@ class TraceOfTest:
     accesses: int = 0
     copies: int = 0
     unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
+    unhooked: str = ""     # the trace's hooks were gone by the test's end: its later launches went unseen (why)
+    uncopied: list[str] = field(default_factory=list)      # launches not copied (host/copy_bound.py): why
     untimed: list[str] = field(default_factory=list)       # autotuned kernels whose every config ran once, untimed
     race_notes: list[str] = field(default_factory=list)    # the race check's (detectors/trace_race.notes)
 
@@ -85,14 +88,33 @@ def _guarded_copy(name: str, storage: Any) -> _Copy:
     import mmap
 
     import torch
+    __tracebackhide__ = True          # pytest: no frame of the harness's, and no storage's repr, in a test's traceback
     n = int(storage.nbytes())
     size = GUARD_BYTES + n + GUARD_BYTES
-    region = mmap.mmap(-1, size)
+    try:
+        region = mmap.mmap(-1, size)
+    except (OSError, MemoryError, ValueError, OverflowError) as exc:
+        raise CopyRefused(f"the trace could not map a guarded copy of {name} ({n:,} B): {exc}") from None
     base = ctypes.addressof(ctypes.c_char.from_buffer(region))
     middle = torch.frombuffer(memoryview(region)[GUARD_BYTES: GUARD_BYTES + n], dtype=torch.uint8)
     copy = middle.untyped_storage()
     copy.copy_(storage)
     return _Copy(name, base, size, base + GUARD_BYTES, L.GuardLayout(n, GUARD_BYTES, GUARD_BYTES), region, copy)
+
+
+class CopyRefused(MemoryError):
+    """A guarded copy that could not be made (its message names the storage and its size, never its contents)."""
+
+
+def _storage_bytes(params: list[tuple[str, Any]]) -> tuple[int, int]:
+    """(bytes, storages) of the distinct CPU storages a launch's arguments use: what relocate would copy."""
+    seen: dict[int, int] = {}
+    for _, value in params:
+        for tensor in _tensors(value):
+            storage = tensor.untyped_storage()
+            if storage.device.type == "cpu":
+                seen[int(storage.data_ptr())] = int(storage.nbytes())
+    return sum(seen.values()), len(seen)
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -128,6 +150,7 @@ class _Launch:
     def relocate(self, args_hst: list[Any], kwargs_hst: dict[str, Any]) -> None:
         """Move the interpreter's host tensors onto guarded copies (one per storage), then tell the tracer the
         launch's arguments are those copies."""
+        __tracebackhide__ = True
         by_storage: dict[int, _Copy] = {}
         names = [name for name, _ in self.params]
         names += [f"#{i}" for i in range(len(names), len(args_hst))]
@@ -179,6 +202,7 @@ class _Launch:
         from gpu_memsafety.detectors.trace import READ, WRITE
         from gpu_memsafety.sanitizer import attribute
         doc = self.tracer.evidence()
+        sites = doc.get("sites", {})
         out: list[Finding] = []
         for direction, kind in ((READ, OVERREAD), (WRITE, OVERWRITE)):
             runs = {name: dirs[direction] for name, dirs in doc.get("outside", {}).items() if dirs.get(direction)}
@@ -188,15 +212,15 @@ class _Launch:
                     r["logical"] = where_text(r["start"], r["end"], copy.layout.nbytes)
                 for f in attribute.guard_findings({name: ranges}, kernel=self.kernel, arch="cpu", detector=TRACE,
                                                   kind=kind, access=direction):
-                    out.append(_named(f, copy, self.kernel))
+                    out.append(_at(_named(f, copy, self.kernel), sites.get(name, {}).get(direction)))
             strays = [ByteRange(UNATTRIBUTED, r["start"], r["end"], r.get("logical", ""))
                       for r in doc.get("strays", {}).get(direction, [])]
             if strays:
-                out.append(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
+                out.append(_at(Finding(detector=TRACE, kind=kind, buffer=UNATTRIBUTED, region=UNATTRIBUTED,
                                    bytes=sum(r.nbytes for r in strays), count=len(strays), kernel=self.kernel,
                                    arch="cpu", ranges=tuple(strays), details=(("access", direction),),
                                    note="memory outside every allocation the launch can reach; the interpreter did "
-                                        "not touch it"))
+                                        "not touch it"), sites.get("", {}).get(direction)))
         return out + self._races()
 
     def _races(self) -> list[Finding]:
@@ -215,6 +239,17 @@ class _Launch:
     def race_notes(self) -> list[str]:
         from gpu_memsafety.detectors.trace_race import notes
         return notes(self.tracer.races.evidence())
+
+
+def _at(f: Finding, site: Any) -> Finding:
+    """f at the kernel's line that made its first access (the trace's site: {"file", "line"}), as memcheck places
+    its records: `source` is "file.py:LINE", the detail `path` the whole file name (report/locate.py)."""
+    if not site:
+        return f
+    from dataclasses import replace
+    from pathlib import PurePath
+    return replace(f, source=f"{PurePath(site['file']).name}:{site['line']}",
+                   details=(*f.details, ("path", str(site["file"]))))
 
 
 def _named(f: Finding, copy: _Copy, kernel: str) -> Finding:
@@ -282,6 +317,7 @@ class HostTrace:
         self._restore: Callable[[], None] | None = None
         self._launch: list[_Launch] = []
         self._arenas: list[Any] = []
+        self._hooks: tuple[Any, Any] | None = None
 
     def watch(self, arena: Any) -> None:
         """The running test's gpu_memsafety_guarded arena (placement/guard.Arena): its buffers are placed with their
@@ -292,13 +328,27 @@ class HostTrace:
         self.code = getattr(test_function, "__code__", None)
         self.current = TraceOfTest()
         self._arenas = []
+        if self._restore is not None and not self.hooks_present():
+            self.uninstall()          # re-checked at each test: a reloaded interpreter gets the hooks again
         if self._restore is None and "triton.runtime.interpreter" in sys.modules:
             self.install()
 
     def take(self) -> TraceOfTest:
         done, self.current = self.current, TraceOfTest()
         done.findings = merged(done.findings)
+        if self._restore is not None and not self.hooks_present():
+            done.unhooked = ("not checked: the trace's hooks on Triton's interpreter were gone by the end of this test "
+                             "(triton.runtime.interpreter reloaded, or its classes replaced), so its launches after "
+                             "that were not traced")
         return done
+
+    def hooks_present(self) -> bool:
+        """The interpreter still launches through this trace and its memory operations through detectors/trace."""
+        from gpu_memsafety.detectors import trace
+        interpreter = sys.modules.get("triton.runtime.interpreter")
+        executor = getattr(interpreter, "GridExecutor", None)
+        return (trace.hooks_present() and executor is not None and (executor.__call__, executor._init_args_hst)
+                == self._hooks)
 
     @property
     def installed(self) -> bool:
@@ -316,11 +366,17 @@ class HostTrace:
         host = self
 
         def launch(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True                     # pytest: the test's traceback shows no harness frame
             kernel = getattr(getattr(executor, "fn", None), "__name__", "a Triton kernel")
             names = list(getattr(executor, "arg_names", None) or ())
             params = list(zip(names, args)) + list(kwargs.items())
             variables = variables_of(sys._getframe(1), host.code, _cpu_ptr) if host.code is not None else {}
             guarded = [b for arena in host._arenas for b in arena.buffers.values()]
+            copy_bytes, copies = _storage_bytes(params)
+            refused = copy_bound.refusal(copy_bytes, GUARD_BYTES, copies)
+            if refused:                                  # run as a plain interpreted launch, under the fence only
+                host.current.uncopied.append(f"{kernel} was not checked: {refused}")
+                return call(executor, *args, **kwargs)
             current = _Launch(kernel, params, variables, guarded)
             host._launch.append(current)
             trace._ACTIVE.append(current.tracer)
@@ -342,18 +398,21 @@ class HostTrace:
                 host.current.race_notes += current.race_notes()
 
         def init_args(executor: Any, args_dev: Any, kwargs: Any) -> Any:
+            __tracebackhide__ = True
             args_hst, kwargs_hst = init(executor, args_dev, kwargs)
             if host._launch:
                 host._launch[-1].relocate(args_hst, kwargs_hst)
             return args_hst, kwargs_hst
 
-        I.GridExecutor.__call__ = launch               # type: ignore[method-assign]
-        I.GridExecutor._init_args_hst = init_args      # type: ignore[method-assign]
+        executor = I.GridExecutor
+        executor.__call__ = launch                     # type: ignore[method-assign]
+        executor._init_args_hst = init_args            # type: ignore[method-assign]
+        self._hooks = (launch, init_args)
         untimed = self._untimed_autotune()
 
-        def restore() -> None:
-            I.GridExecutor.__call__ = call             # type: ignore[method-assign]
-            I.GridExecutor._init_args_hst = init       # type: ignore[method-assign]
+        def restore() -> None:                         # on the class patched (a reloaded module has a new one)
+            executor.__call__ = call                   # type: ignore[method-assign]
+            executor._init_args_hst = init             # type: ignore[method-assign]
             untimed()
         self._restore = restore
         return True
