@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 50 on a GPU: explore (`pytest --gpu-memsafety --gpu-memsafety-explore`) under the complete set (children:
-# the markers pass, then memcheck), over its calibration ci/gpu/field/calib_explore (seven bugs that trigger only at
+# the markers pass, then memcheck), over its calibration ci/gpu/field/calib_explore (eight bugs that trigger only at
 # unlisted shapes, each with a clean twin). One call, about 6 minutes:
 #   plain     the calibration without the harness: every test passes (the bugs are silent at the listed shapes)
 #   listed    --gpu-memsafety (complete) without explore: every listed case clean (nothing is found without explore)

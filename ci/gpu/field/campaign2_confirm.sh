@@ -12,9 +12,12 @@
 # then, for each SUITES entry, the library's test under the bare flag (ci/gpu/field/campaign.sh, STEPS="complete").
 # Everything under $OUT: steps.txt (one line per step: name, rc, wall s, error counts), one log per step, env.txt.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-REPO=$PWD; PY="$REPO/.venv/bin/python"; [ -x "$PY" ] || PY=python3
-BUDGET=${BUDGET:-540}; T0=$(date +%s)
+REPO=$PWD; OUT=${OUT:-/tmp/out}
+source "$REPO/ci/gpu/runenv.sh"
+whole BUDGET 540 0 86400                 # read safely, before anything runs (ci/gpu/runenv.sh)
+mkdir -p "$OUT"; fresh_file "$OUT/steps.txt"
+PY="$REPO/.venv/bin/python"; [ -x "$PY" ] || PY=python3
+T0=$(date +%s)
 export PYTHONUNBUFFERED=1
 { date -u; nvidia-smi -L; compute-sanitizer --version | tail -1; git -C "$REPO" rev-parse HEAD
   "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$OUT/env.txt" 2>&1
@@ -43,6 +46,7 @@ path_of() {   # the PYTHONPATH a library's reproducer runs with
 # The findings' reproducers (LIB:FILE:ARGS[:initcheck]), each bug before its control; fla's log-linear overread
 # (confirmed on the H200, run 51) last, as the known-positive control of the whole call
 REPROS=${REPROS:-"mamba:mamba_varlen_empty_first_sequence.py mamba:mamba_varlen_empty_first_sequence.py:5,0,70
+  mamba:mamba3_varlen_empty_last_sequence.py mamba:mamba3_varlen_empty_last_sequence.py:0,3
   triton_kernels:triton_kernels_topk_backward_rows.py:40,33:initcheck
   triton_kernels:triton_kernels_topk_backward_rows.py:40,40:initcheck fla:fla_log_linear_short_sequence.py:15"}
 for spec in $REPROS; do

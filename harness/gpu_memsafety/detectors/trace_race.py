@@ -28,7 +28,7 @@ it is not checked, and the detector's line and the verdict say "race check parti
 launch ends.
 
 Where it runs: wherever the trace runs (model.RIDES_WITH): the scenario worker's traced launch, and a host suite's
-interpreted launches (detectors/trace_host.py), on a CPU by default and with `--gpu-memsafety=trace`.
+interpreted launches (host/trace.py), on a CPU by default and with `--gpu-memsafety=trace`.
 """
 from __future__ import annotations
 
