@@ -30,7 +30,7 @@ step() {   # step NAME LIMIT CMD...: bounded by LIMIT and by what is left of the
   local t=$(date +%s)
   timeout -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  echo "$name rc=$rc wall_s=$(( $(date +%s) - t )) invalid=$(grep -c 'Invalid __global__' "$OUT/$name.log") uninit=$(grep -c 'Uninitialized __global__' "$OUT/$name.log") $(grep -o 'ERROR SUMMARY: [0-9]* error' "$OUT/$name.log" | tail -1)" >> "$OUT/steps.txt"
+  echo "$name rc=$rc wall_s=$(( $(date +%s) - t )) invalid=$(grep -c 'Invalid __global__' "$OUT/$name.log") uninit=$(grep -ci 'uninitialized' "$OUT/$name.log") $(grep -o 'ERROR SUMMARY: [0-9]* error' "$OUT/$name.log" | tail -1)" >> "$OUT/steps.txt"
 }
 
 path_of() {   # the PYTHONPATH a library's reproducer runs with
