@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as U
 from gpu_memsafety.model import TRACE, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, Expectation, ExpectedFinding
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, Variant
 from gpu_memsafety.kernels.mxfp4 import layout as L

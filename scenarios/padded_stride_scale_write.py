@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, OVERWRITE, UNINIT, UNWRITTEN, Expectation, ExpectedFinding
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, grid
 from gpu_memsafety.kernels.pre_dispatch import layout as PL
 

@@ -7,7 +7,7 @@ barrier) must be clean. CUDA only (needs a GPU and nvcc). One definition with `p
 """
 from __future__ import annotations
 
-from gpu_memsafety.detectors.hazards import BARRIER_BUFFER
+from gpu_memsafety.sanitizer.hazards import BARRIER_BUFFER
 from gpu_memsafety.model import BARRIER, SYNCCHECK, ExpectedFinding
 from gpu_memsafety.kernels.planted.race import scenario
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from gpu_memsafety.placement.allocator import (BEFORE_TESTS, FRONT_GUARD, MARKER, Allocation, CheckResult, Counters,
+from gpu_memsafety.host.allocator import (BEFORE_TESTS, FRONT_GUARD, MARKER, Allocation, CheckResult, Counters,
                                                GuardHit, capture_stack)
 
 CURRENT: "FakeAllocator | None" = None

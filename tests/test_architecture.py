@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -45,11 +46,11 @@ PURE = (
     "gpu_memsafety", "gpu_memsafety.api", "gpu_memsafety.errors", "gpu_memsafety.model",
     "gpu_memsafety.judge.", "gpu_memsafety.report.", "gpu_memsafety.util.",
     "gpu_memsafety.sanitizer.parse.", "gpu_memsafety.sanitizer.attribute", "gpu_memsafety.sanitizer.tool",
-    "gpu_memsafety.placement.layout", "gpu_memsafety.engine.modes", "gpu_memsafety.engine.job",
-    "gpu_memsafety.detectors.hazards", "gpu_memsafety.detectors.poison", "gpu_memsafety.detectors.pageprobe",
+    "gpu_memsafety.placement.layout", "gpu_memsafety.detectors.modes", "gpu_memsafety.job",
+    "gpu_memsafety.sanitizer.hazards", "gpu_memsafety.detectors.hazards", "gpu_memsafety.detectors.poison", "gpu_memsafety.detectors.pageprobe",
     "gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry", "gpu_memsafety.detectors.guard",
     "gpu_memsafety.detectors.memcheck", "gpu_memsafety.detectors.guard_page", "gpu_memsafety.detectors.uninit",
-    "gpu_memsafety.sanitizer.records", "gpu_memsafety.engine.actions", "gpu_memsafety.engine.cover",
+    "gpu_memsafety.sanitizer.records", "gpu_memsafety.detectors.actions", "gpu_memsafety.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
     "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
     "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",
@@ -233,8 +234,8 @@ def _defined_names(module: Module) -> set[str]:
 
 def _layers(text: str) -> list[tuple[str, tuple[str, ...]]]:
     """The layer table of docs/architecture.md: the indented block after "## Layers", one `NAME unit unit ...`
-    line per layer, lowest first; a unit is a module or package name under gpu_memsafety ("gpu_memsafety":
-    the package itself)."""
+    line per layer, lowest first; a unit is a package directly under gpu_memsafety or a module at its top
+    ("gpu_memsafety": the package's own __init__)."""
     section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
     rows = [line.split() for line in section.splitlines() if line.startswith("    ") and line.strip()]
     assert rows, "docs/architecture.md: the Layers section has no indented table"
@@ -248,30 +249,82 @@ def _full(unit: str) -> str:
     return unit if unit == "gpu_memsafety" else f"gpu_memsafety.{unit}"
 
 
+def _unit(name: str) -> str:
+    """The package a module is in, as the layer table lists it: gpu_memsafety.X for gpu_memsafety.X and everything
+    under it (a top-level module is a unit of its own); the root package's __init__ is "gpu_memsafety"."""
+    return ".".join(name.split(".")[:2])
+
+
 def _layer_of(name: str, layers: list[tuple[str, tuple[str, ...]]]) -> int | None:
-    """The index of the layer whose longest listed unit `name` is, or is under; None when none."""
-    best: tuple[int, int] | None = None
-    for index, (_, units) in enumerate(layers):
-        for unit in map(_full, units):
-            if (name == unit or name.startswith(unit + ".")) and (best is None or len(unit) > best[1]):
-                best = (index, len(unit))
-    return best[0] if best else None
+    """The index of the layer that lists the module's package (_unit); None when no layer does."""
+    unit = _unit(name)
+    return next((index for index, (_, units) in enumerate(layers) if unit in map(_full, units)), None)
+
+
+# Dynamic imports the layers allow upward, each a load the code makes by design of what it cannot know in advance:
+# the module and why. Every other module's dynamic import (a module named in a module-level constant, a
+# "module:function" string, a string handed to import_module) counts as an import and follows the layers.
+DYNAMIC_LOADS = {
+    "gpu_memsafety.scenario.registry": "scenario discovery: the built-in scenarios package, scenario paths and entry points",
+    "gpu_memsafety.scenario.definition": "adapters: a scenario's `adapter` names its 'module:function'",
+}
+_MODULE_FUNCTION = re.compile(r"(gpu_memsafety(?:\.\w+)+):\w+")
+
+
+def _ours(text: str) -> str | None:
+    """The module (or package) of ours a string names, whole, as `pkg.module` or `pkg.module:function`; else None."""
+    match = _MODULE_FUNCTION.fullmatch(text)
+    name = match.group(1) if match else text
+    return name if name in MODULES else None
+
+
+def _dynamic(module: Module) -> list[tuple[str, int]]:
+    """(module, line) for each module of ours this one names for a dynamic import: a string of a module-level
+    constant (in tuples, lists, sets and dicts too) that names one, and a "module:function" string anywhere."""
+    out: list[tuple[str, int]] = []
+    for node in module.tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            out += [(name, c.lineno) for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                    and isinstance(c.value, str) and (name := _ours(c.value))]
+    out += [(match.group(1), c.lineno) for c in ast.walk(module.tree) if isinstance(c, ast.Constant)
+            and isinstance(c.value, str) and (match := _MODULE_FUNCTION.fullmatch(c.value)) and match.group(1) in MODULES]
+    return out
+
+
+def _edges(modules: dict[str, Module]) -> list[tuple[str, str, str, bool]]:
+    """Every import of one of our modules by another (functions and TYPE_CHECKING blocks too) and every dynamic
+    one: (importer, imported, path:line, dynamic)."""
+    found = []
+    for name, module in modules.items():
+        where = module.path.relative_to(ROOT) if module.path.is_absolute() else module.path
+        static = [(t, line, False) for t, line in _imports(module, top_level_only=False, type_checking=True)]
+        for target, line, dynamic in static + [(t, line, True) for t, line in _dynamic(module)]:
+            if target.startswith("gpu_memsafety") and target != name:
+                found.append((name, target, f"{where}:{line}", dynamic))
+    return found
 
 
 def _upward(modules: dict[str, Module], layers: list[tuple[str, tuple[str, ...]]]) -> list[str]:
-    """Each import, anywhere in a module (functions and TYPE_CHECKING blocks too), of a module in a layer above
+    """Each import (anywhere in a module, dynamic ones too but the declared loads) of a module in a layer above
     the importer's, as `importer (layer) -> imported (layer) at path:line`."""
     found = []
-    for name, module in modules.items():
-        own = _layer_of(name, layers)
-        for target, line in _imports(module, top_level_only=False, type_checking=True):
-            if not target.startswith("gpu_memsafety"):
-                continue
-            theirs = _layer_of(target, layers)
-            if own is not None and theirs is not None and theirs > own:
-                found.append(f"{name} ({layers[own][0]}) -> {target} ({layers[theirs][0]}) at "
-                             f"{module.path.relative_to(ROOT) if module.path.is_absolute() else module.path}:{line}")
+    for name, target, where, dynamic in _edges(modules):
+        own, theirs = _layer_of(name, layers), _layer_of(target, layers)
+        if dynamic and name in DYNAMIC_LOADS:
+            continue
+        if own is not None and theirs is not None and theirs > own:
+            found.append(f"{name} ({layers[own][0]}) -> {target} ({layers[theirs][0]}){' dynamic' if dynamic else ''}"
+                         f" at {where}")
     return sorted(found)
+
+
+def _package_graph(modules: dict[str, Module]) -> dict[str, dict[str, int]]:
+    """Package -> the packages it imports (dynamic imports included, the declared loads left out)."""
+    graph: dict[str, dict[str, int]] = {_unit(name): {} for name in modules}
+    for name, target, _, dynamic in _edges(modules):
+        if _unit(target) != _unit(name) and not (dynamic and name in DYNAMIC_LOADS):
+            graph[_unit(name)].setdefault(_unit(target), 0)
+    return graph
 
 
 def _api_names() -> list[str]:
@@ -285,7 +338,7 @@ def _api_names() -> list[str]:
 
 def test_the_source_tree_is_found() -> None:
     """Guards the tests below against passing on an empty tree (a moved folder, a wrong ROOT)."""
-    for package in ("gpu_memsafety.api", "gpu_memsafety.fixtures.plugin", "gpu_memsafety.kernels.cuda_build",
+    for package in ("gpu_memsafety.api", "gpu_memsafety.fixtures.plugin", "gpu_memsafety.util.cuda_build",
                     "gpu_memsafety.scenarios.planted_oob"):
         assert package in MODULES, f"{package} not found under {ROOT}"
     graph = _graph(top_level_only=False)
@@ -357,7 +410,7 @@ def _engine(module: Module) -> bool:
 
 
 def test_each_public_api_name_is_defined_once() -> None:
-    """Across the harness and the modules the API takes its names from (gpu_memsafety.kernels.cuda_build)."""
+    """Across the harness and the modules the API takes its names from (gpu_memsafety.util.cuda_build)."""
     names = _api_names()
     assert len(names) > 10
     sources = {n.module for n in ast.walk(MODULES["gpu_memsafety.api"].tree) if isinstance(n, ast.ImportFrom)}
@@ -371,37 +424,56 @@ def test_each_public_api_name_is_defined_once() -> None:
 
 # ------------------------------------------------------------------------------------------------ layers
 
-# Imports against the layers still in the code, each with the work that removes it (issue 43 item 4). An entry
-# whose import is gone fails the test too, so the list only shrinks; a new upward import is never added here.
-KNOWN_UPWARD: dict[str, str] = {
-}
-
-
-def _where(entry: str) -> str:
-    return entry.rsplit(" at ", 1)[0]
-
-
-def test_every_module_has_a_layer_and_every_listed_unit_exists() -> None:
+def test_every_package_has_one_layer_and_every_listed_unit_exists() -> None:
+    """One line of the table per layer, one layer per package: a unit is a package (or a top-level module), never a
+    module inside a package, so a package cannot span layers; a package the table does not list fails."""
     assert len(LAYERS) > 10
-    unplaced = [name for name in MODULES if _layer_of(name, LAYERS) is None]
-    assert not unplaced, f"modules in no layer of docs/architecture.md: {unplaced}"
     listed = [_full(u) for _, units in LAYERS for u in units]
+    inner = [u for u in listed if _unit(u) != u]
+    assert not inner, f"docs/architecture.md's layers list modules inside a package (list the package): {inner}"
+    unplaced = sorted({_unit(name) for name in MODULES if _layer_of(name, LAYERS) is None})
+    assert not unplaced, f"packages in no layer of docs/architecture.md: {unplaced}"
     stale = [u for u in listed if u not in MODULES and not any(m.startswith(u + ".") for m in MODULES)]
     assert not stale, f"docs/architecture.md's layers name what is no module or package: {stale}"
     assert len(listed) == len(set(listed)), "a unit is listed in two layers"
 
 
 def test_no_import_goes_up_the_layers() -> None:
-    found = {_where(e): e for e in _upward(MODULES, LAYERS)}
-    new = [e for key, e in found.items() if key not in KNOWN_UPWARD]
-    assert not new, "imports from a layer above (docs/architecture.md, Layers):\n" + "\n".join(new)
-    healed = [key for key in KNOWN_UPWARD if key not in found]
-    assert not healed, f"no longer imported upward: remove from KNOWN_UPWARD: {healed}"
+    found = _upward(MODULES, LAYERS)
+    assert not found, "imports from a layer above (docs/architecture.md, Layers):\n" + "\n".join(found)
+
+
+def test_the_package_graph_is_acyclic() -> None:
+    graph = _package_graph(MODULES)
+    assert len(graph) > 10 and sum(map(len, graph.values())) > 30
+    assert not _cycles(graph), f"package cycles: {_cycles(graph)}"
+
+
+def test_the_declared_dynamic_loads_are_the_ones_the_code_makes() -> None:
+    """Each declared load is a module that loads what it is handed (import_module or a file spec with an argument
+    the test cannot read), and no other module of the engine does that without naming its targets where the test
+    reads them (a module-level constant, a "module:function" string, a literal in the function that loads)."""
+    def loads(module: Module) -> list[int]:
+        return [n.lineno for n in ast.walk(module.tree) if isinstance(n, ast.Call)
+                and (_calls_import_module(n) or getattr(n.func, "attr", "") == "spec_from_file_location")
+                and not (n.args and isinstance(n.args[0], ast.Constant))]
+    for name in DYNAMIC_LOADS:
+        assert loads(MODULES[name]), f"{name} is declared a dynamic load and makes none"
+    engine = [m for m in MODULES.values() if _engine(m) and m.name not in DYNAMIC_LOADS]
+    unread = [f"{m.name} at {m.path.relative_to(ROOT)}:{line}" for m in engine for line in loads(m)
+              if not _dynamic(m) and not _named_for_import_module(m)]
+    assert not unread, "dynamic imports whose targets are not read (name them in a constant, or declare them):\n" + \
+        "\n".join(unread)
+
+
+def _synthetic(name: str, path: str, source: str) -> dict[str, Module]:
+    return {**MODULES, name: Module(name, Path(path), ast.parse(source))}
 
 
 def test_the_layer_check_fails_on_an_upward_import() -> None:
     """A synthetic module in the lowest layer importing the report package, at module level, inside a function
-    and under TYPE_CHECKING: each import is found with its line; a downward import is not."""
+    and under TYPE_CHECKING: each import is found with its line; a downward import is not; the package graph
+    then has a cycle."""
     source = ("from typing import TYPE_CHECKING\n"
               "from gpu_memsafety.util import paths\n"
               "from gpu_memsafety.report import document\n"
@@ -409,13 +481,36 @@ def test_the_layer_check_fails_on_an_upward_import() -> None:
               "    from gpu_memsafety.judge.rules import Mode\n"
               "def f():\n"
               "    import gpu_memsafety.cli.main\n")
-    synthetic = {**MODULES, "gpu_memsafety.model": Module("gpu_memsafety.model", Path("harness/gpu_memsafety/model.py"),
-                                                          ast.parse(source))}
+    synthetic = _synthetic("gpu_memsafety.model", "harness/gpu_memsafety/model.py", source)
     found = [e for e in _upward(synthetic, LAYERS) if e.startswith("gpu_memsafety.model ")]
     assert [e.split(" -> ")[1] for e in found] == [
         "gpu_memsafety.cli.main (cli) at harness/gpu_memsafety/model.py:7",
         "gpu_memsafety.judge.rules (judge) at harness/gpu_memsafety/model.py:5",
         "gpu_memsafety.report.document (report) at harness/gpu_memsafety/model.py:3"], found
+    assert _cycles(_package_graph(synthetic))
+
+
+def test_the_layer_check_fails_on_a_dynamic_upward_import() -> None:
+    """A synthetic util module naming an upper module in a module-level constant and a "module:function" string:
+    both are found; the same in a declared load (scenario discovery) is not."""
+    source = ('WORKER = ("gpu_memsafety.cli.main",)\n'
+              'def f():\n'
+              '    return run("gpu_memsafety.engine.runner:Runner")\n')
+    synthetic = _synthetic("gpu_memsafety.util.fake", "harness/gpu_memsafety/util/fake.py", source)
+    found = [e for e in _upward(synthetic, LAYERS) if e.startswith("gpu_memsafety.util.fake ")]
+    assert [e.split(" -> ")[1] for e in found] == [
+        "gpu_memsafety.cli.main (cli) dynamic at harness/gpu_memsafety/util/fake.py:1",
+        "gpu_memsafety.engine.runner (engine) dynamic at harness/gpu_memsafety/util/fake.py:3"], found
+    declared = _synthetic("gpu_memsafety.scenario.registry", "harness/gpu_memsafety/scenario/registry.py", source)
+    assert not [e for e in _upward(declared, LAYERS) if e.startswith("gpu_memsafety.scenario.registry ")]
+
+
+def test_the_layer_check_fails_on_an_unlisted_package() -> None:
+    """A package the table does not list has no layer (there is no catch-all): the check names it."""
+    synthetic = _synthetic("gpu_memsafety.newfloor.thing", "harness/gpu_memsafety/newfloor/thing.py", "X = 1\n")
+    assert _layer_of("gpu_memsafety.newfloor.thing", LAYERS) is None
+    assert _layer_of("gpu_memsafety.util.fake", LAYERS) is not None
+    assert [n for n in synthetic if _layer_of(n, LAYERS) is None] == ["gpu_memsafety.newfloor.thing"]
 
 
 # ------------------------------------------------------------------------------------------ detectors are units
@@ -423,12 +518,15 @@ def test_the_layer_check_fails_on_an_upward_import() -> None:
 # Packages whose modules name no detector: what a detector sees, explains, leaves to others and reruns is the
 # detector's own (gpu_memsafety.detectors.base.Unit), read through the registry, so a new detector is its module,
 # a registry line and a mode-table row, and no decision elsewhere changes. The mode tables compose modes from
-# detectors by name (a row names its detectors), and are the exceptions by design.
+# detectors by name (a row names its detectors), and are the exceptions by design; so are the detectors' faces on a
+# pytest suite (host/guard_page.py, host/trace.py): each is its detector, run on a suite's tests.
 NAME_NO_DETECTOR = ("gpu_memsafety.judge", "gpu_memsafety.engine", "gpu_memsafety.host")
-MODE_TABLES = ("gpu_memsafety.engine.modes", "gpu_memsafety.host.modes")
-# The detector modules everything may reach: the Unit shape and the registry of units.
-DETECTOR_DOORS = ("gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry")
-# Modules that still name detectors, each with the work that removes it (the list only shrinks, as KNOWN_UPWARD).
+MODE_TABLES = ("gpu_memsafety.host.modes", "gpu_memsafety.host.guard_page", "gpu_memsafety.host.trace")
+# The detector modules everything may reach: the Unit shape, the registry of units, the mode table (rows of units)
+# and the worker actions (a unit's action, looked up by name).
+DETECTOR_DOORS = ("gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry", "gpu_memsafety.detectors.modes",
+                  "gpu_memsafety.detectors.actions")
+# Modules that still name detectors, each with the work that removes it (the list only shrinks).
 KNOWN_NAMING: dict[str, str] = {
 }
 
@@ -563,7 +661,7 @@ def _own_definitions(modules: dict[str, Module]) -> list[str]:
 
 def test_the_host_path_shares_the_finding_the_planner_and_the_placing() -> None:
     assert not _own_definitions(MODULES), "defined again outside its one place:\n" + "\n".join(_own_definitions(MODULES))
-    host_face = _imported(MODULES["gpu_memsafety.detectors.guard_page_host"])
+    host_face = _imported(MODULES["gpu_memsafety.host.guard_page"])
     assert {f"{FINDING_AT}.fault_finding", PLANNER_AT} <= host_face, host_face
     assert PLACING_AT in _imported(MODULES["gpu_memsafety.host.records"])
 

@@ -169,7 +169,7 @@ def test_the_published_kernels_match_the_model_under_the_triton_interpreter(tmp_
     import subprocess
     import sys
 
-    from gpu_memsafety.cli import upstream as U
+    from gpu_memsafety.upstream import catalogue as U
     missing = [v for v in L.VERSIONS if U.unpacked(U.artifact(f"vllm-{v}")) is None]
     if missing:
         pytest.skip(f"vLLM {', '.join(missing)} not unpacked: `python -m gpu_memsafety.cli.upstream --only vllm-...`")

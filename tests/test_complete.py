@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpu_memsafety.engine.modes import DEFAULT_MODE, MODES, QUICK_MODE
+from gpu_memsafety.detectors.modes import DEFAULT_MODE, MODES, QUICK_MODE
 from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.judge.combine import StageResult, combine, stops
 from gpu_memsafety.judge.verdict import assess
@@ -251,7 +251,7 @@ def test_no_stage_for_the_scenario_is_not_applicable_with_the_reason() -> None:
 # -------------------------------------------------------------------------------------- workers, headline
 
 def test_workers_per_gpu_come_from_its_memory_the_cores_and_the_matrix() -> None:
-    from gpu_memsafety.fixtures.gpus import auto_workers, scenario_workers
+    from gpu_memsafety.util.gpus import auto_workers, scenario_workers
     h200 = 143_771                                                  # MiB, as NVML reports an H200
     assert scenario_workers([h200], 16, 366) == 8                   # the cores decide: 16 // 2
     assert scenario_workers([h200, h200], 32, 366) == 16

@@ -14,13 +14,13 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from gpu_memsafety.engine import job as J
+from gpu_memsafety import job as J
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.scenario.context import RunContext
 from gpu_memsafety.placement.guard import Arena
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange, DetectorRun, Expectation, ExpectedFinding, Finding, Outcome
-from gpu_memsafety.engine.cover import COVER_ALL, COVER_OPTIONS, COVER_SCENARIO, COVER_WATCHED, covers, resolve_cover
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.cover import COVER_ALL, COVER_OPTIONS, COVER_SCENARIO, COVER_WATCHED, covers, resolve_cover
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.scenario.definition import Case, Param, Scenario, ScenarioError
 from gpu_memsafety.judge.verdict import decide
 

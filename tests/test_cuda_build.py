@@ -1,4 +1,4 @@
-"""kernels/cuda_build.py on the CPU: the CUDA-extension build cache that `make sanitize`'s xdist workers and
+"""harness/gpu_memsafety/util/cuda_build.py on the CPU: the CUDA-extension build cache that `make sanitize`'s xdist workers and
 later runs share. The key follows the source and flags, unchanged files are not rewritten (so ninja sees them
 up to date), a stale torch build baton is cleared, and the file lock makes a second process wait for the
 first one's build instead of building beside it. The build itself (nvcc) runs on the GPU machine."""
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gpu_memsafety.engine.job import ERROR, UNSUPPORTED
+from gpu_memsafety.job import ERROR, UNSUPPORTED
 from gpu_memsafety.engine.worker import classify
-from gpu_memsafety.kernels import cuda_build
-from gpu_memsafety.kernels.errors import KernelBuildError, ToolchainMissing
+from gpu_memsafety.util import cuda_build
+from gpu_memsafety.util.build_errors import KernelBuildError, ToolchainMissing
 
 
 def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ import pytest
 
 from gpu_memsafety.detectors.base import Evidence
 from gpu_memsafety.detectors.guard import DETECTOR as GUARD_DETECTOR, spills
-from gpu_memsafety.engine import job as J
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety import job as J
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.judge.verdict import decide
 from gpu_memsafety.kernels.mxfp4 import layout as ML

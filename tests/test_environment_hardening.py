@@ -185,7 +185,8 @@ def test_env_says_found_but_rejected_with_the_reason(monkeypatch: pytest.MonkeyP
     assert ("compute-sanitizer: found but rejected: /opt/cuda/bin/compute-sanitizer (found via PATH): launcher "
             "files missing from /opt/cuda/bin: TreeLauncherSubreaper") in out
     assert "compute-sanitizer: not found" not in out
-    from gpu_memsafety.cli.env import environment, Discovery
+    from gpu_memsafety.cli.env import environment
+    from gpu_memsafety.util.gpus import Discovery
     block = environment(Discovery(), lookup)["compute_sanitizer"]
     assert sanitizer_text(block).startswith("found but rejected: /opt/cuda/bin/compute-sanitizer: launcher files")
     lookup.rejected.clear()

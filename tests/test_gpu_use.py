@@ -83,7 +83,7 @@ def test_every_worker_process_holds_its_gpu_and_the_judge_says_which_runs_alone(
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Runner._supervise: a process holds the GPU shared while it runs, and alone when asked; the batch keeps how
     alone it was."""
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     from gpu_memsafety.engine.runner import Runner, RunOptions
     from gpu_memsafety.judge.rules import Batch
     from test_judge import CASE, scenario

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Sequence
 
 
-from gpu_memsafety.detectors import hazards
+from gpu_memsafety.sanitizer import hazards
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.judge.rules import Judge, Machine
 from gpu_memsafety.sanitizer.records import read_sanitizer
 from gpu_memsafety.model import RACE, RACECHECK, SHARED, SYNCCHECK, CaseResult, Outcome
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.scenario.definition import Case, Scenario
 

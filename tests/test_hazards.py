@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_memsafety.detectors import hazards
+from gpu_memsafety.sanitizer import hazards
 from gpu_memsafety.sanitizer import parse
 from gpu_memsafety.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, ExpectedFinding
 
@@ -126,7 +126,7 @@ def test_a_triton_kernel_label_matches_its_specialised_name() -> None:
 def test_the_finding_builders_import_no_torch() -> None:
     import subprocess
     import sys
-    code = ("import sys, gpu_memsafety.detectors.hazards, gpu_memsafety.detectors.uninit, gpu_memsafety.scenarios.planted_race, gpu_memsafety.scenarios.planted_barrier, gpu_memsafety.scenarios.planted_uninit; "
+    code = ("import sys, gpu_memsafety.sanitizer.hazards, gpu_memsafety.detectors.uninit, gpu_memsafety.scenarios.planted_race, gpu_memsafety.scenarios.planted_barrier, gpu_memsafety.scenarios.planted_uninit; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
     from gpu_memsafety.util.paths import CHECKOUT as ROOT
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

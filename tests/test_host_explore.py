@@ -1,7 +1,7 @@
 """Issue 50, explore: `pytest --gpu-memsafety --gpu-memsafety-explore` runs each test again at the boundary shapes its
 parametrization forgot, each variant its own case. On a CPU under the trace (Triton's interpreter), on a GPU under
 the complete set's children (here with the fake allocator and the fake compute-sanitizer of tests/host_fake.py).
-The calibration (ci/gpu/field/calib_explore: seven bugs that trigger only at unlisted shapes, each with a clean twin)
+The calibration (ci/gpu/field/calib_explore: eight bugs that trigger only at unlisted shapes, each with a clean twin)
 must come out exact."""
 from __future__ import annotations
 
@@ -146,6 +146,7 @@ def test_explore_runs_each_test_at_its_forgotten_shapes_each_variant_a_case(suit
     ids = [c["id"].split("::", 1)[1] for c in doc["cases"]]
     assert ids.index("test_tail[32]") + 1 == ids.index('test_tail[32]@{"n": 1}')
     # the rerun command runs exactly that instance
+    assert tail["details"]["where"]["rerun"] == explore["rerun"]
     rerun = shlex.split(explore["rerun"])
     assert rerun[0] == "pytest" and "--gpu-memsafety-explore" not in rerun
     again = run(suite, command=[sys.executable, "-m", *rerun, "--gpu-memsafety-report-dir", "again"])
@@ -192,7 +193,7 @@ def test_the_calibration_every_bug_exact_and_no_twin_finding(tmp_path: Path) -> 
         sys.path.remove(str(CALIB))
     lines, problems = check.check(json.loads((tmp_path / "r" / "report.json").read_text()))
     assert not problems, "\n".join(problems + lines)
-    assert len(lines) == 14 and proc.returncode == 1, proc.stdout[-3000:]
+    assert len(lines) == 16 and proc.returncode == 1, proc.stdout[-3000:]
 
 
 GPU_SUITE = '''
@@ -240,4 +241,15 @@ def test_on_a_gpu_explored_cases_run_in_the_complete_sets_children(tmp_path: Pat
     assert kinds == [("guard", "overwrite", 4), ("memcheck", "overread", 4)], kinds
     assert by["test_rows[64]"]["outcome"] == "clean" and by["test_rows_fixed[64]"]["outcome"] == "clean"
     assert all(by[k]["outcome"] == "clean" for k in by if k.startswith("test_rows_fixed")), by
+    assert proc.returncode == 1
+
+
+def test_under_xdist_each_worker_explores_the_tests_it_ran(suite: Path) -> None:
+    proc = run(suite, "-n", "2", "--gpu-memsafety=trace", "--gpu-memsafety-explore",
+               "--gpu-memsafety-explore-variants", "1", "--gpu-memsafety-report-dir", "x", "-k", "tail or refuses")
+    by = cases(suite / "x")
+    assert set(by) == {"test_tail[32]", 'test_tail[32]@{"n": 1}', "test_refuses_other_shapes[32]",
+                       'test_refuses_other_shapes[32]@{"n": 1}'}, proc.stdout[-3000:]
+    assert by['test_tail[32]@{"n": 1}']["outcome"] == "finding"
+    assert by['test_refuses_other_shapes[32]@{"n": 1}']["outcome"] == "not applicable"
     assert proc.returncode == 1

@@ -7,7 +7,7 @@ from gpu_memsafety.host.breaks import Seen
 from gpu_memsafety.host.evidence import Evidence, OwnResult, own_result
 from gpu_memsafety.host.judge import MarkerError, judge, marker_from
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, PAST_END, Finding, Outcome
-from gpu_memsafety.placement.allocator import MARKER, Allocation, Frame, GuardHit
+from gpu_memsafety.host.allocator import MARKER, Allocation, Frame, GuardHit
 
 TEST = "tests/test_k.py::test_copy[n1000]"
 PASSED = OwnResult("passed")

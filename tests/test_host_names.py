@@ -14,7 +14,7 @@ from gpu_memsafety.host.judge import judge
 from gpu_memsafety.host.launches import LaunchLog, TensorUse, name_of
 from gpu_memsafety.host.records import attribute_records
 from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, TRACE, TRACE_RACE
-from gpu_memsafety.placement.allocator import Allocation, Frame, GuardHit
+from gpu_memsafety.host.allocator import Allocation, Frame, GuardHit
 
 from tests.test_host_records import FENCE, access, xml
 

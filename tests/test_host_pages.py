@@ -1,14 +1,14 @@
-"""pages mode after a fault (gpu_memsafety.detectors.guard_page_host): the reruns, planned by the scenario path's
+"""pages mode after a fault (gpu_memsafety.host.guard_page): the reruns, planned by the scenario path's
 planner (detectors/pageprobe.py, halving), name the allocation and its side, a control run that faults too names
 nothing, and what cannot be narrowed is named as candidates. Children are scripted here."""
 from __future__ import annotations
 
 import pytest
 
-from gpu_memsafety.detectors import guard_page_host as pages
+from gpu_memsafety.host import guard_page as pages
 from gpu_memsafety.detectors import pageprobe as P
 from gpu_memsafety.host import children
-from gpu_memsafety.placement.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation, Frame
+from gpu_memsafety.host.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation, Frame
 
 TEST = "t.py::test_k"
 

@@ -343,7 +343,7 @@ def test_a_bad_marker_fails_that_test_only(tmp_path: Path) -> None:
 def test_an_allocation_before_the_allocator_is_named(tmp_path: Path, allocated: str) -> None:
     suite = make_suite(tmp_path)
     (suite / "early.py").write_text(
-        "import pytest\nfrom gpu_memsafety.placement.allocator import AllocatorUnavailable, describe_early_allocations\n"
+        "import pytest\nfrom gpu_memsafety.host.allocator import AllocatorUnavailable, describe_early_allocations\n"
         "@pytest.hookimpl(optionalhook=True)\n"
         "def pytest_gpu_memsafety_make_allocator(config, placement):\n"
         "    raise AllocatorUnavailable(describe_early_allocations([{'device': 0, 'total_size': 2097152, "

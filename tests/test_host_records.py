@@ -3,7 +3,7 @@ in the sanitizer's own output, and by address where the fences do not match (amb
 from __future__ import annotations
 
 from gpu_memsafety.host.records import attribute_records
-from gpu_memsafety.placement.allocator import Allocation, Frame
+from gpu_memsafety.host.allocator import Allocation, Frame
 from gpu_memsafety.sanitizer.parse import parse_xml
 
 A, B = "t.py::test_a", "t.py::test_b"

@@ -1,5 +1,5 @@
 """Issue 42 (host-suite mode on a CPU) and 41 (one flag sees everything it can): `pytest --gpu-memsafety` on a machine
-without a GPU traces the suite's own Triton launches that Triton's interpreter runs (detectors/trace_host.py): each
+without a GPU traces the suite's own Triton launches that Triton's interpreter runs (host/trace.py): each
 tensor argument's storage is copied, for that launch, between guard bytes, and every load, store and atomic is
 placed against it. Reads and writes past either end are found at their exact bytes and named by the kernel's
 parameter and the test's variable; a wild access is a finding, never a crash; the suite's results are its own
@@ -330,7 +330,7 @@ def test_the_judge_in_trace_mode_needs_a_launch_and_says_what_did_not_run() -> N
 
 
 def test_the_launches_of_one_test_merge_into_one_finding_per_place() -> None:
-    from gpu_memsafety.detectors.trace_host import merged
+    from gpu_memsafety.host.trace import merged
     from gpu_memsafety.model import ByteRange
     def one(lo: int, hi: int) -> Finding:
         return Finding(detector=TRACE, kind=OVERREAD, buffer="x_ptr", region="past_end", bytes=hi - lo, count=1,

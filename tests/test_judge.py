@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from gpu_memsafety.engine import job as J
+from gpu_memsafety import job as J
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.detectors.base import Evidence
@@ -22,7 +22,7 @@ from gpu_memsafety.sanitizer.records import SanitizerRun, api_error_class, place
 from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, PAST_END, POISON, UNATTRIBUTED, CaseResult,
                            DetectorRun, Expectation,
                            ExpectedFinding, Finding, Outcome)
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.sanitizer.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord, parse_xml
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 
@@ -444,7 +444,7 @@ def test_two_strays_of_two_kernels_whose_names_nest_each_go_to_their_own_case_on
 
 
 def test_kernel_owners_keeps_the_most_specific_label() -> None:
-    from gpu_memsafety.detectors.hazards import kernel_owners
+    from gpu_memsafety.sanitizer.hazards import kernel_owners
     labels = {"a": "planted_far_write", "b": "planted_far_write_cuda", "c": "planted_far_write_cuda", "d": "x"}
     assert kernel_owners("planted_far_write_cuda", labels) == ["b", "c"]
     assert kernel_owners("_Z22planted_far_write_cudaPfi", labels) == ["b", "c"]

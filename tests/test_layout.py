@@ -99,7 +99,7 @@ def test_exact_plan_is_the_tensor_alone_so_memcheck_sees_both_ends() -> None:
 
 
 def test_sanitizer_modes_use_the_exact_placement() -> None:
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     assert MODES["memcheck"].placement(sanitized=True) == L.EXACT == MODES["both"].placement(sanitized=True)
     assert MODES["both"].placement(sanitized=False) == L.GUARDED     # without the sanitizer, guards stay
 

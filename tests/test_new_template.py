@@ -115,7 +115,7 @@ def test_nothing_is_written_through_a_symbolic_link(tmp_path: Path) -> None:
 
 
 def test_the_command_line_refuses_a_dangling_link_as_the_folder(tmp_path: Path) -> None:
-    from gpu_memsafety.cli.pathargs import PathArgError, output_dir
+    from gpu_memsafety.util.pathargs import PathArgError, output_dir
     (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
     with pytest.raises(PathArgError, match="is a dangling symbolic link"):
         output_dir(tmp_path / "gone", "--path")

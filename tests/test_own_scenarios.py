@@ -228,7 +228,7 @@ def test_the_worker_imports_the_scenario_from_its_file_not_by_name(tmp_path: Pat
     """Two directories, each with a scenario file called `same.py`: the worker's import follows the file."""
     write_scenario(tmp_path / "one", "first_same", kernel="k_one", file="same.py")
     write_scenario(tmp_path / "two", "second_same", kernel="k_two", file="same.py")
-    from gpu_memsafety.engine.job import JobCase
+    from gpu_memsafety.job import JobCase
     from gpu_memsafety.engine.worker import _scenario_of
     for name, directory in (("first_same", "one"), ("second_same", "two")):
         source = registry.Source(str((tmp_path / directory / "same.py").resolve()))
@@ -305,12 +305,12 @@ def test_an_adapter_that_returns_no_runinfo_is_told_what_to_return() -> None:
 def test_one_unsupported_and_one_not_applicable_for_the_engine_the_api_and_the_kernels() -> None:
     import gpu_memsafety.api
     import gpu_memsafety.errors
-    import gpu_memsafety.kernels.errors
+    import gpu_memsafety.util.build_errors
     from gpu_memsafety.engine.worker import classify
     assert gpu_memsafety.api.Unsupported is gpu_memsafety.errors.Unsupported
-    assert not hasattr(gpu_memsafety.kernels.errors, "NotApplicable")     # no second class of that name
-    assert issubclass(gpu_memsafety.kernels.errors.ToolchainMissing, gpu_memsafety.errors.Unsupported)
-    assert classify(gpu_memsafety.kernels.errors.ToolchainMissing("x")) == classify(gpu_memsafety.api.Unsupported("x")) \
+    assert not hasattr(gpu_memsafety.util.build_errors, "NotApplicable")     # no second class of that name
+    assert issubclass(gpu_memsafety.util.build_errors.ToolchainMissing, gpu_memsafety.errors.Unsupported)
+    assert classify(gpu_memsafety.util.build_errors.ToolchainMissing("x")) == classify(gpu_memsafety.api.Unsupported("x")) \
         == "unsupported"
     assert classify(gpu_memsafety.errors.NotApplicable("x")) == "not_applicable"
 

@@ -102,7 +102,7 @@ def test_the_h200s_shared_window_offsets_meet_the_pinned_bytes(batch, window):
     placed on sm_90 they are the expectation's bytes exactly, named in the kernel's words; the judge says expected."""
     from dataclasses import replace
 
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     from gpu_memsafety.judge.rules import Batch, Judge
     from gpu_memsafety.model import Outcome
     from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord

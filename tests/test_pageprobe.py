@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from gpu_memsafety.util.paths import CHECKOUT
-from gpu_memsafety.engine import job as J
+from gpu_memsafety import job as J
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe as P
 from gpu_memsafety.scenario import registry
@@ -126,7 +126,7 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
     from gpu_memsafety.detectors.guard_page import GuardPageDetector
     from tests.test_judge import CASE, scenario
     from gpu_memsafety.detectors.base import Evidence
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     res = J.WorkerResult(case_id=CASE.id, status=J.FAULT, message="illegal address", buffers=[paged("a"), paged("b")])
     [f] = GuardPageDetector().findings(Evidence(scenario(), CASE, res, MODES["guard_page"], reruns=probing))
     assert (f.kind, f.buffer, f.region, f.detail("access")) == (OVERWRITE, "a", PAST_END, "write (the guard markers saw it)")
@@ -134,7 +134,7 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
 
 
 def test_halving_narrows_a_window_one_probe_at_a_time_after_the_unit_alone_faults() -> None:
-    """The host path's way (detectors/guard_page_host.py): confirm alone, then halves, then the other side."""
+    """The host path's way (host/guard_page.py): confirm alone, then halves, then the other side."""
     names = tuple(f"n{i}" for i in range(6))
     probing = P.Probing(P.BACK, names, narrowing=P.HALVING, confirmed=False)
     rounds = drive(probing, faults_when(("n4", P.BACK)))

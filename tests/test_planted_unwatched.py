@@ -17,7 +17,7 @@ import pytest
 
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, Outcome
-from gpu_memsafety.engine.cover import COVER_SCENARIO, COVER_WATCHED
+from gpu_memsafety.cover import COVER_SCENARIO, COVER_WATCHED
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.kernels.planted.unwatched import GROUP, ITEM, groups
 from gpu_memsafety.scenarios.planted_unwatched import SCENARIO

@@ -3,7 +3,7 @@
 `make sanitize` is pytest over scenarios/ with this plugin; if collection, the per-case verdicts, the reports
 or the exit code break, CI reads green or red for the wrong reason. So the planted_oob scenario is run for
 real (guard mode, Triton on CPU) and the reports are read back; bad options must stop pytest with a usage
-error that names the option. fixtures/gpus.py (which GPU each xdist worker gets) is pure and checked with
+error that names the option. harness/gpu_memsafety/util/gpus.py (which GPU each xdist worker gets) is pure and checked with
 fake UUID lists.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpu_memsafety.fixtures.gpus import auto_workers, pin, worker_index
+from gpu_memsafety.util.gpus import auto_workers, pin, worker_index
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 
@@ -140,7 +140,7 @@ def test_bad_option_is_a_usage_error_naming_the_option(args: list[str], option: 
     assert option in proc.stderr, f"the error does not name {option}: {proc.stderr.strip()[-500:]}"
 
 
-# --------------------------------------------------------------------------------------- fixtures/gpus.py
+# --------------------------------------------------------------------------------------- harness/gpu_memsafety/util/gpus.py
 
 def uuids(n: int) -> list[str]:
     return [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(n)]

@@ -416,7 +416,7 @@ def test_a_result_the_context_did_not_allocate_is_never_called_clean(tmp_path: A
     says so and is no pass; a persistent output is copied at the baseline, so an overread that changes it is seen."""
     from pathlib import Path
 
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     from gpu_memsafety.engine.runner import RunOptions, Runner
     from gpu_memsafety.model import Outcome
     from gpu_memsafety.scenario import registry

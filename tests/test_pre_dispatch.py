@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:
 
 from gpu_memsafety.kernels.pre_dispatch import cuda as pre_dispatch_cuda, launch as pre_dispatch  # noqa: E402
 from gpu_memsafety.errors import Unsupported  # noqa: E402
-from gpu_memsafety.kernels.errors import KernelBuildError  # noqa: E402
+from gpu_memsafety.util.build_errors import KernelBuildError  # noqa: E402
 from gpu_memsafety.kernels.pre_dispatch.layout import (  # noqa: E402
     CUDA_KERNEL_NAME,
     TRITON_KERNEL_NAME,
@@ -484,7 +484,7 @@ def test_num_tokens_above_padded_max() -> None:
 def test_build_failure_raises_kernel_build_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from torch.utils import cpp_extension
 
-    from gpu_memsafety.kernels import cuda_build
+    from gpu_memsafety.util import cuda_build
 
     output = "x" * 10_000 + "\npre_dispatch.cu(42): error: expected a \";\"\n"
     calls: list[dict[str, Any]] = []

@@ -55,7 +55,7 @@ def test_torch_missing_is_named_not_a_traceback(tmp_path: Path) -> None:
     proc = _cli(["list"], tmp_path, {"PYTHONPATH": str(hook)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "gpu-memsafety needs torch>=2.8,<2.15: no module named 'torch'" in proc.stderr
+    assert "gpu-memsafety needs torch>=2.8,<3: no module named 'torch'" in proc.stderr
 
 
 def test_the_cli_help_needs_no_stack(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpu_memsafety.engine import job as J
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety import job as J
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.judge.rules import Batch, Judge
 from gpu_memsafety.model import MEMCHECK, OVERREAD, SHARED, SHARED_MEMORY, Expectation, ExpectedFinding, Outcome
 from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord

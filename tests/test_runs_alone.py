@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_memsafety.fixtures import schedule
+from gpu_memsafety.engine import schedule
 from gpu_memsafety.model import (BARRIER, OVERREAD, PAST_END, RACE, SHARED, SHARED_MEMORY, Expectation,
                                  ExpectedFinding)
 from gpu_memsafety.scenario import registry

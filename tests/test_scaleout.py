@@ -1,7 +1,7 @@
 """Scale-out (issue 17) and the run-level holes of issue 15 that come with it, on the CPU.
 
-- fixtures/schedule.py: shards and batches, pure, with made-up costs;
-- fixtures/gpus.py: CUDA_VISIBLE_DEVICES as CUDA reads it, and GPU claims held by real processes: a killed
+- harness/gpu_memsafety/engine/schedule.py: shards and batches, pure, with made-up costs;
+- harness/gpu_memsafety/util/gpus.py: CUDA_VISIBLE_DEVICES as CUDA reads it, and GPU claims held by real processes: a killed
   worker's replacement gets the GPU it left, never one another worker holds;
 - the runner's environment: TRITON_INTERPRET never reaches a GPU worker, an empty CUDA_VISIBLE_DEVICES is
   "no GPU" with that reason;
@@ -26,8 +26,8 @@ import pytest
 
 from signal_defaults import default_stop_signals
 
-from gpu_memsafety.fixtures import gpus
-from gpu_memsafety.fixtures.schedule import Job, Shard, makespan, parse_shard, plan, select_shard, shard_of
+from gpu_memsafety.util import gpus
+from gpu_memsafety.engine.schedule import Job, Shard, makespan, parse_shard, plan, select_shard, shard_of
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 
@@ -112,7 +112,7 @@ def test_empty_cuda_visible_devices_means_no_gpu_and_says_so() -> None:
 
 CLAIMER = textwrap.dedent("""
     import sys, time
-    from gpu_memsafety.fixtures import gpus
+    from gpu_memsafety.util import gpus
     devices = [gpus.Device(i, u) for i, u in (tuple(x.split('=')) for x in sys.argv[3].split(','))]
     devices = [gpus.Device(int(d.index), d.uuid) for d in devices]
     c = gpus.claim(devices, sys.argv[1], sys.argv[2])
@@ -455,7 +455,7 @@ def test_scaling_plumbing_with_cpu_workers(tmp_path: Path) -> None:
 
 
 def test_the_reason_for_no_gpu_is_nvmls_or_the_users_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpu_memsafety.cli import env
+    from gpu_memsafety.util import gpus as env
     monkeypatch.setattr(env, "discover", lambda: env.Discovery(nvml="NVML did not initialise: driver not loaded"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert env.visible_gpus() == ([], "NVML did not initialise: driver not loaded")
@@ -473,7 +473,8 @@ def test_repro_and_run_case_take_the_users_cuda_visible_devices_as_scenario_runs
     """NVML lists a GPU, CUDA_VISIBLE_DEVICES="" hides it: `repro` and `run_case` say the case could not run and why,
     as a scenario run does (run 52 on the H200: repro ran the case on the GPU the user had hidden)."""
     from gpu_memsafety.api import run_case
-    from gpu_memsafety.cli import env, repro
+    from gpu_memsafety.cli import repro
+    from gpu_memsafety.util import gpus as env
     h200 = env.Discovery(gpus=[env.Gpu(0, "H200", FAKE_GPUS[0][1], (9, 0), 143771)], driver="580")
     monkeypatch.setattr(env, "discover", lambda: h200)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -504,7 +505,7 @@ def test_a_worker_process_gets_its_share_of_the_cores_not_torchs_default_of_all_
     """Run 32 (MODE=poison, 8 workers on 16 cores): each worker process at 230-260 % CPU with the GPU idle, cases
     30 times slower than alone: torch's default thread pool (every core, in every process) spinning on the output
     comparisons. A worker gets the cores shared out between the run's workers; a user's own setting stays."""
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     from gpu_memsafety.engine.runner import THREADS_ENV, RunOptions, Runner, cpu_threads
     assert cpu_threads({"PYTEST_XDIST_WORKER_COUNT": "8"}, 16) == 2
     assert cpu_threads({"PYTEST_XDIST_WORKER_COUNT": "16"}, 16) == 1

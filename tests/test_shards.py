@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpu_memsafety.fixtures import schedule
+from gpu_memsafety.engine import schedule
 from gpu_memsafety.model import GUARD, CaseResult, DetectorRun, Outcome
 from gpu_memsafety.report import ReportError, build_report, manifest, report_json_text, shard_record
 from gpu_memsafety.report.merge import main, merge_reports

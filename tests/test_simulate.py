@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from gpu_memsafety.cli import simulate
-from gpu_memsafety.fixtures import schedule
+from gpu_memsafety.engine import schedule
 from report_samples import unpacked
 
 RUN18 = unpacked("run18-package-matrix-matrix")     # run 18's whole-matrix report on the H200 (tests/data/reports)

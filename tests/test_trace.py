@@ -15,7 +15,7 @@ import pytest
 
 from gpu_memsafety.detectors import trace as T
 from gpu_memsafety.detectors.base import Evidence
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, TRACE, UNINIT, ExpectedFinding
 from gpu_memsafety.placement import layout as L
 

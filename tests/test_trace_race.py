@@ -134,6 +134,16 @@ def test_a_cap_of_zero_turns_the_check_off_and_says_so() -> None:
     assert not run.ran and "race check off (GPU_MEMSAFETY_RACE_BYTES=0)" in run.detail
 
 
+def test_an_error_of_the_check_itself_stops_it_for_the_launch_said_never_raised() -> None:
+    m = Memory()
+    m.store(0, [0], [1])
+    m.races.access(T.WRITE, m.addrs([1]), None, 4, None, GRID, np.zeros(1, np.float32))    # no program: TypeError
+    m.store(1, [0], [2])                                  # the rest of the launch is not checked
+    doc = m.done()
+    assert doc["races"] == [] and len(doc["partial"]) == 1
+    assert doc["partial"][0].startswith("the check of k stopped at an error of its own (TypeError")
+
+
 def test_the_cap_comes_from_the_environment_and_a_bad_value_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(R.CAP_ENV, "1024")
     assert R.cap_from_env() == 1024

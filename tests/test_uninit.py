@@ -212,7 +212,7 @@ def test_a_clean_stand_in_is_clean(fake_results: dict[str, Any]) -> None:
 def test_the_runner_in_uninit_mode_finds_both_planted_bugs_on_the_cpu(tmp_path: Path) -> None:
     """End to end through the engine: the uninit row of the mode table, the runner (TRITON_INTERPRET=1 on a
     machine without a GPU), the worker's fill runs and the judge. The CUDA twins need a GPU: not run here."""
-    from gpu_memsafety.engine.modes import MODES
+    from gpu_memsafety.detectors.modes import MODES
     from gpu_memsafety.engine.runner import RunOptions, Runner
     from gpu_memsafety.scenarios.planted_uninit import SCENARIO
     runner = Runner(RunOptions(mode=MODES["uninit"], workdir=tmp_path, gpu_available=False))

@@ -12,6 +12,7 @@ from typing import Sequence
 import pytest
 
 from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as C
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +28,7 @@ def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str], name: st
 
 @pytest.fixture
 def pin(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """Pins a fake wheel's hash for one test, and commits what it unpacks, as the rows of cli/upstream_pins.py
+    """Pins a fake wheel's hash for one test, and commits what it unpacks, as the rows of upstream/pins.py
     (WHEEL_SHA256, UNPACKED_SHA256) would."""
     def add(wheel: Path, *, unpacked: bool = True) -> Path:
         monkeypatch.setitem(U.WHEEL_SHA256, wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())
@@ -51,8 +52,8 @@ def stamp(folder: Path, art: U.Artifact, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def sglang_files() -> dict[str, str]:
-    return {U.PRE_DISPATCH_CUH: "// kernel", U.JIT_INCLUDE + "sgl_kernel/tensor.h": "// t",
-            U.JIT_INCLUDE + "sgl_kernel/utils.cuh": "// u", "sglang/srt/server.py": "big = 1"}
+    return {C.PRE_DISPATCH_CUH: "// kernel", C.JIT_INCLUDE + "sgl_kernel/tensor.h": "// t",
+            C.JIT_INCLUDE + "sgl_kernel/utils.cuh": "// u", "sglang/srt/server.py": "big = 1"}
 
 
 class FakePip:
@@ -79,8 +80,8 @@ def test_fetch_downloads_by_exact_version_and_extracts_only_the_members(tmp_path
     assert cmd[1:6] == ["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     assert "sglang==0.5.18" in cmd and "--python-version" in cmd and "3.11" in cmd   # cp311 wheels
     assert folder == tmp_path / "vendor" / "sglang-0.5.18"
-    assert (folder / U.PRE_DISPATCH_CUH).read_text() == "// kernel"
-    assert (folder / U.JIT_INCLUDE / "sgl_kernel" / "tensor.h").is_file()
+    assert (folder / C.PRE_DISPATCH_CUH).read_text() == "// kernel"
+    assert (folder / C.JIT_INCLUDE / "sgl_kernel" / "tensor.h").is_file()
     assert not (folder / "sglang" / "srt").exists()                       # only what a scenario needs
     stamp = (folder / U.STAMP).read_text().splitlines()
     assert stamp[0].startswith("sglang-0.5.18-") and re.fullmatch(r"[0-9a-f]{64}", stamp[1])
@@ -115,7 +116,7 @@ def test_a_wheel_without_the_expected_files_is_refused(tmp_path: Path, pin) -> N
     pip = FakePip(pin(fake_wheel(tmp_path / "index", art, {"sglang/__init__.py": ""})))
     with pytest.raises(U.UpstreamError) as info:
         U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
-    assert f"sglang 0.5.19: wheel sglang-0.5.19-py3-none-any.whl lacks {U.PRE_DISPATCH_CUH}" in str(info.value)
+    assert f"sglang 0.5.19: wheel sglang-0.5.19-py3-none-any.whl lacks {C.PRE_DISPATCH_CUH}" in str(info.value)
     assert U.unpacked(art, tmp_path / "v") is None
 
 
@@ -169,13 +170,13 @@ def test_main_reports_each_failure_and_fails(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_tvm_ffi_problem_names_what_was_needed_and_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(U, "installed_version", lambda dist: None)
-    assert U.tvm_ffi_problem() == (f"needs apache-tvm-ffi==0.1.11 (what sglang 0.5.18/0.5.19 build with), found none "
+    monkeypatch.setattr(C, "installed_version", lambda dist: None)
+    assert C.tvm_ffi_problem() == (f"needs apache-tvm-ffi==0.1.11 (what sglang 0.5.18/0.5.19 build with), found none "
                                    f"in {sys.prefix}: run `make upstream`")
-    monkeypatch.setattr(U, "installed_version", lambda dist: "0.1.9")
-    assert "found 0.1.9" in str(U.tvm_ffi_problem())
-    monkeypatch.setattr(U, "installed_version", lambda dist: "0.1.11")
-    assert U.tvm_ffi_problem() is None
+    monkeypatch.setattr(C, "installed_version", lambda dist: "0.1.9")
+    assert "found 0.1.9" in str(C.tvm_ffi_problem())
+    monkeypatch.setattr(C, "installed_version", lambda dist: "0.1.11")
+    assert C.tvm_ffi_problem() is None
 
 
 def test_the_tvm_ffi_pin_is_the_one_in_pyproject() -> None:
@@ -191,20 +192,20 @@ def test_wheel_cache_is_outside_the_workspace_and_overridable(monkeypatch: pytes
 
 
 def test_how_to_get_names_the_make_target() -> None:
-    assert "run `make upstream`" in U.how_to_get(U.artifact("tk-C"))
-    assert "sglang-kernel 0.4.6.post1" in U.how_to_get(U.artifact("tk-C"))
+    assert "run `make upstream`" in C.how_to_get(U.artifact("tk-C"))
+    assert "sglang-kernel 0.4.6.post1" in C.how_to_get(U.artifact("tk-C"))
 
 
 def test_version_parsing_and_the_triton_gate() -> None:
-    assert U.version_tuple("3.6.0") == (3, 6, 0)
-    assert U.version_tuple("3.8.0+git1a2b") == (3, 8, 0)
-    assert U.version_tuple("0.4.6.post1") == (0, 4, 6)
+    assert C.version_tuple("3.6.0") == (3, 6, 0)
+    assert C.version_tuple("3.8.0+git1a2b") == (3, 8, 0)
+    assert C.version_tuple("0.4.6.post1") == (0, 4, 6)
     d, c = U.artifact("tk-D"), U.artifact("tk-C")
-    assert U.triton_problem(d, "3.6.0") == "needs triton >= 3.8, found 3.6.0"
-    assert U.triton_problem(d, None) == "needs triton >= 3.8, found none"
-    assert U.triton_problem(d, "3.8.0") is None and U.triton_problem(d, "3.10.1") is None
-    assert U.triton_problem(c, "3.6.0") is None
-    assert set(U.TRITON_KERNELS_COPIES.values()) <= set(U.BY_KEY)
+    assert C.triton_problem(d, "3.6.0") == "needs triton >= 3.8, found 3.6.0"
+    assert C.triton_problem(d, None) == "needs triton >= 3.8, found none"
+    assert C.triton_problem(d, "3.8.0") is None and C.triton_problem(d, "3.10.1") is None
+    assert C.triton_problem(c, "3.6.0") is None
+    assert set(C.TRITON_KERNELS_COPIES.values()) <= set(U.BY_KEY)
 
 
 def test_if_missing_on_a_gpu_machine_fetches_only_what_is_missing(monkeypatch: pytest.MonkeyPatch,
@@ -343,7 +344,7 @@ def test_a_tampered_tree_stops_the_kernel_that_would_use_it(tmp_path: Path, pin,
     pip = FakePip(pin(fake_wheel(tmp_path / "index", art, sglang_files())))
     folder = U.fetch(art, cache=tmp_path / "c", vendor=tmp_path / "v", run=pip, log=lambda _: None)
     monkeypatch.setenv(U.VENDOR_ENV, str(tmp_path / "v"))
-    (folder / U.PRE_DISPATCH_CUH).write_text("// kernel with the bounds check removed")
+    (folder / C.PRE_DISPATCH_CUH).write_text("// kernel with the bounds check removed")
     with pytest.raises(U.TamperedError, match="mega_moe_pre_dispatch.cuh differs"):
         U.unpacked(art)
     assert "TAMPERED" in _main_out(["--list"], monkeypatch, tmp_path)[1]

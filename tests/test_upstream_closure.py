@@ -5,10 +5,11 @@ import zipfile
 from pathlib import Path
 
 from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as C
 
-INC = U.VLLM_DG_INCLUDE
+INC = C.VLLM_DG_INCLUDE
 FILES = {
-    U.VLLM_DG_METADATA: '#pragma once\n#include <deep_gemm/common/math.cuh>\n  #  include "../ptx/utils.cuh"\n'
+    C.VLLM_DG_METADATA: '#pragma once\n#include <deep_gemm/common/math.cuh>\n  #  include "../ptx/utils.cuh"\n'
                         '#include <cuda/std/cstdint>\n#if 0\n#include <cute/config.hpp>\n#endif\n',
     INC + "deep_gemm/common/math.cuh": '#include "types.cuh"\n#include <cutlass/cutlass.h>\n',
     INC + "deep_gemm/common/types.cuh": "// leaf\n",
@@ -17,7 +18,7 @@ FILES = {
     INC + "cutlass/cutlass.h": "// cutlass\n",
     INC + "cute/arch/mma_sm90_gmma_ext.hpp": "// 2.8 MB nobody includes\n",
     INC + "deep_gemm/impls/sm100_bf16_gemm.cuh": "// another kernel\n",
-    U.VLLM_CACHE_UTILS: "# triton\n",
+    C.VLLM_CACHE_UTILS: "# triton\n",
     "vllm/engine/big.py": "x = 1\n",
 }
 
@@ -32,8 +33,8 @@ def wheel(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_include_closure_follows_quotes_angles_relative_paths_and_guarded_includes():
     names = list(FILES)
-    got = U.include_closure(names, lambda n: FILES[n].encode(), [U.VLLM_DG_METADATA], [INC])
-    assert got == sorted([U.VLLM_DG_METADATA, INC + "deep_gemm/common/math.cuh", INC + "deep_gemm/common/types.cuh",
+    got = U.include_closure(names, lambda n: FILES[n].encode(), [C.VLLM_DG_METADATA], [INC])
+    assert got == sorted([C.VLLM_DG_METADATA, INC + "deep_gemm/common/math.cuh", INC + "deep_gemm/common/types.cuh",
                           INC + "deep_gemm/ptx/utils.cuh", INC + "cute/config.hpp", INC + "cutlass/cutlass.h"])
 
 
@@ -45,7 +46,7 @@ def test_a_vllm_artifact_unpacks_the_triton_file_and_the_header_closure_only(tmp
     monkeypatch.setitem(U.WHEEL_SHA256, made.name, hashlib.sha256(made.read_bytes()).hexdigest())
     folder = U.extract(art, made, tmp_path / "vendor")
     got = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != U.STAMP)
-    assert U.VLLM_CACHE_UTILS in got and U.VLLM_DG_METADATA in got and INC + "cutlass/cutlass.h" in got
+    assert C.VLLM_CACHE_UTILS in got and C.VLLM_DG_METADATA in got and INC + "cutlass/cutlass.h" in got
     assert INC + "cute/arch/mma_sm90_gmma_ext.hpp" not in got and "vllm/engine/big.py" not in got
     assert (folder / U.STAMP).read_text().splitlines()[2] == f"{len(got)} files"
 

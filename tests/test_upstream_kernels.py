@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as U
 from gpu_memsafety.model import TRACE, GUARD, MEMCHECK, POISON
 from gpu_memsafety.kernels.mxfp4 import layout as ML
 from gpu_memsafety.kernels.pre_dispatch import layout as PL

@@ -49,8 +49,8 @@ source "$(dirname "$0")/steps.sh"
 step bootstrap 150 make .venv/.bootstrap-gpu
 .venv/bin/python -c "
 import gpu_memsafety, os, sys
-from gpu_memsafety.cli.env import discover
-from gpu_memsafety.fixtures.gpus import scenario_workers
+from gpu_memsafety.util.gpus import discover
+from gpu_memsafety.util.gpus import scenario_workers
 from gpu_memsafety.scenario import registry
 cases = sum(len(s.build()) for s in registry.all_scenarios().values())
 print('gpu_memsafety from', gpu_memsafety.__file__, sys.version)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +31,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+from gpu_memsafety.util import jsonio     # the one strict reader: a key named twice is refused
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -119,7 +122,16 @@ def versions(python: Path) -> dict[str, str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This checkout as a wheel, built as a user's `pip wheel .` would (the build backend pyproject.toml names)."""
     out = tmp_path_factory.mktemp("wheel")
-    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)])
+    # from a copy of the checkout's files (tracked, and new ones git does not ignore): an in-tree build would leave
+    # build/ and *.egg-info in the checkout
+    src = tmp_path_factory.mktemp("src")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)])
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     (built,) = out.glob("gpu_memsafety-*.whl")
     return built
@@ -146,7 +158,7 @@ def stack_site(stack: Stack) -> Path:
     tag = f"{stack.name}-py{sys.version_info[0]}{sys.version_info[1]}"
     venv = home / tag
     stamp = venv / "stack.json"
-    if stamp.exists() and json.loads(stamp.read_text()) == list(stack.pins):
+    if stamp.exists() and jsonio.loads(stamp.read_text()) == list(stack.pins):
         return site_of(venv / "bin" / "python")
     if venv.exists():                        # another stack's leftovers, or a build that stopped half way
         subprocess.run(["rm", "-rf", "--", str(venv)], check=True)
@@ -251,7 +263,7 @@ def planted_run(installed: Installed, root: Path, *, conftest: str = "") -> tupl
                 "--gpu-memsafety-report-dir", "r"], cwd=root, timeout=900)
     report = root / "r" / "report.json"
     assert report.exists(), (proc.stdout + proc.stderr)[-6000:]
-    by = {c["id"].split("::")[-1]: c for c in json.loads(report.read_text())["cases"]}
+    by = {c["id"].split("::")[-1]: c for c in jsonio.loads(report.read_text())["cases"]}
     return proc, by
 
 

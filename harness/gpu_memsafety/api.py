@@ -30,7 +30,7 @@ from gpu_memsafety.scenario.definition import Case, Param, Scenario, ScenarioErr
 
 if TYPE_CHECKING:
     from gpu_memsafety.engine.one import run_case
-    from gpu_memsafety.kernels.cuda_build import arch_flags, build_extension
+    from gpu_memsafety.util.cuda_build import arch_flags, build_extension
     from gpu_memsafety.scenario.context import RunContext, RunInfo
 
 __all__ = ["Adapter", "BARRIER", "BEFORE_START", "Case", "CaseResult", "DETECTORS", "Expectation", "ExpectedFinding",
@@ -40,8 +40,8 @@ __all__ = ["Adapter", "BARRIER", "BEFORE_START", "Case", "CaseResult", "DETECTOR
            "UNWRITTEN", "Unsupported", "Variant", "arch_flags", "build_extension", "grid", "run_case"]
 
 _LAZY = {"RunContext": "gpu_memsafety.scenario.context", "RunInfo": "gpu_memsafety.scenario.context",
-         "run_case": "gpu_memsafety.engine.one", "build_extension": "gpu_memsafety.kernels.cuda_build",
-         "arch_flags": "gpu_memsafety.kernels.cuda_build"}
+         "run_case": "gpu_memsafety.engine.one", "build_extension": "gpu_memsafety.util.cuda_build",
+         "arch_flags": "gpu_memsafety.util.cuda_build"}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,10 +18,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as U
 from gpu_memsafety.errors import Unsupported
 from gpu_memsafety.kernels.block_table_gather import layout as L
-from gpu_memsafety.kernels.cuda_build import cache_root, exclusive, write_if_changed
+from gpu_memsafety.util.cuda_build import cache_root, exclusive, write_if_changed
 
 HEADER = "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
 

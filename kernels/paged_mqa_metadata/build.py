@@ -18,10 +18,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as U
 from gpu_memsafety.errors import Unsupported
-from gpu_memsafety.kernels.cuda_build import cached_library, find_nvcc, tree_text
-from gpu_memsafety.kernels.errors import KernelBuildError
+from gpu_memsafety.util.cuda_build import cached_library, find_nvcc, tree_text
+from gpu_memsafety.util.build_errors import KernelBuildError
 from gpu_memsafety.kernels.paged_mqa_metadata import layout as L
 
 HEADER = "deep_gemm/scheduler/sm90_paged_mqa_logits.cuh"

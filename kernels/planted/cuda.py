@@ -25,7 +25,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
 @functools.cache
 def build(capability: tuple[int, int]) -> ModuleType:
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
     return build_extension("planted", CU_PATH, BINDING, capability)
 
 

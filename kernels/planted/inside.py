@@ -80,7 +80,7 @@ def _triton_kernels() -> dict[str, Any]:
 
 @functools.cache
 def _cuda_module(capability: tuple[int, int]) -> ModuleType:
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
     return build_extension("planted_inside", CU_PATH, BINDING, capability)
 
 

@@ -68,7 +68,7 @@ def _triton_kernel() -> Any:
 
 @functools.cache
 def _cuda_module(capability: tuple[int, int]) -> ModuleType:
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
     return build_extension("planted_pages", CU_PATH, BINDING, capability)
 
 

@@ -1,7 +1,7 @@
 """Planted shared-memory race and invalid barrier (CUDA C++, kernels/planted/race.cu): racecheck and
 synccheck calibration. Variants: `race` (tree reduction without its __syncthreads), `race_fixed`,
 `divergent_barrier` (two halves of a block at two different __syncthreads), `barrier_fixed`.
-Built with -lineinfo (kernels/cuda_build.py) so the tools name the source lines."""
+Built with -lineinfo (harness/gpu_memsafety/util/cuda_build.py) so the tools name the source lines."""
 from __future__ import annotations
 
 import functools
@@ -37,7 +37,7 @@ def source_line(marker: str) -> int:
 
 @functools.cache
 def _module(capability: tuple[int, int]) -> ModuleType:
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
     return build_extension("planted_race", CU_PATH, BINDING, capability)
 
 

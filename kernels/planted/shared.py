@@ -2,7 +2,7 @@
 kernel's shared memory. Variants: `shared_overread` (the last staged element reads 4 bytes past the block's
 1,000 B of dynamic shared memory, line "SHARED OVERREAD"), `shared_fixed` (its twin). The value read never reaches
 the output, and the read stays inside the hardware's allocation unit: only memcheck sees it. Built with -lineinfo
-(kernels/cuda_build.py) so memcheck names the line."""
+(harness/gpu_memsafety/util/cuda_build.py) so memcheck names the line."""
 from __future__ import annotations
 
 import functools
@@ -34,7 +34,7 @@ def source_line(marker: str = "SHARED OVERREAD") -> int:
 
 @functools.cache
 def _module(capability: tuple[int, int]) -> ModuleType:
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
     return build_extension("planted_shared", CU_PATH, BINDING, capability)
 
 

@@ -9,7 +9,7 @@ bugs are in the other buffers:
 - input_overread: the mask lets the last element read x[n], 4 bytes past the end of the input x;
 - input_overwrite: each group's count lands one slot late, scratch[g + 1]: the last group writes 4 bytes past
   the end of the scratch buffer.
-Triton here; its CUDA C++ twin is unwatched.cu (built by kernels/cuda_build.py). The Triton kernel runs on the CPU
+Triton here; its CUDA C++ twin is unwatched.cu (built by harness/gpu_memsafety/util/cuda_build.py). The Triton kernel runs on the CPU
 under TRITON_INTERPRET=1 (guard and poison modes there: buffers keep their guards, so the planted accesses stay
 inside the process's allocations).
 """
@@ -65,7 +65,7 @@ def _kernel() -> Any:
 
 @functools.cache
 def build(capability: tuple[int, int]) -> ModuleType:
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
     return build_extension("planted_unwatched", CU_PATH, BINDING, capability)
 
 

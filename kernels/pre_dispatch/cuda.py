@@ -1,6 +1,6 @@
 """Builds the CUDA pre-dispatch kernel (kernels/pre_dispatch/pre_dispatch.cu) on first use, and launches it.
 
-The build is gpu_memsafety.kernels.cuda_build's: `torch.utils.cpp_extension.load` into a directory under the cache root
+The build is gpu_memsafety.util.cuda_build's: `torch.utils.cpp_extension.load` into a directory under the cache root
 (`$GPU_MEMSAFETY_CACHE`, else `~/.cache/gpu-memsafety`) keyed by a hash of the .cu text, this binding, the
 nvcc flags (-lineinfo, `-gencode` for the device's compute capability), torch, CUDA and Python versions,
 so later runs and parallel processes reuse the library; an flock serialises the one build that is needed.
@@ -73,8 +73,8 @@ def launch(
 def build(capability: tuple[int, int]) -> ModuleType:
     """The extension module for this compute capability, compiled at most once per cache key.
 
-    Raises gpu_memsafety.kernels.errors.KernelBuildError with the compiler output's tail when the build fails.
+    Raises gpu_memsafety.util.build_errors.KernelBuildError with the compiler output's tail when the build fails.
     """
-    from gpu_memsafety.kernels.cuda_build import build_extension
+    from gpu_memsafety.util.cuda_build import build_extension
 
     return build_extension("pre_dispatch", CU_PATH, BINDING_SOURCE, capability)

@@ -8,7 +8,7 @@ relative to the first byte of the scale tensor, like `gpu_memsafety.model.ByteRa
 """
 from __future__ import annotations
 
-from gpu_memsafety.cli.upstream import version_tuple
+from gpu_memsafety.upstream.catalogue import version_tuple
 
 GROUP_SIZE = 32          # bf16 elements per UE8M0 scale byte
 SCALE_ROW_ALIGN = 16     # bytes: the fixed kernel's rows start 16-byte aligned (TMA-friendly layout)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from gpu_memsafety.cli import upstream as U
-from gpu_memsafety.kernels.cuda_build import cached_library, tree_text
+from gpu_memsafety.upstream import catalogue as U
+from gpu_memsafety.util.cuda_build import cached_library, tree_text
 from gpu_memsafety.errors import Unsupported
 from gpu_memsafety.kernels.pre_dispatch.layout import SGLANG_REFUSALS
 

@@ -20,9 +20,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from gpu_memsafety.cli import upstream as U
+from gpu_memsafety.upstream import catalogue as U
 from gpu_memsafety.errors import Unsupported
-from gpu_memsafety.kernels.cuda_build import cached_library, find_nvcc, tree_text
+from gpu_memsafety.util.cuda_build import cached_library, find_nvcc, tree_text
 from gpu_memsafety.kernels.topk_sampling import layout as L
 
 HEADER = "flashinfer/sampling.cuh"

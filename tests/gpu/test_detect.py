@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gpu_memsafety.sanitizer import tool as sanitizer
-from gpu_memsafety.detectors.hazards import BARRIER_BUFFER
+from gpu_memsafety.sanitizer.hazards import BARRIER_BUFFER
 from gpu_memsafety.model import BARRIER, RACE, SHARED, UNINIT_READ, UNWRITTEN, Outcome
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.kernels.planted.race import source_line

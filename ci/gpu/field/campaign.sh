@@ -10,6 +10,8 @@
 #   complete   --gpu-memsafety (no mode: the complete set)
 #   memcheck   --gpu-memsafety=memcheck
 #   trace      --gpu-memsafety=trace (Triton's interpreter: no GPU needed)
+#   explore    --gpu-memsafety --gpu-memsafety-explore $EXPLORE_ARGS (each test also at its boundary shapes; budgets:
+#              EXPLORE_ARGS="--gpu-memsafety-explore-variants N --gpu-memsafety-explore-seconds S ...")
 # INTERPRET=1: a run without a GPU: every step runs Triton's interpreter (TRITON_INTERPRET=1), the bare flag runs the
 #   trace (what `complete` runs without a GPU), no GPU bootstrap (SKIP_BOOTSTRAP is implied). Suites whose tests pick
 #   the device themselves (`cpu` where there is no GPU) run; those that hard-code "cuda" fail plainly and say so.
@@ -67,6 +69,7 @@ for entry in $SUITES; do       # NAME, or NAME:STEP,STEP,... for steps of its ow
       plain) flags=() ;;
       markers) flags=(--gpu-memsafety=markers --gpu-memsafety-report-dir "$R/$name") ;;
       complete) flags=(--gpu-memsafety --gpu-memsafety-report-dir "$R/$name") ;;
+      explore) flags=(--gpu-memsafety --gpu-memsafety-explore ${EXPLORE_ARGS:-} --gpu-memsafety-report-dir "$R/$name") ;;
       memcheck) flags=(--gpu-memsafety=memcheck --gpu-memsafety-report-dir "$R/$name") ;;
       trace) flags=(--gpu-memsafety=trace --gpu-memsafety-report-dir "$R/$name") ;;
       *) echo "unknown step $what" >> "$LOGS/steps.txt"; continue ;;

@@ -77,6 +77,24 @@ suite_def() {
                # approximations computed on the CPU (ci/gpu/field/cpu/interpreter_gaps.py)
       SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/mamba:$REPO/ci/gpu/field/cpu"; SUITE_ENV+=(MAMBA_TREE="$F/mamba")
       SUITE_ARGS=(-p cuda_on_cpu -p interpreter_gaps test_mamba3_edges.py) ;;
+    mamba-varlen-cpu) # state-spaces/mamba e9594ce1c732, chunk_state_varlen at segment boundaries its test never draws:
+               # the empty first sequence is campaign 2's finding, declared (expected finding)
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/mamba:$REPO/ci/gpu/field/cpu"
+      SUITE_ARGS=(-p cuda_on_cpu test_mamba_varlen_edges.py) ;;
+    mamba-varlen) # on a GPU: the same test file with CUDA tensors (no cuda_on_cpu), compiled Triton
+      SUITE_DIR="$REPO/ci/gpu/field/cpu"; SUITE_PATH="$F/mamba"; SUITE_ENV+=(TRITON_INTERPRET=0)
+      SUITE_ARGS=(test_mamba_varlen_edges.py) ;;
+    # Campaign 2's cost subsets (issue 50): a slice of each first-campaign CPU suite, run plain and with explore
+    liger-c2)  # Liger ead96b618e5c: sparsemax and softmax (parametrized by shapes and dtypes)
+      SUITE_DIR="$F/liger"; SUITE_PATH="$F/liger/src:$F/liger"
+      SUITE_ARGS=(test/transformers/test_sparsemax.py test/transformers/test_softmax.py -k "float32") ;;
+    mamba-c2)  # mamba e9594ce1c732: selective_state_update at dim 2048, dstate 16, fp32, without z (one test: each takes
+               # about a minute in the interpreter on a loaded 2-core machine)
+      SUITE_DIR="$F/mamba"; SUITE_PATH="$F/mamba:$REPO/ci/gpu/field/cpu"
+      SUITE_ARGS=(-p cuda_on_cpu "tests/ops/triton/test_selective_state_update.py::test_selective_state_update[2048-16-False-itype0]") ;;
+    fla-c2)    # fla bc3b101dcb71: the varlen tests of ttt and log-linear attention (cu_seqlens lists)
+      SUITE_DIR="$F/fla"; SUITE_PATH="$F/fla:$REPO/ci/gpu/field/cpu"
+      SUITE_ARGS=(-p fla_on_cpu tests/ops/test_log_linear_attn.py tests/ops/test_ttt.py -k varlen) ;;
     *) return 1 ;;
   esac
 }

@@ -59,6 +59,11 @@ def main(argv: list[str]) -> int:
     outcomes = Counter(c.get("outcome", "?") for c in cases)
     status = doc.get("summary", {}).get("status", "?")
     print(f"  report: status={status} " + ", ".join(f"{k}={v}" for k, v in sorted(outcomes.items())))
+    explored = [c for c in cases if "@{" in str(c.get("id", ""))]      # an explored instance: node id @ {changes}
+    if explored:
+        verdicts = Counter(c.get("outcome", "?") for c in explored)
+        print(f"  explored variants: {len(explored)} (" + ", ".join(f"{k}={v}" for k, v in sorted(verdicts.items()))
+              + f") of {len(cases) - len(explored)} tests")
     reasons = Counter(c.get("message", "")[:90] for c in cases if c.get("outcome") in ("not applicable", "could not run",
                                                                                          "crashed", "unresolved"))
     for reason, count in reasons.most_common(4):

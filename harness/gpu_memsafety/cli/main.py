@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, text_arg_type
+from gpu_memsafety.util.pathargs import arg_type, input_file, input_path, output_dir, text_arg_type
 
 DESCRIPTION = "GPU memory-safety regression harness"
 # Commands with their own argument parser: the rest of the command line is handed to them as is.
@@ -98,7 +98,7 @@ def _pop_scenario_options(argv: list[str]) -> tuple[list[str], list[str], str | 
 
 def configure_scenarios(paths: list[str], config: str | None) -> None:
     """A delegated command's scenario paths: checked as argparse checks the others, then configured."""
-    from gpu_memsafety.cli.pathargs import PathArgError
+    from gpu_memsafety.util.pathargs import PathArgError
     from gpu_memsafety.scenario import registry
     for path in paths:      # those a delegated command was given have not been through argparse's check
         try:
@@ -201,7 +201,8 @@ def _delegate(command: str) -> Callable[[list[str]], int]:
 
 
 def _env(ns: argparse.Namespace) -> int:
-    from gpu_memsafety.cli.env import discover, environment
+    from gpu_memsafety.cli.env import environment
+    from gpu_memsafety.util.gpus import discover
     disc = discover()
     env = environment(disc)
     print(f"GPUs: {disc.summary}")

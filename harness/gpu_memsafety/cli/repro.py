@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_memsafety.cli.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
+from gpu_memsafety.util.pathargs import arg_type, input_file, input_path, output_dir, output_file, text_arg_type
 from gpu_memsafety.util import bounds
 from gpu_memsafety.model import CaseResult, Outcome
 from gpu_memsafety.report.document import outcome_ran
-from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
-from gpu_memsafety.engine.modes import DEFAULT_MODE
+from gpu_memsafety.cover import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.detectors.modes import DEFAULT_MODE
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Scenario, ScenarioError
 from gpu_memsafety.util import jsonio
@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
                     help="pytest configuration file whose gpu_memsafety_scenario_paths to use (default: the one pytest would use here)")
     args = ap.parse_args(argv)
     from gpu_memsafety.sanitizer import tool as sanitizer
-    from gpu_memsafety.cli.env import discover, visible_gpus
+    from gpu_memsafety.util.gpus import discover, visible_gpus
     from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
     try:
         if args.keep is not None:

@@ -1,7 +1,7 @@
 """`gpu-memsafety simulate REPORT --gpus 1,2,4,8`: what a measured run would take on N GPUs, from its own costs.
 
 Machines with several GPUs are lent only at times; the question "how much faster on 2, 4, 8" must be answerable
-from a run on one. The model replays the run's planning (fixtures/schedule.plan, the same planner `make
+from a run on one. The model replays the run's planning (engine/schedule.plan, the same planner `make
 sanitize` uses) for N GPUs x W workers each, with what the report measured:
 
 - each case's cost is its measured `duration_s` (under the sanitizer where the mode has one);
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from gpu_memsafety.fixtures import schedule
+from gpu_memsafety.engine import schedule
 from gpu_memsafety.util import bounds
 from gpu_memsafety.util.neutral import visible
 

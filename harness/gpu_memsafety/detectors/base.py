@@ -5,7 +5,7 @@ A detector says
   go (`placement`: an exact allocation for memcheck, a guard page, or front and back guards), whether it sees
   nothing without a covered buffer (`needs_cover`), whether it needs a GPU (`needs_gpu`), and how much longer
   than one launch a case takes with it (`deadline_factor`);
-- how a case runs for it: `action`, the name of a worker-side action (gpu_memsafety.engine.actions.ACTIONS: a function
+- how a case runs for it: `action`, the name of a worker-side action (gpu_memsafety.detectors.actions.ACTIONS: a function
   `(worker, adapter, case) -> dict` that launches the case and returns the evidence), or None when it only
   watches the plain launch ("once": memcheck and the hazard tools watch it from the sanitizer, the guard markers
   are checked after it);
@@ -33,7 +33,7 @@ nothing), so that the judge, the engine and the host suites name no detector:
   one case as one).
 
 Adding a detector: one module with a class of this shape, one entry in gpu_memsafety.detectors.registry, and one row in
-the mode table (gpu_memsafety.engine.modes). Pure: nothing here imports torch.
+the mode table (gpu_memsafety.detectors.modes). Pure: nothing here imports torch.
 """
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 from gpu_memsafety.model import DetectorRun, Expectation, Finding
 
 if TYPE_CHECKING:
-    from gpu_memsafety.engine.job import WorkerResult
+    from gpu_memsafety.job import WorkerResult
     from gpu_memsafety.scenario.definition import Case, Scenario
 
 
 class ModeView(Protocol):
     """What evidence says of the process kind it came from: its name and the detectors it ran
-    (gpu_memsafety.engine.modes.Mode is one; the mode table sits above the detectors and is not imported here)."""
+    (gpu_memsafety.detectors.modes.Mode is one; the mode table sits above the detectors and is not imported here)."""
 
     @property
     def name(self) -> str: ...
@@ -113,7 +113,7 @@ class Detector(Protocol):
     needs_cover: bool           # it sees nothing unless some buffer got `placement` (memcheck, guard page)
     needs_gpu: bool             # it needs a CUDA GPU itself (not only the kernel)
     action: str | None          # worker action that runs a case for it; None: it watches the plain launch
-    action_at: str              # "module:function" of that action (engine.actions.ACTIONS reads it)
+    action_at: str              # "module:function" of that action (detectors.actions.ACTIONS reads it)
     deadline_factor: float      # x the scenario's per-case deadline
     explains_fault: bool        # its finding explains a lost CUDA context
     ends_process: bool          # its finding ends the worker process (the rest of the batch reruns)

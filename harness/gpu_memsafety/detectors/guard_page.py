@@ -14,7 +14,7 @@ from typing import Any
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.detectors.base import Evidence, Unit
 from gpu_memsafety.detectors.guard import merge as merge_guard
-from gpu_memsafety.engine.job import FAULT, WorkerResult
+from gpu_memsafety.job import FAULT, WorkerResult
 from gpu_memsafety.model import GUARD, GUARD_PAGE, OVERREAD, OVERWRITE, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 
@@ -79,7 +79,7 @@ class GuardPageDetector(Unit):
 
 def fault_finding(kind: str, buffer: str, region: str, note: str, *, kernel: str = "", arch: str = "",
                   details: Any = ()) -> Finding:
-    """A guard-page finding, a scenario case's or a host test's (guard_page_host): a hardware fault counts no bytes
+    """A guard-page finding, a scenario case's or a host test's (host/guard_page.py): a hardware fault counts no bytes
     and is never exact; the note says what the reruns told and what they could not."""
     return Finding(detector=GUARD_PAGE, kind=kind, buffer=buffer, region=region, bytes=0, kernel=kernel, arch=arch,
                    note=note, exact=False, details=details)

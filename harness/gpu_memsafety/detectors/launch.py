@@ -1,5 +1,5 @@
 """The plain launch of a case and the result fields every detector's action reports (the worker calls the
-actions through gpu_memsafety.engine.actions; a detector's own action builds on these). Sits with the detectors,
+actions through gpu_memsafety.detectors.actions; a detector's own action builds on these). Sits with the detectors,
 below the mode table and the actions that name them (docs/architecture.md, Layers)."""
 from __future__ import annotations
 

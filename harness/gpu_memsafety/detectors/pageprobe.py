@@ -1,9 +1,9 @@
 """Guard-page reruns: from a fault with several buffers on guard pages to the one buffer, and its direction. The one
-planner for a scenario case (detectors/guard_page.py) and for a pytest test in pages mode (detectors/guard_page_host.py).
+planner for a scenario case (detectors/guard_page.py) and for a pytest test in pages mode (host/guard_page.py).
 
 A guard-page fault ends the CUDA context and says neither which buffer's page was touched nor on which side.
 Every candidate sits on a page on one side when the unit faults (a scenario's covered buffers: back pages in the
-first pass, front pages in the second, harness/gpu_memsafety/engine/modes.py and the worker; a test's allocations:
+first pass, front pages in the second, harness/gpu_memsafety/detectors/modes.py and the worker; a test's allocations:
 back pages), so the unit reruns in fresh processes with fewer of them paged (a process per rerun that faults: the
 context is lost) and this module decides what to rerun and what the reruns say:
 
@@ -41,13 +41,13 @@ REGION = {BACK: PAST_END, FRONT: BEFORE_START}
 # expectation is not held to its region (model.ExpectedFinding.matches), and the finding says why.
 UNTOLD = f"{BEFORE_START}|{PAST_END}"
 # Reruns per case (each a worker process when it faults) and the wall time they may take together, in units of the
-# case's own deadline (harness/gpu_memsafety/engine/modes.py Mode.deadline).
+# case's own deadline (harness/gpu_memsafety/detectors/modes.py Mode.deadline).
 MAX_RERUNS = 8
 RERUN_BUDGET_FACTOR = 4.0
 
 CONFIRM, NAME, DIRECTION, CONTROL = "confirm", "name", "direction", "control"     # the rounds, in order
 SOLO, HALVING = "solo", "halving"    # how the name round narrows the candidates (the module's docstring)
-FAULTED, CLEAN = "fault", "ok"       # a rerun's status: the worker's (gpu_memsafety.engine.job), or "timeout"/"crashed"
+FAULTED, CLEAN = "fault", "ok"       # a rerun's status: the worker's (gpu_memsafety.job), or "timeout"/"crashed"
 
 
 def other(side: str) -> str:
@@ -63,7 +63,7 @@ class Probe:
     text: str = ""       # the label, where listing every page would not read (a window of many candidates)
 
     def placements(self) -> dict[str, str]:
-        """Buffer name -> layout placement, what the worker's job entry carries (gpu_memsafety.engine.job.JobCase)."""
+        """Buffer name -> layout placement, what the worker's job entry carries (gpu_memsafety.job.JobCase)."""
         return {name: PLACEMENT[side] for name, side in self.pages}
 
     @property
@@ -73,7 +73,7 @@ class Probe:
 
 @dataclass(frozen=True)
 class ProbeRun:
-    """What one rerun did: its status (gpu_memsafety.engine.job statuses: "fault" when the context was lost, "ok" when it ran
+    """What one rerun did: its status (gpu_memsafety.job statuses: "fault" when the context was lost, "ok" when it ran
     through; or "timeout", "crashed"), its wall time, and the buffers whose guard markers it found changed."""
 
     probe: Probe

@@ -352,7 +352,7 @@ def run(worker: Any, adapter: Any, case: Any) -> dict[str, Any]:
     itemsizes = {name: buf.tensor.element_size() for name, buf in ctx.arena.buffers.items()}
     left = {}
     if worker.job.covered_seen and worker.scenario is not None and MEMCHECK in worker.scenario.detectors:
-        from gpu_memsafety.engine.cover import covers
+        from gpu_memsafety.cover import covers
         recount = set(worker.entry.recount) if worker.entry is not None else set()
         left = {name: OUTSIDE for name in order if covers(worker.cover, name in ctx.watched) and name not in recount}
     expected = worker.scenario.expectation(case, ctx.arch()).findings if worker.scenario is not None else ()

@@ -1,7 +1,7 @@
 """Every detector, by name: the one list the mode table, the worker, the judge and the scheduler read.
 
 Each entry is a unit of gpu_memsafety.detectors.base.Detector's shape, defined in its own module. Adding a detector: its
-module, a line here, a row in the mode table (gpu_memsafety.engine.modes).
+module, a line here, a row in the mode table (gpu_memsafety.detectors.modes).
 """
 from __future__ import annotations
 

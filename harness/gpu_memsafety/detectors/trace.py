@@ -38,7 +38,7 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 from gpu_memsafety.detectors.base import Evidence, Unit
-from gpu_memsafety.engine.job import STRAY_ACCESS
+from gpu_memsafety.job import STRAY_ACCESS
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, DetectorRun, Finding
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.sanitizer import attribute
@@ -413,7 +413,7 @@ class StrayAccess(RuntimeError):
 
 
 # How a case's result message starts when the fence stopped its run (the worker writes "Type: message").
-assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (engine.job spells it)
+assert STRAY_ACCESS == f"{StrayAccess.__name__}: "    # the worker's message of one (gpu_memsafety.job spells it)
 
 
 # The tracers of the runs in progress (tracing()); with none, the fence's own, which raises StrayAccess.

@@ -8,8 +8,9 @@ trace's bounds check are all silent. Triton's interpreter runs the programs one 
 each access (detectors/trace.py's wrappers hand each one here, its lanes as the interpreter makes them).
 
 What counts. Per launch and per storage of a tensor argument, every byte's first writer and first reader program
-(numpy arrays, one int32 each per byte, and one flag: did a write change the byte). A program's accesses are
-gathered while it runs and checked when the next program starts, against the programs before it only:
+(numpy arrays, an int16 each per byte, int32 on a grid of 32,767 programs or more, and one flag: did a write change
+the byte). A program's accesses are gathered while it runs and checked when the next program starts, against the
+programs before it only:
 - write-write: bytes this program writes that an earlier program wrote;
 - read-write: bytes this program writes that an earlier program read, or reads that an earlier program wrote.
 Since programs run one after another and each is checked against every earlier one, every pair of programs that
@@ -21,12 +22,13 @@ touch one byte, one of them writing, is found (the later of the two sees the ear
   address releases it: the lock orders them): not recorded, counted in the detector's line;
 - masked-off lanes (and the trace's stray lanes, which the interpreter does not make): not accesses.
 
-Bounded: a storage's bookkeeping (9 B per byte) is allocated when a program first touches it, and only while the
-launch's tracked bytes stay under GPU_MEMSAFETY_RACE_BYTES (32 MiB by default); a storage past it is not checked,
-and the detector's line and the verdict say "race check partial", naming it. Freed when the launch ends.
+Bounded: a storage's bookkeeping (5 B per byte, 9 on a larger grid) is allocated when a program first touches it,
+and only while the launch's tracked bytes stay under GPU_MEMSAFETY_RACE_BYTES (32 MiB by default); a storage past
+it is not checked, and the detector's line and the verdict say "race check partial", naming it. Freed when the
+launch ends.
 
 Where it runs: wherever the trace runs (model.RIDES_WITH): the scenario worker's traced launch, and a host suite's
-interpreted launches (detectors/trace_host.py), on a CPU by default and with `--gpu-memsafety=trace`.
+interpreted launches (host/trace.py), on a CPU by default and with `--gpu-memsafety=trace`.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from gpu_memsafety.model import BEFORE_START, INSIDE, PAST_END, RACE, TRACE_RACE
 from gpu_memsafety.placement import layout as L
 
 CAP_ENV = "GPU_MEMSAFETY_RACE_BYTES"
-DEFAULT_CAP = 32 << 20          # storage bytes tracked per launch (x 9 B of bookkeeping each)
+DEFAULT_CAP = 32 << 20          # storage bytes tracked per launch (x 5 or 9 B of bookkeeping each)
 WW, RW = "write-write", "read-write"
 SAME_WW, SAME_RW = "same-value write-write", "same-value read-write"
 OFF = f"race check off ({CAP_ENV}=0): races between program instances were not checked"
@@ -232,11 +234,30 @@ class Races:
                 st.params.append(arg.name)
         self._storages = list(by_lo.values())
 
-    def access(self, direction: str, addrs: Any, mask: Any, size: int, grid_idx: Any, grid_dim: Any,
-               value: Any = None) -> None:
+    def access(self, *args: Any, **kw: Any) -> None:
+        """One load or store of the running program (_access); an error of the check's own stops it for the rest
+        of the launch, said as partial, and never reaches the kernel's run."""
+        self._guarded(self._access, *args, **kw)
+
+    def atomic(self, *args: Any, **kw: Any) -> None:
+        """An atomic of the running program (_atomic), guarded as access is."""
+        self._guarded(self._atomic, *args, **kw)
+
+    def _guarded(self, step: Callable[..., None], *args: Any, **kw: Any) -> None:
+        if not self._storages:
+            return
+        try:
+            step(*args, **kw)
+        except Exception as exc:                # noqa: BLE001 - the suite's kernel runs on, the check says it stopped
+            self.partial.append(f"the check of {self._kernel} stopped at an error of its own "
+                                f"({type(exc).__name__}: {str(exc)[:200]}); that launch's races are not all known")
+            self._storages, self._program = [], -1
+
+    def _access(self, direction: str, addrs: Any, mask: Any, size: int, grid_idx: Any, grid_dim: Any,
+                value: Any = None) -> None:
         """One load or store of the running program: the lanes `mask` lets through (None: all)."""
         import numpy as np
-        if not self._storages or self.cap <= 0:
+        if self.cap <= 0:
             return
         full = np.asarray(addrs)
         lanes = None if mask is None else np.broadcast_to(np.asarray(mask).astype(bool), full.shape)
@@ -273,8 +294,8 @@ class Races:
             st.same.append(off[same])
             st.diff.append(off[keep & ~same])
 
-    def atomic(self, addrs: Any, mask: Any, grid_idx: Any, grid_dim: Any, *, acquire: bool = False,
-               release: bool = False) -> None:
+    def _atomic(self, addrs: Any, mask: Any, grid_idx: Any, grid_dim: Any, *, acquire: bool = False,
+                release: bool = False) -> None:
         """An atomic of the running program: not a race; a compare-and-swap takes a lock on its addresses, an
         exchange on one of them gives it back (the accesses between are ordered by the lock)."""
         import numpy as np
@@ -315,7 +336,9 @@ class Races:
         self._used += n
         self.tracked += n
         memory = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(st.lo))
-        st.state = (np.full(n, -1, dtype=np.int32), np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=bool), memory)
+        gx, gy, gz = self._grid
+        ids = np.int16 if gx * gy * gz < np.iinfo(np.int16).max else np.int32    # 5 B per byte where it can
+        st.state = (np.full(n, -1, dtype=ids), np.full(n, -1, dtype=ids), np.zeros(n, dtype=bool), memory)
         return True
 
     def _fold(self) -> None:
@@ -326,31 +349,33 @@ class Races:
             if not (st.reads or st.same or st.diff):
                 continue
             writer, reader, changed, _memory = st.state
-            read = _unique(st.reads)
-            diff = _unique(st.diff)
-            same = np.setdiff1d(_unique(st.same), diff, assume_unique=True)
-            wrote = np.union1d(diff, same)
+            # byte offsets as gathered, repeats and all (a lookup costs less than the sort that would drop them;
+            # the raced bytes are made unique when the launch ends)
+            read = _joined(st.reads)
+            diff = _joined(st.diff)
+            same = _joined(st.same)
+            if same.size and diff.size:             # a byte this program also changed is a changed byte
+                same = same[~np.isin(same, diff)]
             st.reads, st.same, st.diff = [], [], []
-            if wrote.size:
+            for wrote, unchanged in ((diff, False), (same, True)):
+                if not wrote.size:
+                    continue
                 earlier = writer[wrote]
                 hit = earlier >= 0
-                unchanged = np.isin(wrote, same, assume_unique=True)
-                self._found(st, WW, wrote[hit & ~unchanged], earlier[hit & ~unchanged], p)
-                self._found(st, SAME_WW, wrote[hit & unchanged], earlier[hit & unchanged], p)
+                self._found(st, SAME_WW if unchanged else WW, wrote[hit], earlier[hit], p)
                 earlier = reader[wrote]
                 hit = earlier >= 0
-                self._found(st, RW, wrote[hit & ~unchanged], earlier[hit & ~unchanged], p)
-                self._found(st, SAME_RW, wrote[hit & unchanged], earlier[hit & unchanged], p)
+                self._found(st, SAME_RW if unchanged else RW, wrote[hit], earlier[hit], p)
             if read.size:
                 earlier = writer[read]
                 hit = earlier >= 0
                 real = changed[read]
                 self._found(st, RW, read[hit & real], p, earlier[hit & real])
                 self._found(st, SAME_RW, read[hit & ~real], p, earlier[hit & ~real])
-            if wrote.size:
-                first = wrote[writer[wrote] < 0]
-                writer[first] = p
-                changed[diff] = True
+            for wrote in (diff, same):
+                if wrote.size:
+                    writer[wrote[writer[wrote] < 0]] = p
+            changed[diff] = True
             if read.size:
                 reader[read[reader[read] < 0]] = p
 
@@ -367,10 +392,15 @@ class Races:
 
     def end(self) -> None:
         """The launch is over: its last program checked, its races kept as records, its bookkeeping freed."""
-        import numpy as np
         if not self._storages:
             return
-        self._fold()
+        self._guarded(self._fold)
+        if self._storages:
+            self._guarded(self._keep)
+        self._storages, self._program = [], -1
+
+    def _keep(self) -> None:
+        import numpy as np
         self.launches += 1
         for st in self._storages:
             if not st.found:
@@ -384,7 +414,6 @@ class Races:
                                "left_out": max(0, len(runs) - MAX_RUNS), "programs": list(st.pairs[kind])}
             self.records.append({"kernel": self._kernel, "buffer": st.label, "params": list(st.params),
                                  "size": st.size, "grid": list(self._grid), "kinds": kinds})
-        self._storages, self._program = [], -1
 
     def evidence(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"launches": self.launches, "tracked": self.tracked, "races": self.records}
@@ -397,8 +426,8 @@ class Races:
         return doc
 
 
-def _unique(parts: list[Any]) -> Any:
+def _joined(parts: list[Any]) -> Any:
     import numpy as np
     if not parts:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(parts))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

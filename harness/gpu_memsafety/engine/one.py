@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
-from gpu_memsafety.engine.modes import DEFAULT_MODE, MODES
+from gpu_memsafety.cover import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.detectors.modes import DEFAULT_MODE, MODES
 from gpu_memsafety.model import CaseResult
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import ScenarioError
@@ -29,7 +29,7 @@ def run_case(case_id: str, *, mode: str = DEFAULT_MODE, scenario_path: Sequence[
         raise ScenarioError(case_id, "mode", f"{mode!r} is not one of {', '.join(m for m in MODES if m != 'stress')}")
     if cover not in COVER_OPTIONS:
         raise ScenarioError(case_id, "cover", f"{cover!r} is not one of {', '.join(COVER_OPTIONS)}")
-    from gpu_memsafety.cli.env import visible_gpus
+    from gpu_memsafety.util.gpus import visible_gpus
     from gpu_memsafety.engine.runner import RunOptions, Runner
     from gpu_memsafety.sanitizer import tool as sanitizer
     registry.configure(scenario_path)

@@ -4,7 +4,7 @@ One batch of cases runs in one worker process (addresses stay unique, attributio
 watches per-case start marks to enforce per-case deadlines, kills a hung worker's whole process group,
 reruns the cases after a lost CUDA context in a fresh process, and hands what each process left behind (a
 `judge.Batch`: typed worker results, cases that timed out or died, the sanitizer's output) to the judge,
-which decides every outcome (harness/gpu_memsafety/judge/rules.py). What each mode runs is the policy table in harness/gpu_memsafety/engine/modes.py.
+which decides every outcome (harness/gpu_memsafety/judge/rules.py). What each mode runs is the policy table in harness/gpu_memsafety/detectors/modes.py.
 """
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from gpu_memsafety.detectors.base import Rerun, Reruns
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.engine import gpu_use
-from gpu_memsafety.engine import job as J
-from gpu_memsafety.engine.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
+from gpu_memsafety import job as J
+from gpu_memsafety.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
 from gpu_memsafety.judge.rules import Batch, Judge, Machine
 from gpu_memsafety.sanitizer.records import read_sanitizer
 from gpu_memsafety.model import CaseResult, Outcome
-from gpu_memsafety.engine.cover import COVER_OPTIONS, COVER_SCENARIO
-from gpu_memsafety.engine.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
+from gpu_memsafety.cover import COVER_OPTIONS, COVER_SCENARIO
+from gpu_memsafety.detectors.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
 from gpu_memsafety.util.child import Child
 from gpu_memsafety.util.paths import inherited_pythonpath
 from gpu_memsafety.scenario.definition import Case, Scenario

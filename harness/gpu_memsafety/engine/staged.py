@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from gpu_memsafety.detectors.base import Earlier
 from gpu_memsafety.detectors.registry import UNITS
-from gpu_memsafety.engine.modes import MODES, Mode
+from gpu_memsafety.detectors.modes import MODES, Mode
 from gpu_memsafety.judge.combine import StageResult, combine, stops
 from gpu_memsafety.model import CaseResult
 

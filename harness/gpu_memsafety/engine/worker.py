@@ -1,11 +1,11 @@
 """The child process: runs cases, checks markers, writes one result file per case, atomically.
 
-`python -m gpu_memsafety.engine.worker JOB.json` (a gpu_memsafety.engine.job.Job). The parent may wrap it in compute-sanitizer. For
-each case the worker first writes `<n>.started`, then `<n>.json` (a gpu_memsafety.engine.job.WorkerResult); a case with a
+`python -m gpu_memsafety.engine.worker JOB.json` (a gpu_memsafety.job.Job). The parent may wrap it in compute-sanitizer. For
+each case the worker first writes `<n>.started`, then `<n>.json` (a gpu_memsafety.job.WorkerResult); a case with a
 start mark and no result was running when the process died. Any exception becomes an `error` result with its
 traceback (lit's UNRESOLVED); an `Unsupported` becomes `unsupported`, a `NotApplicable` `not_applicable`; a
 CUDA error that leaves the context unusable ends the process (exit code CONTEXT_LOST) so that the parent
-reruns the remaining cases in a fresh one. How a case runs are the mode's worker actions (gpu_memsafety.engine.actions: the
+reruns the remaining cases in a fresh one. How a case runs are the mode's worker actions (gpu_memsafety.detectors.actions: the
 plain launch, or a detector's own), called in turn; the worker never branches on the mode. It records evidence only;
 the judge (gpu_memsafety.judge.rules) decides.
 """
@@ -21,12 +21,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from gpu_memsafety.engine import actions
-from gpu_memsafety.engine import job as J
+from gpu_memsafety.detectors import actions
+from gpu_memsafety import job as J
 from gpu_memsafety.errors import NotApplicable, Unsupported
 from gpu_memsafety.util import procs
-from gpu_memsafety.engine.cover import COVER_ALL, resolve_cover
-from gpu_memsafety.engine.modes import MODES
+from gpu_memsafety.cover import COVER_ALL, resolve_cover
+from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.util import jsonio
 
 # Exit code meaning "the CUDA context is gone; rerun what is left in a fresh process".
@@ -223,7 +223,7 @@ class Worker:
 
     @property
     def cover(self) -> str:
-        """Which buffers the case in progress covers (gpu_memsafety.engine.cover.resolve_cover)."""
+        """Which buffers the case in progress covers (gpu_memsafety.cover.resolve_cover)."""
         return self._cover or COVER_ALL
 
     def sync(self) -> None:

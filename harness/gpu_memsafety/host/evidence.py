@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from gpu_memsafety.host.breaks import Seen
 from gpu_memsafety.host.launches import TensorUse
 from gpu_memsafety.model import Finding
-from gpu_memsafety.placement.allocator import Allocation, GuardHit
+from gpu_memsafety.host.allocator import Allocation, GuardHit
 
 # The test's own outcome, in pytest's words (what its summary counts).
 PASSED, FAILED, SKIPPED, ERROR, XFAILED, XPASSED = "passed", "failed", "skipped", "error", "xfailed", "xpassed"

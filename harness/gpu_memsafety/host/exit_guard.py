@@ -15,7 +15,8 @@ them execl/execlp/execvp/...) are replaced by a function that
 Between tests (pytest's own code, xdist's), and in a child process a test forked (multiprocessing's fork start
 method ends its children with os._exit), the real functions are called unchanged. What no Python-level guard can
 catch is a C extension calling `_exit` or `exit` directly: the reports then stay "did not finish" (their status
-interrupted, which every command that judges a report reads) and the exit code is the one the extension chose.
+interrupted, which every command that judges a report reads), and the exit status is decided outside this process
+(host/watchdog.py: the child's status, or 1 where it was 0).
 """
 from __future__ import annotations
 

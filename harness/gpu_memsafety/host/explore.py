@@ -21,8 +21,9 @@ field campaign and the scenario set kept finding, most often first:
   4. 2^k - 1 and 2^k + 1 (non-power-of-two sizes, masks built for a power of two);
   5. the listed value - 1 and + 1;
   6. 2 and 3 (small values).
-For a list of offsets: one segment of each length above ([0, n]), an empty segment (a repeated offset: first, in
-the middle, last), a short first or last segment, and each offset +-1 where the list stays nondecreasing.
+For a list of offsets, four kinds take turns (the best of each first): one sequence of each length above ([0, n]),
+an empty segment (a repeated offset: last, first, in the middle), a short first segment (the rest shifted) or a short
+last one appended, and each offset +-1 where the list stays nondecreasing.
 A variant never exceeds about twice the listed size (`max_value`): explore costs what the test costs, not more.
 Ranking within a test: parameters take turns (the best candidate of each, then the second of each, ...), lists of
 offsets first, then integers, then shapes; one parameter at a time first, then pairs of two parameters' best
@@ -35,6 +36,8 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+from gpu_memsafety.util import jsonio
 
 # The separator between the base test's node id and the changed values, in a variant's node id.
 SEP = "@"
@@ -361,8 +364,8 @@ def parse_case_id(nodeid: str) -> tuple[str, dict[str, Any]]:
     if not sep or not head:
         raise ExploreError(f"not an explored case: {nodeid!r} (expected NODEID{SEP}{{\"name\": value, ...}})")
     try:
-        changes = json.loads("{" + tail)
-    except json.JSONDecodeError as exc:
+        changes = jsonio.loads("{" + tail)       # a name given twice is refused: which value is meant?
+    except ValueError as exc:
         raise ExploreError(f"the changed values of {nodeid!r} are not JSON: {exc}") from None
     if not isinstance(changes, dict) or not changes:
         raise ExploreError(f"the changed values of {nodeid!r} must be a non-empty JSON object")

@@ -24,7 +24,7 @@ MODES = {
            "writes, exact bytes; what complete runs on a machine without a GPU)",
 }
 # One vocabulary (docs/modes-and-detectors.md, "Two kinds of run"): each test-suite mode and the scenario mode
-# (`--gpu-memsafety-mode`, engine/modes.py) that runs the same detectors; None where scenarios have no mode of their
+# (`--gpu-memsafety-mode`, detectors/modes.py) that runs the same detectors; None where scenarios have no mode of their
 # own for it. A mode word of the other kind is a usage error that names this counterpart.
 SCENARIO_MODE_OF = {COMPLETE: "complete", MARKERS: "guard", MEMCHECK: "memcheck", PAGES: "guard_page", TRACE: None}
 SUITE_OPTION, SCENARIO_OPTION = "--gpu-memsafety", "--gpu-memsafety-mode"
@@ -51,7 +51,7 @@ IN_PROCESS = frozenset({MARKERS, TRACE})
 CHILD_MODES = frozenset({COMPLETE, MEMCHECK, PAGES})
 # Modes whose children run under compute-sanitizer memcheck, each test's end fenced in its output.
 SANITIZED = frozenset({COMPLETE, MEMCHECK})
-# The allocator placement each mode installs where its tests run (placement/allocator.py).
+# The allocator placement each mode installs where its tests run (host/allocator.py).
 # (trace installs none: its tests run on the CPU.)
 PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after", TRACE: None}
 # Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py

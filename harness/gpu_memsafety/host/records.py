@@ -21,7 +21,7 @@ from gpu_memsafety.host.allocations import allocation_details
 from gpu_memsafety.host.launches import TensorUse
 from gpu_memsafety.model import Finding
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.placement.allocator import BEFORE_TESTS, Allocation
+from gpu_memsafety.host.allocator import BEFORE_TESTS, Allocation
 from gpu_memsafety.sanitizer import attribute
 from gpu_memsafety.sanitizer.parse import API_ERROR, MEMORY_ACCESS, SanitizerRecord
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import reconcile, says
-from gpu_memsafety.engine.job import STRAY_ACCESS
+from gpu_memsafety.job import STRAY_ACCESS
 from gpu_memsafety.judge.verdict import Assessment, conclude
 from gpu_memsafety.model import CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.scenario.definition import Case, Scenario
@@ -101,7 +101,7 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
 
 def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
     """The stages that ended the case over stray accesses the interpreter's fence did not let a run without the trace
-    make (engine.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
+    make (gpu_memsafety.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
     trace): that stage's findings say what the accesses were, so such a stage decides nothing (rule 1 does not apply)
     and adds nothing."""
     if not any(d.ran and says(d.detector, "places_strays")

@@ -23,7 +23,7 @@ The rules, in order (each has a test in tests/test_judge.py):
     findings of their own (buffer "(unplaced)"), so they fail the case, showing the raw record.
  6. a detector that should have run and could not (no usable compute-sanitizer, one that never attached, no VMM
     guard page) turns a pass (clean, expected) into "could not run", naming what was needed and what was found;
-    a kernel whose build needs a tool the machine lacks (gpu_memsafety.kernels.errors.ToolchainMissing, an Unsupported) is
+    a kernel whose build needs a tool the machine lacks (gpu_memsafety.util.build_errors.ToolchainMissing, an Unsupported) is
     rule 1's could not run; a compile error in its source (KernelBuildError) stays UNRESOLVED, a failure.
  7. a mode whose detectors this scenario does not use, or that cannot see its bug: NOT_APPLICABLE.
  8. a baseline (apply_baseline) turns FINDING into EXPECTED_FINDING only when every finding is accepted on
@@ -36,9 +36,9 @@ from typing import Any, Sequence
 
 from gpu_memsafety.detectors.base import Evidence, Reruns, wild_accesses
 from gpu_memsafety.detectors.registry import UNITS, reconcile
-from gpu_memsafety.engine.cover import COVER_WATCHED
-from gpu_memsafety.engine.job import ERROR, FAULT, NOT_APPLICABLE, OOM, STRAY_ACCESS, UNSUPPORTED, WorkerResult
-from gpu_memsafety.engine.modes import Mode
+from gpu_memsafety.cover import COVER_WATCHED
+from gpu_memsafety.job import ERROR, FAULT, NOT_APPLICABLE, OOM, STRAY_ACCESS, UNSUPPORTED, WorkerResult
+from gpu_memsafety.detectors.modes import Mode
 from gpu_memsafety.judge.verdict import ON_PAGES, Assessment, assess, conclude
 from gpu_memsafety.model import CaseResult, DetectorRun, Expectation, Finding, Outcome
 from gpu_memsafety.placement import layout

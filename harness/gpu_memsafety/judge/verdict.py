@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import UNITS
-from gpu_memsafety.engine.modes import NEEDS_WATCH
+from gpu_memsafety.detectors.modes import NEEDS_WATCH
 from gpu_memsafety.model import (BEFORE_START, IN_ALLOCATION, PAST_END, DetectorRun, Expectation, ExpectedFinding,
                                  Finding, Outcome)
 from gpu_memsafety.placement.layout import GUARD_PAGE_BACK, GUARDED, PAGED, unguarded_regions

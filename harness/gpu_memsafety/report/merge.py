@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TypedDict
 
-from gpu_memsafety.cli.pathargs import arg_type, output_dir
+from gpu_memsafety.util.pathargs import arg_type, output_dir
 from gpu_memsafety.util.fsutil import atomic_write_set
 from gpu_memsafety.report import manifest
 from gpu_memsafety.report import (

@@ -3,7 +3,7 @@
 `read_sanitizer` turns one process's log and `--xml --save` file into a `SanitizerRun` (its records, and why
 it cannot be trusted when it did not run to the end); `place_sanitizer_records` sorts the records onto the
 cases of the batch: memory accesses by address (gpu_memsafety.sanitizer.attribute), racecheck and synccheck records by
-the kernel that made them (gpu_memsafety.detectors.hazards), and what cannot be placed (no address, an API error that
+the kernel that made them (gpu_memsafety.sanitizer.hazards), and what cannot be placed (no address, an API error that
 says a kernel failed, an Imprecise record) becomes an UNPLACED finding showing the raw record, never dropped.
 
 Pure: no torch, no processes. The judge (gpu_memsafety.judge.rules) asks for this once per batch: records belong to a
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from gpu_memsafety.detectors import hazards
-from gpu_memsafety.engine.job import FAULT, WorkerResult
+from gpu_memsafety.sanitizer import hazards
+from gpu_memsafety.job import FAULT, WorkerResult
 from gpu_memsafety.model import MEMCHECK, OVERREAD, OVERWRITE, DetectorRun, Finding
 from gpu_memsafety.sanitizer import attribute, parse
 from gpu_memsafety.sanitizer.parse import API_ERROR, HAZARD, MEMORY_ACCESS, OTHER, SYNC_ERROR, SanitizerRecord

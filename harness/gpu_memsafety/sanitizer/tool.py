@@ -92,7 +92,7 @@ TOOL_OPTIONS: Mapping[str, tuple[str, ...]] = {
     "memcheck": ("--leak-check", "no",   # leaks are not memory-safety findings and need a clean teardown
                  "--padding", str(MEMCHECK_PADDING)),
     # "analysis" (the default) gives one record per racing pair of instructions, each with its source line
-    # and hazard count: what a finding names (harness/gpu_memsafety/detectors/hazards.py), and what every public log we have shows.
+    # and hazard count: what a finding names (harness/gpu_memsafety/sanitizer/hazards.py), and what every public log we have shows.
     # "hazard" gives one record per pair of threads and address: thousands for one missing __syncthreads,
     # up to the tool's hazard limit. The parser reads both.
     "racecheck": ("--racecheck-report", "analysis", "--racecheck-detect-level", "warn"),

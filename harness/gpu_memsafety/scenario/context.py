@@ -21,7 +21,7 @@ import torch
 
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.placement.guard import Arena
-from gpu_memsafety.engine.cover import COVER_ALL, covers
+from gpu_memsafety.cover import COVER_ALL, covers
 
 
 @dataclass
@@ -52,7 +52,7 @@ class RunContext:
     seed: use `randn`/`generator` for data, so every run and device sees the same inputs.
     watch_placement: where covered buffers go in this mode (set by the harness, not the adapter).
     cover: which buffers are covered: "all" (every buffer) or "watched" (those allocated with `watch=True`);
-        set by the harness from the scenario's `cover` and the run's `--gpu-memsafety-cover` (gpu_memsafety.engine.modes.resolve_cover).
+        set by the harness from the scenario's `cover` and the run's `--gpu-memsafety-cover` (gpu_memsafety.detectors.modes.resolve_cover).
     production: stress mode: plain torch allocations, no guards, caching allocator on.
     watched: names of the buffers allocated with `watch=True`.
     covered: (property) names of the buffers that got `watch_placement` (none where it is the guarded placement).
@@ -102,7 +102,7 @@ class RunContext:
 
     def placement(self, name: str, watch: bool) -> str:
         """Where buffer `name` goes: a guard-page rerun's own placement; else the mode's watch placement when it is
-        covered (gpu_memsafety.engine.modes.covers decides, from `cover` and the watch hint), else front and back guards."""
+        covered (gpu_memsafety.detectors.modes.covers decides, from `cover` and the watch hint), else front and back guards."""
         if watch:
             self.watched.add(name)
         if self.placements is not None:

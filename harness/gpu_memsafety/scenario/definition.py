@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gpu_memsafety.model import (BARRIER, DEFAULT_DETECTORS, DETECTORS, RACE, RIDES_WITH, SHARED, SHARED_MEMORY,
                                  Expectation, ExpectedFinding)
-from gpu_memsafety.engine.cover import COVER_ALL, COVERS
+from gpu_memsafety.cover import COVER_ALL, COVERS
 from gpu_memsafety.scenario.adapter import Adapter
 
 # A scenario without a cost hint is expected to take this share of its per-case deadline.
@@ -145,7 +145,7 @@ class Scenario:
     expect_on_arch: Callable[[Case, str], Expectation] | None = None
     # Which buffers the modes that need a watched buffer (memcheck, guard_page) place where they can see past
     # their end: "all" (every buffer the adapter allocates through the context), or "watched" (only those
-    # allocated with watch=True). `--gpu-memsafety-cover` overrides it for a whole run (gpu_memsafety.engine.modes.resolve_cover).
+    # allocated with watch=True). `--gpu-memsafety-cover` overrides it for a whole run (gpu_memsafety.detectors.modes.resolve_cover).
     cover: str = COVER_ALL
     _validated: list[Case] = field(default_factory=list, compare=False, repr=False)
     _source: list[Any] = field(default_factory=list, compare=False, repr=False)

@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from gpu_memsafety.util import jsonio     # the one strict reader: a key named twice is refused
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from expected import EXPECT  # noqa: E402
 
@@ -67,6 +69,8 @@ def check(doc: dict, reads_at_least: bool = False) -> tuple[list[str], list[str]
         if case["outcome"] == "not applicable":
             row["na"] += 1
         want = [] if fn.endswith("_fixed") else EXPECT[bug](explore["params"])
+        if case["outcome"] == "not applicable" and not got:
+            continue                  # the test or its kernel refused the shape (a block that is not a power of 2)
         if want:
             row["found"] += bool(got)
         if _matches(got, want, reads_at_least):
@@ -91,7 +95,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__)
         return 2
-    doc = json.loads(Path(argv[0]).read_text())
+    doc = jsonio.loads(Path(argv[0]).read_text())
     lines, problems = check(doc, "--reads-at-least" in argv[1:])
     print("\n".join(lines))
     for p in problems:

@@ -1,7 +1,8 @@
 """state-spaces/mamba's Mamba-3 SISO kernels (e9594ce1c732; ci/gpu/field/fetch.sh mamba) without a GPU, called as its
 own tests/ops/triton/test_mamba3_siso.py calls them, with that file's input builder, at small and boundary shapes: its
 tests are not parametrized and run batch 16 to 128 with 2,345 tokens, too large for Triton's interpreter. One token,
-63 and 65 tokens around the 64-token chunk, head dims 48/24 (not powers of two), varlen with a one-token sequence.
+63 and 65 tokens around the 64-token chunk, head dims 48/24 (not powers of two), varlen with a one-token sequence
+and with an empty one (the last: campaign 2's finding, declared).
 Forward and step kernels only: the backward asserts CUDA tensors and atomically adds bf16, which the interpreter
 cannot (numpy has no bf16 atomics); on a GPU the library's own tests run it.
 `-p cuda_on_cpu` puts the `device="cuda"` tensors on the CPU; `-p interpreter_gaps` computes the kernels' PTX
@@ -56,3 +57,21 @@ def test_step(batch, hqk, hv):
                                  inp['ADT'][:, :, s].contiguous(), inp['DT'][:, :, s].contiguous(),
                                  inp['Trap'][:, :, s].contiguous(), inp['Q_bias'], inp['K_bias'],
                                  inp['Angles'][:, s].contiguous(), inp['D'], inp['Z'][:, s].contiguous(), st)
+
+
+EMPTY_LAST = pytest.mark.gpu_memsafety(
+    expect=[{"kind": "overread", "region": "past_end", "bytes": 4}, {"kind": "overread", "region": "past_end", "bytes": 2}],
+    issue="campaign 2: Mamba-3 SISO varlen forward, empty last sequence with input states (not reported upstream)")
+
+
+@pytest.mark.parametrize("lens", [(0, 5), (5, 0, 3), pytest.param((3, 0), marks=EMPTY_LAST)])
+def test_varlen_empty_sequence(lens):
+    """An empty segment in cu_seqlens (static-shape padding repeats the last offset): the last one makes the forward
+    read DT and Trap past their ends (ci/gpu/field/repro/mamba3_varlen_empty_last_sequence.py)."""
+    torch.manual_seed(0)
+    cu = torch.tensor([0] + torch.cumsum(torch.tensor(lens), 0).tolist(), dtype=torch.int32)
+    inp = create_mamba3_siso_inputs(1, sum(lens), 2, 1, 32, 16, torch.bfloat16, "cuda", has_D=True, has_Z=True,
+                                    has_input_states=True, cu_seqlens=cu, requires_grad=False)
+    mamba3_siso_combined(inp['Q'], inp['K'], inp['V'], inp['ADT'], inp['DT'], inp['Trap'], inp['Q_bias'],
+                         inp['K_bias'], inp['Angles'], inp['D'], inp['Z'], inp['Input_States'], chunk_size=64,
+                         return_final_states=True, cu_seqlens=cu)

@@ -31,7 +31,7 @@ import sys
 
 from gpu_memsafety.cli.bench.child import child_main
 from gpu_memsafety.cli.bench.parts import Bench
-from gpu_memsafety.cli.pathargs import arg_type, output_dir
+from gpu_memsafety.util.pathargs import arg_type, output_dir
 from gpu_memsafety.util import bounds
 
 PARTS = ("bandwidth", "cases", "cache", "batching", "matrix", "scaling")

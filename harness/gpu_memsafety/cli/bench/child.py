@@ -27,7 +27,7 @@ class Child:
     def __init__(self, job: dict[str, Any]) -> None:
         import torch
 
-        from gpu_memsafety.engine import job as J
+        from gpu_memsafety import job as J
         from gpu_memsafety.placement import layout as L
         from gpu_memsafety.engine.worker import Worker
         self.torch = torch

@@ -75,7 +75,8 @@ class Bench:
         atomic_write_text(self.out / "bench.md", bench_markdown(self.doc))
 
     def run(self) -> int:
-        from gpu_memsafety.cli.env import discover, environment, visible_gpus
+        from gpu_memsafety.cli.env import environment
+        from gpu_memsafety.util.gpus import discover, visible_gpus
         disc = discover()
         self.gpu = bool(visible_gpus(disc)[0])
         self.doc["environment"] = environment(disc)
@@ -312,7 +313,7 @@ class Bench:
         return done
 
     def part_scaling(self) -> dict[str, Any]:
-        from gpu_memsafety.cli.env import discover
+        from gpu_memsafety.util.gpus import discover
         from gpu_memsafety.report.merge import merge_reports
         (self.out / "scaling").mkdir(parents=True, exist_ok=True)
         t_part = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Exceptions of building the kernels' CUDA C++ code (kernels/cuda_build.py and the adapters that use it).
+"""Exceptions of building the kernels' CUDA C++ code (harness/gpu_memsafety/util/cuda_build.py and the adapters that use it).
 
 "This machine cannot run that" and "that does not apply here" are the engine's own `Unsupported` and
 `NotApplicable` (gpu_memsafety.errors), which adapters raise as they are. `ToolchainMissing` (an Unsupported)

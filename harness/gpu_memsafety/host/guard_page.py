@@ -21,7 +21,7 @@ from gpu_memsafety.host import children
 from gpu_memsafety.host.allocations import allocation_details
 from gpu_memsafety.host.modes import PAGES
 from gpu_memsafety.model import OVERREAD, Finding
-from gpu_memsafety.placement.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation
+from gpu_memsafety.host.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation
 
 MAX_PROBES = 10
 UNTOLD = P.UNTOLD

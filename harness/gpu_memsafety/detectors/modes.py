@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from gpu_memsafety.detectors.registry import UNITS
-from gpu_memsafety.engine.actions import ONCE, STRESS
+from gpu_memsafety.detectors.actions import ONCE, STRESS
 from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, POISON, RACECHECK, SYNCCHECK, TRACE, TRACE_RACE, UNINIT
 from gpu_memsafety.placement import layout as L
 
@@ -37,7 +37,7 @@ class Mode:
     name: str
     detectors: tuple[str, ...]     # what this mode can see (gpu_memsafety.detectors.registry names)
     summary: str
-    # Worker actions (gpu_memsafety.engine.actions.ACTIONS) run for each case, in order, when the row names them
+    # Worker actions (gpu_memsafety.detectors.actions.ACTIONS) run for each case, in order, when the row names them
     # (stress); () : those of the detectors the case's scenario uses, or the plain launch (actions_for).
     actions: tuple[str, ...] = ()
     caching_allocator: bool = False  # torch's caching allocator hides overreads and reuses addresses: off unless production
@@ -101,7 +101,7 @@ class Mode:
         return max((UNITS[d].deadline_factor for d in self.detectors), default=1.0)
 
     def placement(self, sanitized: bool) -> str:
-        """Where the worker puts covered buffers (gpu_memsafety.engine.cover.covers): a sanitizer mode that runs without its
+        """Where the worker puts covered buffers (gpu_memsafety.cover.covers): a sanitizer mode that runs without its
         sanitizer keeps guards (a flush end would only cost the back guard)."""
         return L.GUARDED if self.sanitizer and not sanitized else self.watch_placement
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from gpu_memsafety.placement import layout as L
-from gpu_memsafety.engine.cover import COVER_SCENARIO
+from gpu_memsafety.cover import COVER_SCENARIO
 from gpu_memsafety.scenario.definition import Case
 
 # Worker statuses: what happened to the case inside the worker process.
@@ -97,7 +97,7 @@ class Job:
 
     cases: tuple[JobCase, ...]
     out_dir: str
-    mode: str                      # a gpu_memsafety.engine.modes.MODES name
+    mode: str                      # a gpu_memsafety.detectors.modes.MODES name
     watch_placement: str           # where covered buffers go (the mode's, or guarded when its sanitizer is absent)
     cover: str = COVER_SCENARIO    # which buffers are covered: "scenario" (each scenario's `cover`), "all", "watched"
     seed: int = 0

@@ -3,7 +3,7 @@
 torch's caching allocator packs tensors into 2 MiB / 20 MiB segments, so neither guard markers nor memcheck
 can see past a tensor's end. A `CUDAPluggableAllocator` installed before the first CUDA allocation is asked
 once per storage, with its exact byte count (a per-test MemPool is not: the caching allocator asks it only for
-segments). This module builds the shim (placement/guard_alloc.cu, through the project's CUDA build cache),
+segments). This module builds the shim (host/guard_alloc.cu, through the project's CUDA build cache),
 installs it, and keeps the Python side of each allocation: the test that made it and the Python stack that made
 it (a callback per allocation; frames inside torch, pytest and this package are left out).
 
@@ -217,15 +217,15 @@ ALLOC_EVENT, FREE_EVENT = 0, 1
 def build_shim() -> Path:
     """The shim's shared library, built once per source, torch and GPU architecture (cached across processes).
     The architecture comes from NVML: asking torch would initialize CUDA, after which no allocator can be swapped."""
-    from gpu_memsafety.kernels import cuda_build
+    from gpu_memsafety.util import cuda_build
     return cuda_build.build_library("guard_alloc", SOURCE, visible_capability(),
                                     extra_ldflags=cuda_build.driver_ldflags())
 
 
 def visible_capability() -> tuple[int, int]:
     """The compute capability of the first GPU this process sees (CUDA_VISIBLE_DEVICES applied), from NVML."""
-    from gpu_memsafety.cli.env import discover
-    from gpu_memsafety.fixtures import gpus
+    from gpu_memsafety.util.gpus import discover
+    from gpu_memsafety.util import gpus
     disc = discover()
     devices, why = gpus.visible([(g.index, g.uuid) for g in disc.gpus], os.environ.get("CUDA_VISIBLE_DEVICES"))
     for device in devices:
@@ -360,7 +360,7 @@ def install(placement: str) -> CudaGuardAllocator:
     early = _already_allocated()
     if early:
         raise AllocatorUnavailable(early)
-    from gpu_memsafety.kernels.errors import KernelBuildError, ToolchainMissing
+    from gpu_memsafety.util.build_errors import KernelBuildError, ToolchainMissing
     try:
         library = build_shim()
     except (ToolchainMissing, KernelBuildError) as exc:

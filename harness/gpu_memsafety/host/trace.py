@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gpu_memsafety.detectors.trace import tensors_of
+from gpu_memsafety.host import copy_bound
 from gpu_memsafety.host.allocations import where_text
 from gpu_memsafety.host.launches import storage_ptr, variables_of
 from gpu_memsafety.model import OVERREAD, OVERWRITE, TRACE, UNATTRIBUTED, ByteRange, Finding
@@ -60,6 +61,7 @@ class TraceOfTest:
     copies: int = 0
     unfinished: list[str] = field(default_factory=list)    # launches that raised: what they raised
     unhooked: str = ""     # the trace's hooks were gone by the test's end: its later launches went unseen (why)
+    uncopied: list[str] = field(default_factory=list)      # launches not copied (host/copy_bound.py): why
     untimed: list[str] = field(default_factory=list)       # autotuned kernels whose every config ran once, untimed
     race_notes: list[str] = field(default_factory=list)    # the race check's (detectors/trace_race.notes)
 
@@ -86,14 +88,33 @@ def _guarded_copy(name: str, storage: Any) -> _Copy:
     import mmap
 
     import torch
+    __tracebackhide__ = True          # pytest: no frame of the harness's, and no storage's repr, in a test's traceback
     n = int(storage.nbytes())
     size = GUARD_BYTES + n + GUARD_BYTES
-    region = mmap.mmap(-1, size)
+    try:
+        region = mmap.mmap(-1, size)
+    except (OSError, MemoryError, ValueError, OverflowError) as exc:
+        raise CopyRefused(f"the trace could not map a guarded copy of {name} ({n:,} B): {exc}") from None
     base = ctypes.addressof(ctypes.c_char.from_buffer(region))
     middle = torch.frombuffer(memoryview(region)[GUARD_BYTES: GUARD_BYTES + n], dtype=torch.uint8)
     copy = middle.untyped_storage()
     copy.copy_(storage)
     return _Copy(name, base, size, base + GUARD_BYTES, L.GuardLayout(n, GUARD_BYTES, GUARD_BYTES), region, copy)
+
+
+class CopyRefused(MemoryError):
+    """A guarded copy that could not be made (its message names the storage and its size, never its contents)."""
+
+
+def _storage_bytes(params: list[tuple[str, Any]]) -> tuple[int, int]:
+    """(bytes, storages) of the distinct CPU storages a launch's arguments use: what relocate would copy."""
+    seen: dict[int, int] = {}
+    for _, value in params:
+        for tensor in _tensors(value):
+            storage = tensor.untyped_storage()
+            if storage.device.type == "cpu":
+                seen[int(storage.data_ptr())] = int(storage.nbytes())
+    return sum(seen.values()), len(seen)
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -129,6 +150,7 @@ class _Launch:
     def relocate(self, args_hst: list[Any], kwargs_hst: dict[str, Any]) -> None:
         """Move the interpreter's host tensors onto guarded copies (one per storage), then tell the tracer the
         launch's arguments are those copies."""
+        __tracebackhide__ = True
         by_storage: dict[int, _Copy] = {}
         names = [name for name, _ in self.params]
         names += [f"#{i}" for i in range(len(names), len(args_hst))]
@@ -344,11 +366,17 @@ class HostTrace:
         host = self
 
         def launch(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True                     # pytest: the test's traceback shows no harness frame
             kernel = getattr(getattr(executor, "fn", None), "__name__", "a Triton kernel")
             names = list(getattr(executor, "arg_names", None) or ())
             params = list(zip(names, args)) + list(kwargs.items())
             variables = variables_of(sys._getframe(1), host.code, _cpu_ptr) if host.code is not None else {}
             guarded = [b for arena in host._arenas for b in arena.buffers.values()]
+            copy_bytes, copies = _storage_bytes(params)
+            refused = copy_bound.refusal(copy_bytes, GUARD_BYTES, copies)
+            if refused:                                  # run as a plain interpreted launch, under the fence only
+                host.current.uncopied.append(f"{kernel} was not checked: {refused}")
+                return call(executor, *args, **kwargs)
             current = _Launch(kernel, params, variables, guarded)
             host._launch.append(current)
             trace._ACTIVE.append(current.tracer)
@@ -370,6 +398,7 @@ class HostTrace:
                 host.current.race_notes += current.race_notes()
 
         def init_args(executor: Any, args_dev: Any, kwargs: Any) -> Any:
+            __tracebackhide__ = True
             args_hst, kwargs_hst = init(executor, args_dev, kwargs)
             if host._launch:
                 host._launch[-1].relocate(args_hst, kwargs_hst)

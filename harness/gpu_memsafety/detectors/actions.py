@@ -1,7 +1,7 @@
 """Worker-side actions: how a case is launched for the detectors of a mode (the worker calls them, never branches).
 
 An action is a function `(worker, adapter, case) -> dict`: it runs the adapter on contexts the worker makes
-(`worker.context(...)`), and returns the case's result fields (gpu_memsafety.engine.job.WorkerResult) with the detectors'
+(`worker.context(...)`), and returns the case's result fields (gpu_memsafety.job.WorkerResult) with the detectors'
 evidence under "evidence", keyed by detector name. A detector names the action it needs
 (gpu_memsafety.detectors.base.Detector.action); detectors that only watch the plain launch share `once`. The actions
 here are stress (production conditions, no detector); the plain launch and the helpers every detector's action
@@ -24,7 +24,7 @@ STRESS = "stress"
 # The plain launch, production stress, and each detector's own action (Detector.action, Detector.action_at).
 ACTIONS: dict[str, str] = {
     ONCE: "gpu_memsafety.detectors.launch:once",
-    STRESS: "gpu_memsafety.engine.actions:stress",
+    STRESS: "gpu_memsafety.detectors.actions:stress",
     **{unit.action: unit.action_at for unit in UNITS.values() if unit.action},
 }
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterator, Sequence
 
-from gpu_memsafety.kernels.errors import KernelBuildError, ToolchainMissing
+from gpu_memsafety.util.build_errors import KernelBuildError, ToolchainMissing
 from gpu_memsafety.util.paths import CACHE_ENV, cache_dir
 
 # -lineinfo puts file:line into the SASS so memcheck names the source line of a bad access.
