@@ -29,6 +29,7 @@ NUMBERS = {
     "ci/gpu/guardpage_check.sh": ("BUDGET",),
     "ci/gpu/heldout_check.sh": ("BUDGET", "WORKERS"),
     "ci/gpu/hostsuite_check.sh": ("BUDGET", "REPS"),
+    "ci/gpu/ux_check.sh": ("BUDGET",),
     "ci/gpu/field/repro/run_fla_log_linear.sh": ("CAMPAIGN_BUDGET",),
     "ci/gpu/calib_check.sh": ("STEP_TAIL",),
     "ci/gpu/detect_check.sh": ("STEP_TAIL",),
