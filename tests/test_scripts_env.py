@@ -22,6 +22,7 @@ SCRIPTS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "ci").rglob("*.
 # Every number a script takes from its environment, and the scripts that take it.
 NUMBERS = {
     "ci/gpu/field/campaign.sh": ("BUDGET", "STEP_MAX"),
+    "ci/gpu/explore_check.sh": ("BUDGET",),
     "ci/gpu/field/campaign2_confirm.sh": ("BUDGET",),
     "ci/gpu/suite_check.sh": ("BUDGET", "WORKERS"),
     "ci/gpu/complete_check.sh": ("BUDGET", "WORKERS", "NEED"),

@@ -12,8 +12,10 @@
 set -u
 set -o pipefail
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
-REPO=$PWD; OUT=${OUT:-/tmp/out}; R=/tmp/explore-r; mkdir -p "$OUT" "$R"
-BUDGET_S=${BUDGET:-530}; T_START=$(date +%s); LOGS="$R"
+REPO=$PWD; source "$REPO/ci/gpu/runenv.sh"
+whole BUDGET 530 0 86400
+OUT=${OUT:-/tmp/out}; fresh_run_folder explore-r; mkdir -p "$OUT"
+BUDGET_S=$BUDGET; T_START=$(date +%s); LOGS="$R"
 export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
 source "$(dirname "$0")/steps.sh"
 PY="$REPO/.venv/bin/python"; CAL="$REPO/ci/gpu/field/calib_explore"

@@ -24,11 +24,21 @@ def _function(case_id: str) -> str:
     return name.split("[", 1)[0].split("@", 1)[0]
 
 
+def _buffer(f: dict) -> str:
+    """The kernel argument a finding names: the trace's buffer is it (`x_ptr`); the GPU modes name the allocation
+    (`alloc 252 B at test_shapes.py line 95`) and give the argument in the `tensor` detail."""
+    details = f.get("details") or {}
+    tensor = str(dict(details).get("tensor", "")) if isinstance(details, (dict, list)) else ""
+    if tensor.startswith("kernel argument `"):
+        return tensor[len("kernel argument `"):].split("`", 1)[0]
+    return f["buffer"]
+
+
 def _got(case: dict) -> list[tuple]:
     out = []
     for f in case["findings"]:
         for r in f.get("ranges", ()):
-            out.append((f["kind"], f["buffer"], f["region"], r["start"], r["end"]))
+            out.append((f["kind"], _buffer(f), f["region"], r["start"], r["end"]))
     return sorted(out)
 
 
