@@ -55,3 +55,24 @@ def test_without_fences_an_address_one_test_explains_is_that_tests() -> None:
     allocs = [ALLOCS[0], Allocation(2, 64, 0, B, (), 0x900000, freed_in=B)]
     out = attribute_records(xml(access(0x900000 + 64)), [A, B], [A, B], allocs)
     assert list(out.findings) == [B] and out.findings[B][0].bytes == 4
+
+
+def test_a_free_not_seen_ends_where_a_later_test_reuses_the_address() -> None:
+    """The earlier allocation's free was not recorded (freed_in ""), and B's tensor took its address: a record in B
+    is B's allocation, not A's stale one (explore's variants on a GPU, run 56: `inside` an earlier variant's block)."""
+    allocs = [Allocation(1, 252, 0, A, (Frame("/s/t.py", 5, "test_a"),), 0x1000),
+              Allocation(2, 12, 0, B, (Frame("/s/t.py", 9, "test_b"),), 0x1000, freed_in=B)]
+    out = attribute_records(xml(FENCE, FENCE, access(0x1000 + 12), FENCE), [A, B], [A, B], allocs, arch="sm_90")
+    (f,) = out.findings[B]
+    assert (f.buffer, f.region, f.bytes) == ("alloc 12 B at t.py line 9", "past_end", 4)
+    # without fences, by address: the record is B's alone (A's block was gone before B made its own)
+    out = attribute_records(xml(access(0x1000 + 12)), [A, B], [A, B], allocs)
+    assert out.alone == [] and [f.buffer for f in out.findings[B]] == ["alloc 12 B at t.py line 9"]
+
+
+def test_an_allocation_no_later_one_overlaps_stays_alive_to_the_end() -> None:
+    allocs = [Allocation(1, 64, 0, A, (Frame("/s/t.py", 5, "test_a"),), 0x1000),
+              Allocation(2, 64, 0, B, (Frame("/s/t.py", 9, "test_b"),), 0x2000, freed_in=B)]
+    out = attribute_records(xml(FENCE, FENCE, access(0x1000 + 64), FENCE), [A, B], [A, B], allocs, arch="sm_90")
+    (f,) = out.findings[B]
+    assert f.buffer == "alloc 64 B at t.py line 5"      # a module fixture's tensor, read past its end in test_b

@@ -15,7 +15,7 @@ Which allocation: the one holding the address, else the nearest whose end (or st
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.host.allocations import allocation_details
 from gpu_memsafety.host.launches import TensorUse
@@ -99,19 +99,57 @@ def _segments(records: Sequence[SanitizerRecord], fences: list[int], ended: list
 
 
 def _lifetimes(order: Sequence[str], allocations: Sequence[Allocation]) -> dict[int, tuple[str, ...]]:
-    """Allocation id -> the tests during which it was allocated (from the one that made it to the one that freed it)."""
+    """Allocation id -> the tests during which it was allocated (from the one that made it to the one that freed it).
+
+    A free the allocator did not see (`freed_in` empty: the block went back after the child's last record of it)
+    would keep an allocation alive to the child's end, and a later test's record at a reused address would be placed
+    on it (explore's variants make this common: a variant's tensor sits where the previous variant's was). The driver
+    never hands out bytes that are still allocated, so an allocation whose bytes a later one takes was freed before
+    that one was made: where that was in a later test, it is not alive in that test any more."""
     index = {t: i for i, t in enumerate(order)}
+
+    def made(a: Allocation) -> int:
+        return -1 if a.test == BEFORE_TESTS else index.get(a.test, -1)
+
     out = {}
+    ends = _taken_over(allocations, made)
     for a in allocations:
-        first = -1 if a.test == BEFORE_TESTS else index.get(a.test, -1)
+        first = made(a)
         last = index.get(a.freed_in, len(order) - 1) if a.freed_in else len(order) - 1
+        if a.id in ends and ends[a.id] > first:
+            last = min(last, ends[a.id] - 1)
         out[a.id] = tuple(order[max(first, 0): last + 1])
     return out
 
 
+def _taken_over(allocations: Sequence[Allocation], made: Any) -> dict[int, int]:
+    """Allocation id -> the earliest test index at which a later allocation (a higher id: the shim counts them in
+    order) on the same device took any of its bytes. Pairs are found by address, sorted: O(n log n + pairs)."""
+    import bisect
+    ends: dict[int, int] = {}
+    by_device: dict[int, list[Allocation]] = {}
+    for a in allocations:
+        if a.size > 0:
+            by_device.setdefault(a.device, []).append(a)
+    for group in by_device.values():
+        group.sort(key=lambda a: a.ptr)
+        ptrs = [a.ptr for a in group]
+        for x in group:
+            # every y starting inside x overlaps it; every overlapping pair has one start inside the other
+            for y in group[bisect.bisect_left(ptrs, x.ptr): bisect.bisect_left(ptrs, x.ptr + x.size)]:
+                if y is x:
+                    continue
+                early, late = (x, y) if x.id < y.id else (y, x)
+                at = made(late)
+                ends[early.id] = min(ends.get(early.id, at), at)
+    return ends
+
+
 def _candidates(acc: attribute.Access, allocations: Sequence[Allocation], life: dict[int, tuple[str, ...]],
                 order: Sequence[str]) -> list[str]:
-    refs = [_ref(a, "") for a in allocations if a.size > 0]
+    # memcheck reports an access outside every allocation alive at the time: one that holds the address was not
+    # alive then (freed before, or made after), so it explains nothing
+    refs = [_ref(a, "") for a in allocations if a.size > 0 and not a.ptr <= acc.address < a.ptr + a.size]
     hit = attribute.locate(acc.address, refs)
     if hit is None:
         return list(order) if len(order) != 1 else [order[0]]
