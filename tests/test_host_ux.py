@@ -313,3 +313,11 @@ def test_help_shows_both_kinds_of_mode_in_one_table(tiny: Path) -> None:
     assert text.count("Test-suite mode = scenario mode: complete=complete, markers=guard, memcheck=memcheck, "
                       "pages=guard_page, trace=-") == 2, text
     assert "--gpu-memsafety-batch-size=N, --gpu-memsafety-batch=N" in text
+
+
+@pytest.mark.parametrize("quiet", [[], ["-q"]])
+def test_what_the_run_says_once_is_said_with_or_without_the_header(tiny: Path, quiet: list[str]) -> None:
+    """pytest's header carries it; -q drops the header, so the end of the run says it instead: once either way."""
+    proc = plain_run(tiny, "--gpu-memsafety=markers", *quiet)
+    assert proc.returncode == 5, proc.stdout[-2000:]
+    assert proc.stdout.count("--gpu-memsafety=markers cannot check anything here") == 1, proc.stdout

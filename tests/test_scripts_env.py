@@ -22,6 +22,7 @@ SCRIPTS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "ci").rglob("*.
 # Every number a script takes from its environment, and the scripts that take it.
 NUMBERS = {
     "ci/gpu/field/campaign.sh": ("BUDGET", "STEP_MAX"),
+    "ci/gpu/explore_check.sh": ("BUDGET",),
     "ci/gpu/field/campaign2_confirm.sh": ("BUDGET",),
     "ci/gpu/suite_check.sh": ("BUDGET", "WORKERS"),
     "ci/gpu/complete_check.sh": ("BUDGET", "WORKERS", "NEED"),
@@ -29,6 +30,7 @@ NUMBERS = {
     "ci/gpu/guardpage_check.sh": ("BUDGET",),
     "ci/gpu/heldout_check.sh": ("BUDGET", "WORKERS"),
     "ci/gpu/hostsuite_check.sh": ("BUDGET", "REPS"),
+    "ci/gpu/ux_check.sh": ("BUDGET",),
     "ci/gpu/field/repro/run_fla_log_linear.sh": ("CAMPAIGN_BUDGET",),
     "ci/gpu/calib_check.sh": ("STEP_TAIL",),
     "ci/gpu/detect_check.sh": ("STEP_TAIL",),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 50 on a GPU: explore (`pytest --gpu-memsafety --gpu-memsafety-explore`) under the complete set (children:
-# the markers pass, then memcheck), over its calibration ci/gpu/field/calib_explore (seven bugs that trigger only at
+# the markers pass, then memcheck), over its calibration ci/gpu/field/calib_explore (eight bugs that trigger only at
 # unlisted shapes, each with a clean twin). One call, about 6 minutes:
 #   plain     the calibration without the harness: every test passes (the bugs are silent at the listed shapes)
 #   listed    --gpu-memsafety (complete) without explore: every listed case clean (nothing is found without explore)
@@ -12,8 +12,10 @@
 set -u
 set -o pipefail
 export PYTHONUNBUFFERED=1 GPU_MEMSAFETY_PROGRESS=plain
-REPO=$PWD; OUT=${OUT:-/tmp/out}; R=/tmp/explore-r; mkdir -p "$OUT" "$R"
-BUDGET_S=${BUDGET:-530}; T_START=$(date +%s); LOGS="$R"
+REPO=$PWD; source "$REPO/ci/gpu/runenv.sh"
+whole BUDGET 530 0 86400
+OUT=${OUT:-/tmp/out}; fresh_run_folder explore-r; mkdir -p "$OUT"
+BUDGET_S=$BUDGET; T_START=$(date +%s); LOGS="$R"
 export GPU_MEMSAFETY_CACHE="$REPO/.cache/build"
 source "$(dirname "$0")/steps.sh"
 PY="$REPO/.venv/bin/python"; CAL="$REPO/ci/gpu/field/calib_explore"

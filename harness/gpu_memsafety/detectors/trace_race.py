@@ -349,31 +349,33 @@ class Races:
             if not (st.reads or st.same or st.diff):
                 continue
             writer, reader, changed, _memory = st.state
-            read = _unique(st.reads)
-            diff = _unique(st.diff)
-            same = np.setdiff1d(_unique(st.same), diff, assume_unique=True)
-            wrote = np.union1d(diff, same)
+            # byte offsets as gathered, repeats and all (a lookup costs less than the sort that would drop them;
+            # the raced bytes are made unique when the launch ends)
+            read = _joined(st.reads)
+            diff = _joined(st.diff)
+            same = _joined(st.same)
+            if same.size and diff.size:             # a byte this program also changed is a changed byte
+                same = same[~np.isin(same, diff)]
             st.reads, st.same, st.diff = [], [], []
-            if wrote.size:
+            for wrote, unchanged in ((diff, False), (same, True)):
+                if not wrote.size:
+                    continue
                 earlier = writer[wrote]
                 hit = earlier >= 0
-                unchanged = np.isin(wrote, same, assume_unique=True)
-                self._found(st, WW, wrote[hit & ~unchanged], earlier[hit & ~unchanged], p)
-                self._found(st, SAME_WW, wrote[hit & unchanged], earlier[hit & unchanged], p)
+                self._found(st, SAME_WW if unchanged else WW, wrote[hit], earlier[hit], p)
                 earlier = reader[wrote]
                 hit = earlier >= 0
-                self._found(st, RW, wrote[hit & ~unchanged], earlier[hit & ~unchanged], p)
-                self._found(st, SAME_RW, wrote[hit & unchanged], earlier[hit & unchanged], p)
+                self._found(st, SAME_RW if unchanged else RW, wrote[hit], earlier[hit], p)
             if read.size:
                 earlier = writer[read]
                 hit = earlier >= 0
                 real = changed[read]
                 self._found(st, RW, read[hit & real], p, earlier[hit & real])
                 self._found(st, SAME_RW, read[hit & ~real], p, earlier[hit & ~real])
-            if wrote.size:
-                first = wrote[writer[wrote] < 0]
-                writer[first] = p
-                changed[diff] = True
+            for wrote in (diff, same):
+                if wrote.size:
+                    writer[wrote[writer[wrote] < 0]] = p
+            changed[diff] = True
             if read.size:
                 reader[read[reader[read] < 0]] = p
 
@@ -424,8 +426,8 @@ class Races:
         return doc
 
 
-def _unique(parts: list[Any]) -> Any:
+def _joined(parts: list[Any]) -> Any:
     import numpy as np
     if not parts:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(parts))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -126,4 +126,4 @@ def _everything(result: CaseResult, root: str) -> str:
 def summary_line(result: CaseResult, verbose: int = 0) -> str:
     from gpu_memsafety.report import visible
     text = visible(f"gpu-memsafety ({result.mode}): {result.outcome.label}: {result.message}", newlines=False)
-    return text if verbose > 0 else wrap(text)
+    return text if verbose > 0 else visible(wrap(text))     # a wrap's new line may start with `::`: neutral again

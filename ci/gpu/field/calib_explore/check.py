@@ -24,11 +24,21 @@ def _function(case_id: str) -> str:
     return name.split("[", 1)[0].split("@", 1)[0]
 
 
+def _buffer(f: dict) -> str:
+    """The kernel argument a finding names: the trace's buffer is it (`x_ptr`); the GPU modes name the allocation
+    (`alloc 252 B at test_shapes.py line 95`) and give the argument in the `tensor` detail."""
+    details = f.get("details") or {}
+    tensor = str(dict(details).get("tensor", "")) if isinstance(details, (dict, list)) else ""
+    if tensor.startswith("kernel argument `"):
+        return tensor[len("kernel argument `"):].split("`", 1)[0]
+    return f["buffer"]
+
+
 def _got(case: dict) -> list[tuple]:
     out = []
     for f in case["findings"]:
         for r in f.get("ranges", ()):
-            out.append((f["kind"], f["buffer"], f["region"], r["start"], r["end"]))
+            out.append((f["kind"], _buffer(f), f["region"], r["start"], r["end"]))
     return sorted(out)
 
 
@@ -69,6 +79,8 @@ def check(doc: dict, reads_at_least: bool = False) -> tuple[list[str], list[str]
         if case["outcome"] == "not applicable":
             row["na"] += 1
         want = [] if fn.endswith("_fixed") else EXPECT[bug](explore["params"])
+        if case["outcome"] == "not applicable" and not got:
+            continue                  # the test or its kernel refused the shape (a block that is not a power of 2)
         if want:
             row["found"] += bool(got)
         if _matches(got, want, reads_at_least):

@@ -18,6 +18,7 @@ LISTED = {
     "shape": [(4, 64)],                     # a multiple of BLOCK elements
 }
 SEQ = 128                                   # test_module_constant_tail's module-level length (32-element blocks)
+ROWS_OF_FIXTURE = 256                       # the zeros fixture's length (test_fixture_constant_write)
 
 
 def _ceil(n: int, b: int) -> int:
@@ -66,6 +67,10 @@ def module_constant_tail(p: dict) -> list[tuple]:
     return tail("overread", "x_ptr", p["module.SEQ"], 32)
 
 
+def fixture_constant_write(p: dict) -> list[tuple]:
+    return tail("overwrite", "out_ptr", p["module.ROWS_OF_FIXTURE"], p.get("module.BLOCK", BLOCK))
+
+
 # test function -> its expectation; each has a clean twin `<name>_fixed` that must show no finding at any shape.
 EXPECT = {
     "test_block_tail_read": block_tail_read,
@@ -75,4 +80,5 @@ EXPECT = {
     "test_empty_segment": empty_segment,
     "test_block_tail_write": block_tail_write,
     "test_module_constant_tail": module_constant_tail,
+    "test_fixture_constant_write": fixture_constant_write,
 }

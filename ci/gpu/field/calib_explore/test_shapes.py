@@ -1,10 +1,10 @@
-"""Explore's calibration (issue 50): seven planted bugs that trigger only at shapes the tests do not list (a block
+"""Explore's calibration (issue 50): eight planted bugs that trigger only at shapes the tests do not list (a block
 tail read and written, a sequence shorter than a chunk, a column count that is not a power of two, a single expert,
-an empty segment, a module-level length), each with a clean twin (`*_fixed`, the same test with the kernel's mask
-right). Every listed case passes and is clean: without explore nothing here is found. With
-`pytest --gpu-memsafety --gpu-memsafety-explore`, every bug must be found at the exact bytes expected.py computes
-for the explored values, and no twin may show a finding at any shape (check.py judges a report.json so).
-Without a GPU the kernels run in Triton's interpreter on CPU tensors (conftest.py)."""
+an empty segment, a module-level length the test reads, and one a fixture makes its tensor with), each with a clean
+twin (`*_fixed`, the same test with the kernel's mask right). Every listed case passes and is clean: without explore
+nothing here is found. With `pytest --gpu-memsafety --gpu-memsafety-explore`, every bug must be found at the exact
+bytes expected.py computes for the explored values, and no twin may show a finding at any shape (check.py judges a
+report.json so). Without a GPU the kernels run in Triton's interpreter on CPU tensors (conftest.py)."""
 from __future__ import annotations
 
 import pytest
@@ -16,6 +16,7 @@ from expected import BLOCK, BT, LISTED, ROWS
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SEQ = 128          # test_module_constant_tail's length: a module-level constant (expected.SEQ)
+ROWS_OF_FIXTURE = 256   # the length a fixture makes its tensor of (test_fixture_constant_write)
 
 
 @triton.jit
@@ -213,3 +214,22 @@ def test_module_constant_tail() -> None:
 
 def test_module_constant_tail_fixed() -> None:
     module_constant_tail(True)
+
+
+@pytest.fixture
+def zeros() -> torch.Tensor:
+    return torch.zeros(ROWS_OF_FIXTURE, dtype=torch.float32, device=DEVICE)
+
+
+def fixture_constant_write(out: torch.Tensor, fixed: bool) -> None:
+    n = out.numel()
+    _tail_write[(triton.cdiv(n, BLOCK),)](out, n, BLOCK=BLOCK, FIXED=fixed)
+    assert torch.equal(out, torch.ones_like(out))
+
+
+def test_fixture_constant_write(zeros: torch.Tensor) -> None:
+    fixture_constant_write(zeros, False)
+
+
+def test_fixture_constant_write_fixed(zeros: torch.Tensor) -> None:
+    fixture_constant_write(zeros, True)
