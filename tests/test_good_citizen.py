@@ -115,7 +115,10 @@ def test_pytest_help_lists_no_unprefixed_option_of_ours(tmp_path: Path) -> None:
                        "--cover", "--tag", "--run-group", "--batch-size", "--iterations"):
         assert not re.search(rf"^\s+{unprefixed}[ =,]", text, flags=re.M), f"{unprefixed} is still registered"
     ini = re.findall(r"^\s{2}(gpu_memsafety\w*|scenario_paths)\b", text, flags=re.M)
-    assert ini == [registry.INI_OPTION]
+    from gpu_memsafety.fixtures import explore_options
+    assert ini == [registry.INI_OPTION, explore_options.INI_ON, explore_options.INI_VARIANTS,
+                   explore_options.INI_SECONDS, explore_options.INI_RUN_VARIANTS, explore_options.INI_RUN_SECONDS]
+    assert all(key.startswith("gpu_memsafety_") for key in ini)
 
 
 def test_a_test_file_in_a_newer_pythons_syntax_is_pytests_collection_error_not_a_scenario_run(tmp_path: Path) -> None:
