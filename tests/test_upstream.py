@@ -275,7 +275,7 @@ def test_every_artifact_has_pinned_linux_wheels_and_pins_are_sha256() -> None:
 
 
 def test_tvm_ffi_is_installed_only_with_its_pinned_hashes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(U, "tvm_ffi_problem", lambda: "missing")
+    monkeypatch.setattr(C, "tvm_ffi_problem", lambda: "missing")   # where install_tvm_ffi looks it up
     seen: dict[str, object] = {}
 
     def pip(cmd: Sequence[str]) -> tuple[int, str]:
