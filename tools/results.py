@@ -16,27 +16,16 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-
-def _project_jsonio() -> Any:
-    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
-    its path: this script runs without the package installed."""
-    path = Path(__file__).resolve().parents[1] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
-    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-jsonio = _project_jsonio()
 from typing import Any
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from project_json import jsonio  # noqa: E402  (the one strict JSON reader, by its path)
 
 ARCHIVE = "evidence-archive"
 COMMIT = re.compile(r"(?:\bCommit:?\s*|\bat\s+|\bcommit\s+)`?([0-9a-f]{7,40})\b")

@@ -13,26 +13,15 @@ memcheck records lost under load (each rerun alone by the judge: `details.memche
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-
-def _project_jsonio() -> Any:
-    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
-    its path: this script runs without the package installed."""
-    path = Path(__file__).resolve().parents[2] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
-    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-jsonio = _project_jsonio()
 from typing import Any
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from project_json import jsonio  # noqa: E402  (the one strict JSON reader, by its path)
 
 BASELINE = Path("run27-default-after-fix") / "cold" / "report.json.gz"     # relative to the H200 folder
 SELECTING = ("--scenario", "--gpu-memsafety-scenario", "-k", "--lf", "--deselect")

@@ -10,7 +10,6 @@ device image's python before any bootstrap.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import xml.etree.ElementTree as ET
@@ -19,18 +18,8 @@ from pathlib import Path
 from typing import Any
 
 
-def _project_jsonio() -> Any:
-    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
-    its path: this script runs without the package installed."""
-    path = Path(__file__).resolve().parents[2] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
-    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-jsonio = _project_jsonio()
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from project_json import jsonio  # noqa: E402  (the one strict JSON reader, by its path)
 
 
 def outcomes(junit_path: str) -> dict[str, str]:

@@ -6,26 +6,15 @@ Reads pytest's final line from LOG and, where the step was guarded, REPORT_DIR/r
 each finding with its test, detector, kind, buffer, tensor name, region, bytes and kernel)."""
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from collections import Counter
 from pathlib import Path
-
-
-def _project_jsonio() -> Any:
-    """The project's one JSON reader (harness/gpu_memsafety/util/jsonio.py: a key named twice is refused), loaded by
-    its path: this script runs without the package installed."""
-    path = Path(__file__).resolve().parents[3] / "harness" / "gpu_memsafety" / "util" / "jsonio.py"
-    spec = importlib.util.spec_from_file_location("gpu_memsafety_jsonio", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-jsonio = _project_jsonio()
 from typing import Any
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
+from project_json import jsonio  # noqa: E402  (the one strict JSON reader, by its path)
 
 FINAL = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in ([\d.]+)s")
 
