@@ -798,3 +798,59 @@ def test_a_run_the_fence_stopped_over_stray_accesses_is_unresolved_unless_a_wild
     wild = Expectation((ExpectedFinding(OVERWRITE, UNATTRIBUTED, upstream="triton-lang/triton#8327"),))
     result = judge_one(stray, mode="poison", sanitized=False, machine=CPU, sc=scenario(wild, detectors=(GUARD, POISON)))
     assert result.outcome is Outcome.NOT_APPLICABLE and "not judged here" in result.message, result.message
+
+
+def test_a_run_the_fence_stopped_over_stray_accesses_judges_nothing_and_says_the_trace_does() -> None:
+    """A run without the trace that the interpreter's fence stopped (StrayAccess) is unresolved, and each detector
+    that did not run says the trace judges those accesses: the trace's unit explains the error (Unit.explains),
+    the judge names no detector. Another error is an error, with its traceback."""
+    from gpu_memsafety.detectors.registry import UNITS, explained
+    stray = "StrayAccess: k wrote 16 B (first: address 0x7f00, near no tensor argument)"
+    result = judge_one(worker(J.ERROR, message=stray, traceback="tb", poison=None), mode="poison", machine=CPU,
+                       sanitized=False)
+    assert result.outcome is Outcome.UNRESOLVED and result.message == stray
+    assert [d.detail for d in result.detectors if not d.ran] == [
+        "not judged: the interpreter's fence stopped the run over stray accesses (below), which the trace judges"]
+    assert [name for name, unit in UNITS.items() if unit.explains(stray)] == ["trace"]
+    other = judge_one(worker(J.ERROR, message="ValueError: bad", traceback="tb", poison=None), mode="poison",
+                      machine=CPU, sanitized=False)
+    assert other.outcome is Outcome.UNRESOLVED and other.message == "ValueError: bad\ntb"
+    assert not explained("ValueError: bad")
+
+
+def test_a_detectors_batch_rule_decides_which_cases_rerun_alone_and_the_engine_names_none(monkeypatch) -> None:
+    """The engine's batches ask every unit's batch rule (Unit.batch_rule) and name no detector: a rule of a
+    synthetic unit that sends the case to run alone is obeyed; one that gives up on it makes it unresolved with
+    the rule's words and details; without a rule the case is judged on its run."""
+    from gpu_memsafety.detectors.base import Sorting
+    from gpu_memsafety.detectors.registry import UNITS
+
+    class Rule:
+        def __init__(self, sorting: Sorting) -> None:
+            self.sorting = sorting
+
+        def sort(self, items: Any, batch: Any, placed: Any) -> Sorting:
+            return self.sorting
+
+        def gpu_alone(self, case_id: str) -> bool:
+            return case_id == CASE.id
+
+        def evidence(self, case_id: str, found: list, single: bool) -> tuple[list, dict]:
+            return found, {"rule_saw": case_id}
+
+    sc = scenario()
+    guard = UNITS[GUARD]
+    batch = lambda: Batch(results={0: worker()}, sanitizer=memcheck_run())   # noqa: E731
+    monkeypatch.setattr(guard, "batch_rule", lambda: Rule(Sorting(alone=[CASE.id], note="the rule says so")),
+                        raising=False)
+    batches = Batches(Standing(MODES["memcheck"], GPU))
+    judged = batches.judge_batch([(sc, CASE)], batch())
+    assert judged.done == [] and judged.rest == [0] and judged.alone == [CASE.id] and "the rule says so" in judged.note
+    assert batches.wants_gpu_alone([(sc, CASE)])
+    monkeypatch.setattr(guard, "batch_rule", lambda: Rule(Sorting(given_up={CASE.id: ("gave up", {"why": 1})})),
+                        raising=False)
+    [result] = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, CASE)], batch()).done
+    assert result.outcome is Outcome.UNRESOLVED and result.message == "gave up" and result.details["why"] == 1
+    monkeypatch.setattr(guard, "batch_rule", lambda: Rule(Sorting()), raising=False)
+    [result] = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, CASE)], batch()).done
+    assert result.outcome is Outcome.CLEAN and result.details["rule_saw"] == CASE.id
