@@ -53,7 +53,7 @@ PURE = (
     "gpu_memsafety.sanitizer.records", "gpu_memsafety.detectors.actions", "gpu_memsafety.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
     "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
-    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",
+    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.shards",
     "gpu_memsafety.cli.bench.results",
 )
 
@@ -709,6 +709,18 @@ def test_the_decision_check_fails_on_a_module_that_decides_elsewhere() -> None:
     synthetic = {name: Module(name, Path("harness/gpu_memsafety/engine/fake.py"), ast.parse(source))}
     assert sorted(h.split(" at ")[0] for h in _other_deciders(synthetic)) == [
         "gpu_memsafety.judge.rules.judge_case", "gpu_memsafety.judge.rules.lost"]
+
+
+def test_one_failure_text_for_both_paths() -> None:
+    """How a case that did not pass reads in pytest's output is defined once (report/failure_text.py), for a
+    scenario case and a suite test alike, and every module that shows one imports it from there."""
+    defined = [name for name, m in MODULES.items() for n in m.tree.body
+               if isinstance(n, ast.FunctionDef) and n.name == "failure_text"]
+    assert defined == ["gpu_memsafety.report.failure_text"], defined
+    users = {name: {i for i in _imported(m) if i.endswith(".failure_text")} for name, m in MODULES.items()}
+    users = {name: found for name, found in users.items() if found}
+    assert len(users) >= 2 and all(found == {"gpu_memsafety.report.failure_text.failure_text"}
+                                   for found in users.values()), users
 
 
 # ------------------------------------------------------------------------------- one definition for both paths
