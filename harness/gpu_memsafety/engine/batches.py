@@ -134,7 +134,7 @@ class Batches:
             if any(c in placed.alone for c in alone) or not whys:
                 whys.append(f"{self.standing.mode.sanitizer} records name a kernel that {len(rerun)} cases of the "
                             "batch launched (or none)")
-            note = f"{'; '.join(whys)}; rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
+            note = f"{'; '.join(whys)}: rerunning {', '.join(items[i][1].id for i in rerun)} one per process"
             return Judged(done, sorted(rest + rerun), [items[i][1].id for i in rerun], note, probe)
         return Judged(done, rest, probe=probe)
 
