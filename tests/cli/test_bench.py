@@ -17,8 +17,8 @@ import pytest
 from gpu_memsafety.cli.bench import parts as bench_parts, results as bench_results
 from gpu_memsafety.scenario.registry import all_scenarios
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
+from repo_paths import FAKE_DIR
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 FAKE_SCENARIOS = FAKE_DIR / "fake_scenarios"        # a scenario path; FAKE_DIR on PYTHONPATH for the adapter module
 PLANTED_CLEAN = "planted_oob[clean-triton-n4000-x1]"
 

@@ -18,8 +18,7 @@ import pytest
 from gpu_memsafety.cli import makeargs
 from gpu_memsafety.report.merge import main as merge_main
 from gpu_memsafety.util import paths
-
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 # ------------------------------------------------------------------------------------------- the cache directory

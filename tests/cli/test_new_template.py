@@ -1,5 +1,5 @@
 """`python -m gpu_memsafety new` builds its Triton scaffold from the guide's own example (harness/gpu_memsafety/cli/example), renamed, so the
-two never drift apart (tests/test_guide_example.py runs both end to end). Here: the scaffold is the example but for
+two never drift apart (tests/cli/test_guide_example.py runs both end to end). Here: the scaffold is the example but for
 its names and docstring, a name that is one of the example's is not renamed twice, the CUDA scaffold changes
 only the kernel's name and needs_gpu, and an example whose anchor line is gone is refused naming the line."""
 from __future__ import annotations

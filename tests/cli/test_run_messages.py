@@ -20,7 +20,7 @@ from gpu_memsafety.cli.repro import NOT_CHECKED
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
-from test_own_scenarios import write_scenario
+from tests.scenario.test_own_scenarios import write_scenario
 
 
 def env() -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The complete mode (issue 26 item 1): one default run sees every class of bug, one judgement per case.
 
 Through the real runner and worker on the CPU (Triton under TRITON_INTERPRET=1): memcheck through the fake
-compute-sanitizer of tests/fake_sanitizer.py (it reports a case's expected accesses only outside their buffer's
+compute-sanitizer of tests/helpers/fake_sanitizer.py (it reports a case's expected accesses only outside their buffer's
 allocation, as memcheck does), poison and uninit as they are. The GPU run of the whole matrix in this mode is
 ci/gpu/complete_check.sh. The rules that add the stages up (gpu_memsafety.judge.combine) are tested with
 small fakes at the end.
@@ -27,6 +27,7 @@ from gpu_memsafety.scenario.definition import Case, Param, Scenario
 from gpu_memsafety.util.paths import CHECKOUT
 
 from fake_sanitizer import memcheck as fake_memcheck
+from repo_paths import FAKE_DIR
 
 OVERREAD_X = "planted_unwatched[input_overread-triton-n4096]"
 CLEAN_X = "planted_unwatched[clean-triton-n4096]"
@@ -314,7 +315,7 @@ def test_poison_recounts_an_unexpected_memcheck_overread_and_leaves_an_expected_
     H200: 64 of 128 B). fake_recount reads 32 B past x's end; the fake memcheck reports only the last 16. Where no
     expectation accepts the finding, poison surveys x's guard in the values stage although memcheck watched it, and
     its bound (0..32 past the end) makes memcheck's 16 B "at least". An expected one is left to memcheck."""
-    fake = registry.load_source(registry.Source(str(CHECKOUT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_recount.py"),
+    fake = registry.load_source(registry.Source(str(FAKE_DIR / "fake_scenarios" / "fake_recount.py"),
                                                 None, "tests"))
     cases = {c.variant: c for c in fake.build()}
     runner = Runner(RunOptions(mode=MODES["complete"], workdir=tmp_path / "w", gpu_available=True,
@@ -340,7 +341,7 @@ def test_a_scenario_without_memcheck_gets_the_whole_poison_survey_after_a_memche
         tmp_path: Path, interpreter: str, worker_env: Path) -> None:
     """fake_poison uses the markers and poison only: no memcheck watched its buffers' ends in the first stage,
     so poison surveys them in the second (it leaves guards only to a memcheck that watched them)."""
-    fake = registry.load_source(registry.Source(str(CHECKOUT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_poison.py"),
+    fake = registry.load_source(registry.Source(str(FAKE_DIR / "fake_scenarios" / "fake_poison.py"),
                                                 None, "tests"))
     case = next(c for c in fake.build() if c.variant == "undeclared_overread")
     runner = Runner(RunOptions(mode=MODES["complete"], workdir=tmp_path / "w", gpu_available=True,

@@ -18,9 +18,8 @@ from gpu_memsafety.engine.runner import RunOptions, Runner
 from gpu_memsafety.scenario.definition import Case, Scenario
 
 from fake_sanitizer import PARSE_ARGS, install
+from repo_paths import FAKE_DIR, SANITIZER_DATA as DATA
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
-DATA = Path(__file__).resolve().parent / "data" / "sanitizer"
 TIMEOUT_SCALE = 0.2
 
 

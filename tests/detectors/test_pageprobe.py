@@ -3,7 +3,7 @@
 The planning and naming are pure and tested with fake rerun results (no process, no GPU); the runner's side (a
 worker process per round, a fresh one after each fault, placements per job entry) runs real worker processes on
 the CPU with a tests-only adapter that faults the way a guard page would, by where its buffers were placed
-(tests/fake_kernels/fake_page_adapters.py). The real VMM placements are checked on a GPU in tests/gpu/test_pages.py.
+(tests/helpers/fake_kernels/fake_page_adapters.py). The real VMM placements are checked on a GPU in tests/gpu/test_pages.py.
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_a_write_seen_by_the_guard_markers_in_a_rerun_that_ran_through_makes_it_
     drive(probing, faults_when(("a", P.BACK)), written=("a",))
     assert probing.conclude()[0].written
     from gpu_memsafety.detectors.guard_page import GuardPageDetector
-    from tests.test_judge import CASE, scenario
+    from tests.judge.test_judge import CASE, scenario
     from gpu_memsafety.detectors.base import Evidence
     from gpu_memsafety.detectors.modes import MODES
     res = J.WorkerResult(case_id=CASE.id, status=J.FAULT, message="illegal address", buffers=[paged("a"), paged("b")])
@@ -187,7 +187,7 @@ def test_only_a_named_finding_matches_and_it_is_held_to_its_region_unless_untold
 
 # ------------------------------------------------------------------------------------ the runner, on the CPU
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+from repo_paths import FAKE_DIR  # noqa: E402
 
 
 @pytest.fixture(scope="module")

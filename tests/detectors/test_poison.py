@@ -12,6 +12,7 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import poison
 from gpu_memsafety.placement.guard import Arena, Paint
 from gpu_memsafety.model import POISON, ExpectedFinding
+from repo_paths import FAKE_DIR
 
 SCALE_ROWS = L.Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
 
@@ -274,7 +275,7 @@ def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_p
     from gpu_memsafety.model import DetectorRun, Outcome
     from gpu_memsafety.util.paths import CHECKOUT as ROOT
     from gpu_memsafety.judge.verdict import decide
-    fake = ROOT / "tests" / "fake_kernels"
+    fake = FAKE_DIR
     scenario = registry.load_source(registry.Source(str(fake / "fake_scenarios" / "fake_poison.py")))
     cases = [c for c in scenario.build() if c.variant.startswith("undeclared")]
     job = {"cases": [registry.case_job(scenario, c) for c in cases], "out_dir": str(tmp_path), "mode": "poison",
@@ -421,7 +422,7 @@ def test_a_result_the_context_did_not_allocate_is_never_called_clean(tmp_path: A
     from gpu_memsafety.model import Outcome
     from gpu_memsafety.scenario import registry
     from gpu_memsafety.util.paths import CHECKOUT as ROOT
-    fake = registry.load_source(registry.Source(str(ROOT / "tests" / "fake_kernels" / "fake_scenarios" / "fake_poison.py"),
+    fake = registry.load_source(registry.Source(str(FAKE_DIR / "fake_scenarios" / "fake_poison.py"),
                                                 None, "tests"))
     wanted = ("foreign_undeclared", "foreign_kept", "foreign_declared", "undeclared_clean", "undeclared_overread")
     cases = [c for c in fake.build() if c.variant in wanted]

@@ -19,9 +19,10 @@ from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, POISON, TRACE, UNINIT, ExpectedFinding
 from gpu_memsafety.placement import layout as L
 
-from test_judge import CASE, scenario, worker
+from tests.judge.test_judge import CASE, scenario, worker
+from repo_paths import DATA as TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "trace"
+DATA = TEST_DATA / "trace"
 ROWS = L.Rows(rows=4, row_bytes=20, row_stride=32, used_rows=3)
 
 

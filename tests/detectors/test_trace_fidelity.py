@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r'''
 import json, torch, triton, triton.language as tl

@@ -23,9 +23,9 @@ from gpu_memsafety.detectors import trace_race as R
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.model import INSIDE, RACE, TRACE, TRACE_RACE, ExpectedFinding
 
-from test_judge import CASE, scenario, worker
+from tests.judge.test_judge import CASE, scenario, worker
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 GRID = (4, 1, 1)
 
 

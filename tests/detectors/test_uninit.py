@@ -1,7 +1,7 @@
 """Uninit mode: reads of never-written memory and unwritten outputs, found by running a case with two fill
 patterns in every byte the host did not write (harness/gpu_memsafety/detectors/fillcheck.py in the worker, harness/gpu_memsafety/detectors/uninit.py for the
 findings). The worker runs here on the CPU: the planted Triton kernels under TRITON_INTERPRET=1, and torch
-stand-ins (tests/fake_kernels/fake_uninit_adapters.py) for the cases the planted ones do not cover."""
+stand-ins (tests/helpers/fake_kernels/fake_uninit_adapters.py) for the cases the planted ones do not cover."""
 from __future__ import annotations
 
 import json
@@ -20,8 +20,8 @@ from gpu_memsafety.detectors.fillcheck import READ_REFINE_RUNS
 from gpu_memsafety.model import GUARD, UNINIT, UNINIT_READ, UNWRITTEN, DetectorRun, Outcome
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.judge.verdict import decide
+from repo_paths import FAKE_DIR
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 N_FAKE = 1000        # fake_uninit's n
 
 

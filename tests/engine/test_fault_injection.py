@@ -1,8 +1,8 @@
 """Fault injection (issue 9): every way a case can go wrong ends as a visible outcome, never as a pass.
 
 These tests run real worker processes on the CPU through gpu_memsafety.engine.runner.Runner. The cases come from a
-tests-only scenario, `fake_faults` (tests/fake_kernels/fake_scenarios/fake_faults.py), whose adapter
-(tests/fake_kernels/fake_adapters.py) hangs, kills its own process, raises, or refuses on purpose. The worker
+tests-only scenario, `fake_faults` (tests/helpers/fake_kernels/fake_scenarios/fake_faults.py), whose adapter
+(tests/helpers/fake_kernels/fake_adapters.py) hangs, kills its own process, raises, or refuses on purpose. The worker
 imports a case's scenario from the file it was found in (harness/gpu_memsafety/scenario/registry.py), as it does for a user's
 scenario directory; the adapter module is found through the PYTHONPATH these tests give the worker. compute-sanitizer is replaced by small Python scripts generated here that
 run the worker (or not) and then fail in the ways a real sanitizer fails.
@@ -29,8 +29,8 @@ from gpu_memsafety.sanitizer.tool import SanitizerLookup
 from gpu_memsafety.scenario.definition import Case, Scenario
 
 from fake_sanitizer import PARSE_ARGS, install
+from repo_paths import FAKE_DIR, SANITIZER_DATA
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 # Scenario deadline 10 s x 0.2 = 2 s per case; worker start-up (torch import) is allowed 120 s x 0.2 = 24 s,
 # and under the (fake) sanitizer 300 s x 0.2 = 60 s.
 TIMEOUT_SCALE = 0.2
@@ -640,7 +640,7 @@ def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failu
     """Real H200 output: memcheck ends the mxfp4 kernel; a destructor's cudaFree then aborts the worker. The
     sanitizer's records are complete, so the case is judged from them (not 'memcheck did not run')."""
     from gpu_memsafety.sanitizer.records import read_sanitizer
-    data = Path(__file__).parent / "data" / "sanitizer"
+    data = SANITIZER_DATA
     run = read_sanitizer("memcheck", (data / "memcheck-mxfp4-overread-target-aborted.txt").read_text(),
                          (data / "memcheck-mxfp4-overread-target-aborted.xml").read_bytes(), exit_code=86,
                          timed_out=False)
@@ -650,7 +650,7 @@ def test_target_aborting_after_a_complete_sanitized_run_is_not_a_sanitizer_failu
 
 def test_sanitizer_that_could_not_start_its_target_is_still_a_failure() -> None:
     from gpu_memsafety.sanitizer.records import read_sanitizer
-    data = Path(__file__).parent / "data" / "sanitizer"
+    data = SANITIZER_DATA
     run = read_sanitizer("memcheck", (data / "cpu-wheel-13.5.25-no-gpu.txt").read_text(), None, exit_code=255,
                          timed_out=False)
     assert not run.ran and "internal error" in run.problem

@@ -30,8 +30,8 @@ from gpu_memsafety.util import gpus
 from gpu_memsafety.engine.schedule import Job, Shard, makespan, parse_shard, plan, select_shard, shard_of
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
+from repo_paths import FAKE_DIR
 
-FAKE_DIR = ROOT / "tests" / "fake_kernels"
 FAKE_FILE = FAKE_DIR / "fake_scenarios" / "fake_faults.py"
 
 

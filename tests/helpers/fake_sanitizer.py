@@ -1,5 +1,5 @@
 """Fake compute-sanitizers for CPU tests: small Python scripts that take the real tool's arguments (options, then the
-worker's command line), run the worker or not, and write what a real run would (tests/test_fault_injection.py,
+worker's command line), run the worker or not, and write what a real run would (tests/engine/test_fault_injection.py,
 test_hazard_modes.py, test_cover.py, test_planted_unwatched.py). `PARSE_ARGS` is the part every fake shares;
 `install` writes one where the runner finds it; `memcheck` is memcheck's view of a placement: it runs the worker,
 then reports the accesses it is told about exactly where memcheck would, outside the buffer's allocation, and

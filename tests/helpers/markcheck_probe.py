@@ -1,4 +1,4 @@
-"""Run by tests/test_markcheck.py in a subprocess with TRITON_INTERPRET=1: the one-launch Triton marker
+"""Run by tests/placement/test_markcheck.py in a subprocess with TRITON_INTERPRET=1: the one-launch Triton marker
 check (harness/gpu_memsafety/placement/markcheck.py) against an independent numpy count and against the torch path, on random
 layouts and random corruptions. Prints one JSON line of mismatches (empty lists when all agree)."""
 from __future__ import annotations

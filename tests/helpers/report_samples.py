@@ -14,9 +14,9 @@ from typing import Any
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange, CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.placement.layout import Rows, plan
 from gpu_memsafety.report import build_report
+from repo_paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-REPORTS = ROOT / "tests" / "data" / "reports"
+REPORTS = DATA / "reports"
 _UNPACKED = Path(tempfile.mkdtemp(prefix="gpu-memsafety-samples-"))
 atexit.register(shutil.rmtree, _UNPACKED, True)
 

@@ -3,7 +3,7 @@ status in a watchdog outside the process that runs the tests (host/watchdog.py):
 it, at whatever moment (a daemon thread's os._exit(0) after the last test, atexit.register(os._exit, 0) over a FAILED
 report, an exec, a signal), a run with a finding never exits 0, and a run that did not finish never exits 0.
 
-The suites run for real (fresh pytest processes) with tests/host_fake.py's allocator in markers mode: no GPU."""
+The suites run for real (fresh pytest processes) with tests/helpers/host_fake.py's allocator in markers mode: no GPU."""
 from __future__ import annotations
 
 import json
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from repo_paths import HELPERS
 
-HERE = Path(__file__).resolve().parent
 
 SUITE = '''import host_fake
 
@@ -60,7 +60,7 @@ HEAD = "import atexit, os, signal, threading, time\n"
 
 
 def environment(tmp: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(HELPERS), os.environ.get("PYTHONPATH", "")) if p),
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", GPU_MEMSAFETY_CACHE=str(tmp / "cache"), CUDA_VISIBLE_DEVICES="")
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
         env.pop(name, None)

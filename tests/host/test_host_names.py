@@ -16,7 +16,7 @@ from gpu_memsafety.host.records import attribute_records
 from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, TRACE, TRACE_RACE
 from gpu_memsafety.host.allocator import Allocation, Frame, GuardHit
 
-from tests.test_host_records import FENCE, access, xml
+from tests.host.test_host_records import FENCE, access, xml
 
 T = "t.py::test_gemm"
 

@@ -20,6 +20,7 @@ from gpu_memsafety.host.evidence import Evidence, OwnResult
 from gpu_memsafety.host.judge import TestMarker as Marker, judge
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, TRACE_RACE, Finding, Outcome
 from gpu_memsafety.scenario import registry
+from repo_paths import ROOT
 
 CONFTEST = '''
 import os
@@ -353,7 +354,7 @@ def test_the_calibration_suite_is_exact_on_a_cpu(tmp_path: Path) -> None:
     """Issue 41's calibration (ci/gpu/field/calib: planted reads and writes of known width, each declaring the bytes
     the bare flag must report) on this machine: every planted access found at its bytes by the trace, the clean
     test clean."""
-    calib = Path(__file__).resolve().parent.parent / "ci" / "gpu" / "field" / "calib"
+    calib = ROOT / "ci" / "gpu" / "field" / "calib"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpu-memsafety",
                            "--gpu-memsafety-report-dir", str(tmp_path / "r"), "-q"], cwd=str(calib), env=env(),
                           capture_output=True, text=True, timeout=600)

@@ -15,8 +15,6 @@ import pytest
 
 from gpu_memsafety.host import copy_bound
 
-HERE = Path(__file__).resolve().parent
-
 KERNEL = '''
 import mmap
 import resource

@@ -33,8 +33,9 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
 from gpu_memsafety.scenarios.last_expert_oob_read import SCENARIO as LAST_EXPERT
+from repo_paths import FAKE_DIR
 
-FAKE = Path(__file__).resolve().parent / "fake_kernels" / "fake_scenarios"
+FAKE = FAKE_DIR / "fake_scenarios"
 
 
 # ------------------------------------------------------------------------------------ derived detectors

@@ -25,8 +25,8 @@ from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRIT
 from gpu_memsafety.detectors.modes import MODES
 from gpu_memsafety.sanitizer.parse import API_ERROR, MEMORY_ACCESS, OTHER, SanitizerRecord, parse_xml
 from gpu_memsafety.scenario.definition import Case, Param, Scenario
+from repo_paths import SANITIZER_DATA as DATA
 
-DATA = Path(__file__).parent / "data" / "sanitizer"
 BASE = 0x7F00_0000_0000
 N = 4000
 

@@ -12,6 +12,7 @@ from gpu_memsafety.placement import layout as L
 from gpu_memsafety.model import (TRACE, TRACE_RACE, DETECTORS, GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, POISON, RACECHECK, SYNCCHECK, UNINIT, ByteRange,
                            DetectorRun, Expectation, ExpectedFinding, Finding, Outcome)
 from gpu_memsafety.judge.verdict import decide
+from repo_paths import DATA
 
 GUARD_RAN = [DetectorRun(GUARD, True, "markers verified")]
 MEMCHECK_RAN = [DetectorRun(MEMCHECK, True, "compute-sanitizer 2025.3.1")]
@@ -291,7 +292,7 @@ def test_h200_guard_page_findings_of_the_planted_underruns_match_planted_oob() -
     from pathlib import Path
 
     from gpu_memsafety.scenarios.planted_oob import SCENARIO
-    report = Path(__file__).resolve().parent / "data/reports/run16-issue20-oob-guard_page.report.json.gz"
+    report = DATA / "reports/run16-issue20-oob-guard_page.report.json.gz"
     cases = {c["id"]: c for c in json.loads(gzip.decompress(report.read_bytes()))["cases"]}
     ran = [DetectorRun(GUARD, True), DetectorRun(GUARD_PAGE, True)]
     checked = 0

@@ -107,7 +107,7 @@ def test_the_h200s_shared_window_offsets_meet_the_pinned_bytes(batch, window):
     from gpu_memsafety.model import Outcome
     from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord
 
-    from test_judge import GPU, memcheck_run, worker
+    from tests.judge.test_judge import GPU, memcheck_run, worker
 
     case = _case("buggy", batch, "zeros")
     rec = SanitizerRecord(MEMORY_ACCESS, "Invalid __shared__ read of size 4 bytes", kind="Precise", direction="read",

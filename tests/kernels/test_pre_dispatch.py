@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]   # tests/kernels/ -> the checkout
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

@@ -15,8 +15,8 @@ import pytest
 
 from gpu_memsafety.errors import Unsupported
 from gpu_memsafety.kernels.mxfp4 import triton_kernels_locator as loc
+from repo_paths import ROOT as REPO
 
-REPO = Path(__file__).resolve().parent.parent
 VENDORED = REPO / ".vendor" / "sgl-kernel-0.3.21" / "triton_kernels"
 IMPOSTOR_INIT = "raise RuntimeError('the impostor was imported')\n"
 

@@ -195,7 +195,7 @@ def test_worker_result_says_what_it_covered_from_its_buffer_map() -> None:
 
 # ------------------------------------------------------------- end to end: worker processes, fake memcheck
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
+from repo_paths import FAKE_DIR  # noqa: E402
 
 
 @pytest.fixture()

@@ -12,6 +12,7 @@ import pytest
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.placement.layout import GuardLayout, LayoutError, Rows
 from gpu_memsafety.model import ByteRange
+from repo_paths import ROOT
 
 # The pre-dispatch scale buffer at H=2304: 8 rows of 72 logical bytes, 80 bytes apart, 5 tokens written.
 SCALE_ROWS = Rows(rows=8, row_bytes=72, row_stride=80, used_rows=5)
@@ -339,7 +340,7 @@ def test_placement_coverage_table_the_readme_quotes() -> None:
     the exact flush-end allocation memcheck watches sees them all."""
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "tools" / "placement_coverage.py"
+    path = ROOT / "tools" / "placement_coverage.py"
     spec = importlib.util.spec_from_file_location("placement_coverage", path)
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)

@@ -16,11 +16,12 @@ import torch
 from gpu_memsafety.placement.guard import Arena
 from gpu_memsafety.placement.markcheck import Span
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
+from repo_paths import HELPERS
 
 
 def test_triton_check_agrees_with_a_hand_count_and_with_the_torch_path() -> None:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("markcheck_probe.py"))], cwd=str(ROOT), env=env,
+    proc = subprocess.run([sys.executable, str(HELPERS / "markcheck_probe.py")], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """Issue 50, explore: `pytest --gpu-memsafety --gpu-memsafety-explore` runs each test again at the boundary shapes its
 parametrization forgot, each variant its own case. On a CPU under the trace (Triton's interpreter), on a GPU under
-the complete set's children (here with the fake allocator and the fake compute-sanitizer of tests/host_fake.py).
+the complete set's children (here with the fake allocator and the fake compute-sanitizer of tests/helpers/host_fake.py).
 The calibration (ci/gpu/field/calib_explore: eight bugs that trigger only at unlisted shapes, each with a clean twin)
 must come out exact."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import HELPERS, ROOT
 
-HERE = Path(__file__).resolve().parent
-CALIB = HERE.parent / "ci" / "gpu" / "field" / "calib_explore"
+CALIB = ROOT / "ci" / "gpu" / "field" / "calib_explore"
 
 CONFTEST = '''
 import os
@@ -218,7 +218,7 @@ def test_rows_fixed(n):
 def test_on_a_gpu_explored_cases_run_in_the_complete_sets_children(tmp_path: Path) -> None:
     """The GPU path with the project's fakes: each variant is rebuilt from its id in the child processes (the markers
     pass, then memcheck), judged there as any test; the clean twin's variants stay clean."""
-    from test_host_plugin import environment
+    from tests.plugin.test_host_plugin import environment
     from host_fake import install_fake_memcheck
     suite = tmp_path / "suite"
     suite.mkdir()

@@ -1,5 +1,5 @@
 """`pytest --gpu-memsafety` end to end on the CPU: a small host suite run in a fresh pytest process, with the fake
-allocator and fake compute-sanitizer of tests/host_fake.py standing in for the GPU.
+allocator and fake compute-sanitizer of tests/helpers/host_fake.py standing in for the GPU.
 
 Flag off: the suite collects and runs exactly as without the plugin. Flag on without a GPU: every test `not
 applicable`, the suite's own results kept, and its exit code where it failed (a suite that passed and checked
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import HELPERS
 
-HERE = Path(__file__).resolve().parent
 
 SUITE = '''import pytest
 import host_fake
@@ -89,7 +89,7 @@ def make_suite(tmp_path: Path) -> Path:
 
 def environment(suite: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A fresh pytest's environment: this folder importable (host_fake), plugins loaded only by -p, no GPU."""
-    paths = [str(HERE), os.environ.get("PYTHONPATH", "")]
+    paths = [str(HELPERS), os.environ.get("PYTHONPATH", "")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                GPU_MEMSAFETY_CACHE=str(suite.parent / "cache"), CUDA_VISIBLE_DEVICES="", **(extra or {}))
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
@@ -375,7 +375,6 @@ def test_the_guarded_fixture_works_in_an_ordinary_run(tmp_path: Path) -> None:
     proc = run(suite, "test_guarded.py", "-rA", "-q")
     assert outcomes(proc.stdout) == {"test_inside": "PASSED", "test_two_bytes_past_the_end": "ERROR+PASSED"}
     assert "out: 2 marker byte(s) changed (past_end bytes 10..11)" in proc.stdout
-
 
 
 ENDS_ITSELF = '''import os

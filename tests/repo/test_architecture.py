@@ -28,9 +28,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from repo_paths import ROOT
 
 
-ROOT = Path(__file__).resolve().parents[1]
 # pyproject.toml's [tool.setuptools.package-dir]; test_packaging checks that this is the mapping there.
 MAPPED = {"gpu_memsafety": "harness/gpu_memsafety", "gpu_memsafety.fixtures": "fixtures", "gpu_memsafety.kernels": "kernels",
           "gpu_memsafety.scenarios": "scenarios"}

@@ -7,8 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def test_synchronize_calls_the_device_once_not_itself(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,7 @@ def test_a_base_plugin_loads_elsewhere_but_not_in_project_runs_nor_on_xdist_work
     assert control.returncode == 0, control.stdout + control.stderr
     assert list((tmp_path / "control").iterdir()), "the fake plugin did not load even outside: the test proves nothing"
 
-    probe = ROOT / "tests" / f"test_zz_plugin_probe_{os.getpid()}.py"
+    probe = ROOT / "tests" / "repo" / f"test_zz_plugin_probe_{os.getpid()}.py"
     probe.write_text(PROBE)
     try:
         run = _pytest(["-q", "-n", "2", str(probe)], ROOT, site, tmp_path / "project")

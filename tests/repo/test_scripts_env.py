@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "ci").rglob("*.sh"))
 # Every number a script takes from its environment, and the scripts that take it.
 NUMBERS = {

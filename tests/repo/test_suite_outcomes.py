@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("suite_outcomes", ROOT / "ci" / "gpu" / "suite_outcomes.py")
 assert spec is not None and spec.loader is not None
 outcomes_module = importlib.util.module_from_spec(spec)

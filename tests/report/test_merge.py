@@ -20,6 +20,7 @@ from gpu_memsafety.report import (
     build_report,
     report_json_text,
 )
+from repo_paths import ROOT
 
 UPSTREAM = "triton-lang/triton#10772"
 
@@ -270,7 +271,7 @@ def test_the_same_report_under_another_name_is_refused(two_runners: list[Path], 
 # ------------------------------------------------------------------------------------------------ shards
 
 
-# Shards: tests/test_shards.py (the shard manifest, incomplete and inconsistent sets).
+# Shards: tests/report/test_shards.py (the shard manifest, incomplete and inconsistent sets).
 
 
 # ----------------------------------------------------------------------------------------- hostile files
@@ -358,9 +359,9 @@ def test_error_text_from_a_file_cannot_drive_the_terminal(two_runners: list[Path
 
 def test_merged_output_matches_its_published_schema(two_runners: list[Path], tmp_path: Path) -> None:
     import jsonschema
-    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "merged.schema.json").read_text())
+    schema = json.loads((ROOT / "docs" / "merged.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    merged = json.loads(report_json_text(merge_reports(two_runners)))       # shards: tests/test_shards.py
+    merged = json.loads(report_json_text(merge_reports(two_runners)))       # shards: tests/report/test_shards.py
     jsonschema.validate(merged, schema)
     merged["summary"]["status"] = "green"
     with pytest.raises(jsonschema.ValidationError):

@@ -21,8 +21,8 @@ from gpu_memsafety.report import (PASSED, ReportError, build_report, cases_from_
                                   report_json_text, summarize, validate_report)
 from gpu_memsafety.report.merge import merge_reports
 from gpu_memsafety.sanitizer.parse import HostileXMLError, ParseResult, parse_text, parse_xml
+from repo_paths import SANITIZER_DATA as DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "sanitizer"
 PROPERTIES = settings(max_examples=150, derandomize=True, database=None, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

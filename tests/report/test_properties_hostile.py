@@ -2,7 +2,7 @@
 a message or a case id holds, no output format carries a raw control character or a line a CI reads as a
 workflow command; JSON with a key twice is always refused; a merge never keeps a case twice.
 
-Derandomized and without an example database, like tests/test_properties.py."""
+Derandomized and without an example database, like tests/report/test_properties.py."""
 from __future__ import annotations
 
 import json

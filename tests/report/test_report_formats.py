@@ -14,6 +14,7 @@ from gpu_memsafety.report import (REPORT_FILES, ReportError, build_report, rende
                                   render_terminal, validate_report, write_reports)
 from gpu_memsafety.report.html import render_html
 from report_samples import padding_overwrite, past_end_overread, sample_report
+from repo_paths import ROOT
 
 
 def junit_cases(xml: str) -> dict[str, ET.Element]:
@@ -111,7 +112,7 @@ def test_the_set_has_every_format_even_for_a_run_that_has_not_finished(tmp_path:
 
 def test_the_published_json_schema_accepts_the_new_fields() -> None:
     import jsonschema
-    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "report.schema.json").read_text())
+    schema = json.loads((ROOT / "docs" / "report.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     report = sample_report()
     jsonschema.validate(report, schema)

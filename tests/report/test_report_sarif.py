@@ -15,8 +15,9 @@ import pytest
 from gpu_memsafety.report import build_report, load_report
 from gpu_memsafety.report.sarif import FINGERPRINT, ROOT_ID, render_sarif
 from report_samples import EVIDENCE_REPORTS, MATRIX, RUN_ROOT, past_end_overread, sample_report
+from repo_paths import DATA
 
-SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif" / "sarif-2.1.0.json").read_text())
+SCHEMA = json.loads((DATA / "sarif" / "sarif-2.1.0.json").read_text())
 VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
 
 

@@ -37,8 +37,8 @@ from gpu_memsafety.report import (
     write_reports,
 )
 from gpu_memsafety.report.write import NOT_FINISHED
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 NO_GPU = "needs a CUDA GPU; found none (NVML reports no device)"
 UPSTREAM = "triton-lang/triton#10772"

@@ -1,4 +1,4 @@
-"""The report workflow through the real pytest plugin, on the CPU (tests/fake_kernels/fake_scenarios/fake_reports.py):
+"""The report workflow through the real pytest plugin, on the CPU (tests/helpers/fake_kernels/fake_scenarios/fake_reports.py):
 a failing run annotates GitHub and writes every format with the buffers' layouts; `baseline write` accepts its
 findings with reasons left empty and the run refuses that file; with the reasons filled in the next run passes,
 its accepted case reads "accepted: <reason>"; an entry for a case that no longer exists is listed as stale in
@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from gpu_memsafety.report.picture import BUFFERS
-from report_samples import ROOT
+from repo_paths import FAKE_DIR, ROOT
 
-FAKE_DIR = ROOT / "tests" / "fake_kernels"
 SCENARIO_FILE = FAKE_DIR / "fake_scenarios" / "fake_reports.py"
 STRAY = "fake_reports[stray-n64]"
 REASON = "the store loop's fix is upstream, not yet released"
@@ -55,11 +54,11 @@ def test_a_failing_run_annotates_github_and_records_what_the_pictures_need(faili
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = [line for line in proc.stdout.splitlines() if line.startswith("::error ")]
     assert len(errors) == 1
-    assert errors[0].startswith("::error file=tests/fake_kernels/fake_scenarios/fake_reports.py,line=")
+    assert errors[0].startswith("::error file=tests/helpers/fake_kernels/fake_scenarios/fake_reports.py,line=")
     assert f"title=gpu-memsafety%3A finding%3A {STRAY} (cpu)::" in errors[0]
     assert failing["summary"].read_text().startswith("## ❌ GPU memory safety — FAILED")
     report = failing["report"]
-    assert report["run"]["scenarios"]["fake_reports"]["file"] == "tests/fake_kernels/fake_scenarios/fake_reports.py"
+    assert report["run"]["scenarios"]["fake_reports"]["file"] == "tests/helpers/fake_kernels/fake_scenarios/fake_reports.py"
     assert report["run"]["root"] == ROOT.as_posix()
     [stray] = [c for c in report["cases"] if c["id"] == STRAY]
     assert {f["key"] for f in stray["findings"]} == {"guard:overwrite:fake_store:scale:row_padding:4",
@@ -98,7 +97,7 @@ def test_a_baseline_written_from_the_report_is_refused_until_filled_then_makes_t
     baseline.write_text(json.dumps(data))
     passed = sanitize(tmp / "r2", "--gpu-memsafety-baseline", str(baseline))
     assert passed.returncode == 0, passed.stdout[-3000:]
-    assert f"XFAIL tests/fake_kernels/fake_scenarios/fake_reports.py::{STRAY} - accepted: {REASON}" in passed.stdout
+    assert f"XFAIL tests/helpers/fake_kernels/fake_scenarios/fake_reports.py::{STRAY} - accepted: {REASON}" in passed.stdout
     assert f"{STRAY} (cpu): accepted: {REASON}" in passed.stdout
     assert "fake_reports[removed-n64]: guard:overwrite:fake_store:out:past_end:1 (no such case any more)" in passed.stdout
     report = json.loads((tmp / "r2" / "report.json").read_text())

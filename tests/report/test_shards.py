@@ -20,6 +20,7 @@ from gpu_memsafety.engine import schedule
 from gpu_memsafety.model import GUARD, CaseResult, DetectorRun, Outcome
 from gpu_memsafety.report import ReportError, build_report, manifest, report_json_text, shard_record
 from gpu_memsafety.report.merge import main, merge_reports
+from repo_paths import ROOT
 
 MATRIX = [f"planted_oob[v{i}-n{100 + i}]" for i in range(12)]
 COSTS = {cid: 1.0 + (i % 5) for i, cid in enumerate(MATRIX)}
@@ -204,7 +205,7 @@ def test_no_bad_set_ever_reads_passed(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_incomplete_and_inconsistent_merges_match_the_published_schemas(tmp_path: Path) -> None:
     import jsonschema
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = ROOT / "docs"
     merged_schema = json.loads((docs / "merged.schema.json").read_text())
     report_schema = json.loads((docs / "report.schema.json").read_text())
     parts = cut(COSTS, 3)

@@ -16,8 +16,8 @@ from gpu_memsafety.sanitizer.attribute import NEAR_BEFORE_BYTES, NEAR_BYTES, WRA
 from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, OVERWRITE, ByteRange
 from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, parse_xml
 from gpu_memsafety.sanitizer.records import _access
+from repo_paths import SANITIZER_DATA as DATA
 
-DATA = Path(__file__).parent / "data" / "sanitizer"
 BASE = 0x7F00_0000_0000
 
 

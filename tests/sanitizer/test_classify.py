@@ -20,8 +20,8 @@ from gpu_memsafety.sanitizer import parse
 from gpu_memsafety.sanitizer.attribute import BufferRef, aggregate
 from gpu_memsafety.model import MISALIGNED, OVERREAD, OVERWRITE
 from gpu_memsafety.sanitizer.records import _access
+from repo_paths import SANITIZER_DATA as DATA
 
-DATA = Path(__file__).parent / "data" / "sanitizer"
 P = "========= "
 
 

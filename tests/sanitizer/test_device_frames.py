@@ -20,9 +20,8 @@ from gpu_memsafety.sanitizer.parse.record import MEMORY_ACCESS, Frame, device_fr
 from gpu_memsafety.sanitizer.records import place_sanitizer_records
 from gpu_memsafety.scenario.definition import Case
 
-from test_judge import N, memcheck_run, scenario, worker
-
-DATA = Path(__file__).parent / "data" / "sanitizer"
+from tests.judge.test_judge import N, memcheck_run, scenario, worker
+from repo_paths import SANITIZER_DATA as DATA
 
 
 def _access(records):

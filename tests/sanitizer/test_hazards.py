@@ -7,8 +7,7 @@ from pathlib import Path
 from gpu_memsafety.sanitizer import hazards
 from gpu_memsafety.sanitizer import parse
 from gpu_memsafety.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, ExpectedFinding
-
-DATA = Path(__file__).parent / "data" / "sanitizer"
+from repo_paths import SANITIZER_DATA as DATA
 
 
 def _parsed(name: str) -> parse.ParseResult:

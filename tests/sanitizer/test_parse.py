@@ -18,8 +18,7 @@ from gpu_memsafety.sanitizer.parse import (
     parse_text,
     parse_xml,
 )
-
-DATA = Path(__file__).parent / "data" / "sanitizer"
+from repo_paths import SANITIZER_DATA as DATA
 
 
 def read_bytes(name: str) -> bytes:

@@ -1,5 +1,5 @@
 """Sanitizer records that no buffer address places (issue 26 items 3 and 5), with small fakes: the helpers of
-tests/test_judge.py build scenarios, worker results and records.
+tests/judge/test_judge.py build scenarios, worker results and records.
 
 - shared memory: a memcheck record whose space is shared is a finding of region `shared` on the case whose kernel
   made it, naming the kernel, the access, its size and its line; never `unattributed`, never a buffer of ours;
@@ -20,7 +20,8 @@ from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord
 from gpu_memsafety.sanitizer.records import lost_record, place_sanitizer_records
 from gpu_memsafety.scenario.definition import Case
 
-from test_judge import CASE, GPU, LAUNCH_FAILED, N, PROBE, READ_PAST_SRC, access, memcheck_run, scenario, worker
+from tests.judge.test_judge import CASE, GPU, LAUNCH_FAILED, N, PROBE, READ_PAST_SRC, access, memcheck_run, scenario, worker
+from repo_paths import SANITIZER_DATA
 
 
 def shared_read(kernel: str = "k", size: int = 4) -> SanitizerRecord:
@@ -144,7 +145,7 @@ def test_check_tensor_ops_where_the_sanitizer_has_it_and_the_detector_line_says_
     from gpu_memsafety.detectors.base import Evidence, sanitizer_ran
     from gpu_memsafety.engine.runner import _caveat
     from gpu_memsafety.sanitizer.tool import SanitizerInfo, memcheck_command, tensor_ops
-    data = Path(__file__).parent / "data" / "sanitizer"
+    data = SANITIZER_DATA
     assert "--check-tensor-ops" in (data / "help-2026.4.0.txt").read_text()
     assert "--check-tensor-ops" not in (data / "help-2025.3.1.txt").read_text()
     old, new = SanitizerInfo("/x/compute-sanitizer", "2025.3.1", "PATH"), SanitizerInfo("/y/compute-sanitizer", "2026.4.0", "wheel")

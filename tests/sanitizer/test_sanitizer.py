@@ -24,8 +24,8 @@ from gpu_memsafety.sanitizer.tool import (
     parse_version,
     version,
 )
+from repo_paths import SANITIZER_DATA as DATA
 
-DATA = Path(__file__).parent / "data" / "sanitizer"
 BANNER = "NVIDIA (R) Compute Sanitizer\nCopyright (c) 2020-2025 NVIDIA Corporation\n"
 
 

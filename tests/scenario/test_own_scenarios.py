@@ -3,7 +3,7 @@
 Scenario directories are made in tmp_path, outside the repository, as a user would keep them: a scenario
 file and the kernel module beside it, nothing else (no sitecustomize, no PYTHONPATH). Discovery is
 checked in this process (harness/gpu_memsafety/scenario/registry.py) and through `python -m gpu_memsafety` in fresh processes; the
-end-to-end runs (pytest, make sanitize, the generated scaffold) are in tests/test_guide_example.py.
+end-to-end runs (pytest, make sanitize, the generated scaffold) are in tests/cli/test_guide_example.py.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ case, is caught and named, and nothing it starts outlives its case.
 The review: an import that never returns hung the run with no output; `sys.exit(0)` at import made `list` and
 `repro` exit 0 with nothing done; `os.chdir` at import sent a relative report directory elsewhere; a changed
 environment killed the xdist workers; processes started by an adapter or at import outlived the run. Each
-attack here is a scenario file written for the test (or tests/fake_kernels/hostile_scenarios/); every process
+attack here is a scenario file written for the test (or tests/helpers/fake_kernels/hostile_scenarios/); every process
 they start carries a marker, and none may be alive afterwards."""
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import pytest
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.scenario import registry, vetting
 from gpu_memsafety.util import procs
+from repo_paths import FAKE_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-HOSTILE_DIR = Path(__file__).resolve().parent / "fake_kernels" / "hostile_scenarios"
+HOSTILE_DIR = FAKE_DIR / "hostile_scenarios"
 
 TEMPLATE = '''
 from gpu_memsafety.model import Expectation

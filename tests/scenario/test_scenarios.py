@@ -199,7 +199,7 @@ def test_back_guard_on_a_flush_end_layout_is_a_layout_error() -> None:
 
 
 def test_unknown_dtype_in_an_adapter_raises_a_type_error_that_says_dtype() -> None:
-    """What an adapter typo produces today (see also tests/test_guard.py for what the message lacks)."""
+    """What an adapter typo produces today (see also tests/placement/test_guard.py for what the message lacks)."""
     with pytest.raises(TypeError, match=r"dtype"):
         Arena(torch.device("cpu")).tensor("x", (4,), "float8")  # type: ignore[arg-type]
 

@@ -1,7 +1,7 @@
 """scenarios/planted_unwatched.py on the CPU: bugs in buffers the adapter does not watch (issue 20 item 1).
 
 The Triton kernel runs under TRITON_INTERPRET=1 through the real runner and worker: guard markers and poison
-as they are; memcheck through a fake compute-sanitizer (tests/test_cover.py's) that reports the case's expected
+as they are; memcheck through a fake compute-sanitizer (tests/model/test_cover.py's) that reports the case's expected
 accesses only where they fall outside their buffer's allocation, which is what memcheck does. Every buffer being
 covered, the overread of the unwatched input x is outside x's exact allocation and found; narrowed to watched
 buffers (`--cover watched`), the same read lands in x's back guard and memcheck misses it. The GPU run of the same

@@ -13,8 +13,7 @@ import pytest
 
 from gpu_memsafety.cli import upstream as U
 from gpu_memsafety.upstream import catalogue as C
-
-ROOT = Path(__file__).resolve().parent.parent
+from repo_paths import ROOT
 
 
 def fake_wheel(directory: Path, art: U.Artifact, files: dict[str, str], name: str = "py3-none-any.whl") -> Path:

@@ -11,6 +11,7 @@ import pytest
 from gpu_memsafety.cli import simulate
 from gpu_memsafety.report import build_report, report_json_text
 from gpu_memsafety.util import bounds
+from repo_paths import ROOT
 
 
 def empty_report(tmp: Path) -> Path:
@@ -58,7 +59,7 @@ def test_every_bound_refuses_both_ends_and_names_the_option() -> None:
 def test_no_numeric_option_escapes_the_table() -> None:
     """Every `type=int`/`type=float` argparse option and every pytest option read as a number goes through
     bounds: a new one without a range fails here."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     raw = [f"{p.relative_to(root)}:{n}" for folder in ("harness", "fixtures") for p in (root / folder).rglob("*.py")
            for n, line in enumerate(p.read_text().splitlines(), 1)
            if "type=int" in line or "type=float" in line or "int(config.getoption" in line]
@@ -72,6 +73,6 @@ def test_pytest_options_out_of_range_are_usage_errors(tmp_path: Path, argv: list
     test.write_text("def test_x():\n    pass\n")
     args = [*argv, str(test)] if "--gpu-memsafety" in argv else [*argv, "--gpu-memsafety-scenario", "planted_oob", "--co"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True,
-                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+                          text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "expected an integer from" in proc.stderr + proc.stdout

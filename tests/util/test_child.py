@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpu_memsafety.util import child as C
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("harness", "fixtures", "kernels", "scenarios")
 SUPERVISOR = Path("harness/gpu_memsafety/util/child.py")
 # What only the supervisor does: start a child (subprocess.Popen) and kill a process group (os.killpg).

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from gpu_memsafety.util.neutral import NeutralWriter, neutral_output
 from hostile_text import ATTACKS, RUNNER_WHITESPACE, assert_neutral, commands
+from repo_paths import HELPERS
 
-HERE = Path(__file__).resolve().parent
 PROPERTIES = settings(max_examples=80, derandomize=True, database=None, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow])
 
@@ -24,7 +24,7 @@ PROPERTIES = settings(max_examples=80, derandomize=True, database=None, deadline
 def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GITHUB_", "CI"))}
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", CUDA_VISIBLE_DEVICES="", GPU_MEMSAFETY_CACHE=str(folder / "cache"),
-               PYTHONPATH=os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (str(HELPERS), os.environ.get("PYTHONPATH", "")) if p))
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "gpu_memsafety.fixtures.plugin", "-p", "no:cacheprovider",
                            *args], cwd=folder, env=env, capture_output=True, text=True, timeout=240)
 

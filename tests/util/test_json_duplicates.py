@@ -10,6 +10,7 @@ import pytest
 from gpu_memsafety.judge.baseline import BaselineError, load_baseline
 from gpu_memsafety.report import ReportError, build_report, load_report, report_json_text
 from gpu_memsafety.util import jsonio
+from repo_paths import ROOT
 
 
 def test_the_loader_refuses_a_key_twice_at_any_depth() -> None:
@@ -41,7 +42,7 @@ def test_a_report_with_a_key_twice_is_refused(tmp_path: Path) -> None:
 
 def test_job_and_result_files_go_through_the_one_loader() -> None:
     """No module reads JSON input with json.loads directly: one loader, one rule."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     offenders = []
     for folder in ("harness", "fixtures", "tools", "ci", "kernels", "scenarios"):
         for path in (root / folder).rglob("*.py"):
@@ -61,7 +62,7 @@ def test_the_scripts_refuse_a_key_twice(tmp_path: Path) -> None:
     """Issue 53: tools/results.py and ci/gpu/suite_outcomes.py kept the last of two equal keys."""
     import subprocess
     import sys
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     one, two = tmp_path / "a.json", tmp_path / "b.json"
     one.write_text('{"tests/t.py::x": "passed", "tests/t.py::x": "failed"}')
     two.write_text('{"tests/t.py::x": "passed"}')

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpu_memsafety.util import progress as P
+from repo_paths import FAKE_DIR
 
 
 class Tty(io.StringIO):
@@ -132,7 +133,7 @@ def test_repro_stress_counts_runs_on_stderr_while_they_run() -> None:
     import sys
 
     from gpu_memsafety.util.paths import CHECKOUT as ROOT
-    fake = Path(ROOT, "tests", "fake_kernels")
+    fake = FAKE_DIR
     env = {k: v for k, v in os.environ.items() if k != P.ENV}
     proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "--scenario-path", str(fake / "fake_scenarios"), "repro",
                            "fake_faults[slow-n4000]", "--mode", "stress", "--loop", "40"], cwd=str(ROOT),

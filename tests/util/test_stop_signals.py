@@ -1,7 +1,7 @@
 """Issue 44: every child process and temporary folder is reaped on every signal that stops a run (SIGINT, SIGTERM,
 SIGHUP): util/signals.py turns SIGTERM and SIGHUP into an interrupt, so the cleanup Ctrl-C gets runs for them too.
 Real processes on the CPU: a scenario file that starts processes at import and sleeps, vetted in a child; a host
-suite whose tests leave processes behind under the fake compute-sanitizer (tests/host_fake.py)."""
+suite whose tests leave processes behind under the fake compute-sanitizer (tests/helpers/host_fake.py)."""
 from __future__ import annotations
 
 import json
@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from signal_defaults import default_stop_signals
+from repo_paths import HELPERS, ROOT
 
-
-HERE = Path(__file__).resolve().parent
 
 SLOW_SCENARIO = '''import json, os, subprocess, sys, time
 from pathlib import Path
@@ -85,14 +84,14 @@ def test_a_stop_signal_while_vetting_leaves_no_process_and_no_folder(tmp_path: P
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "slow_vetted.py").write_text(SLOW_SCENARIO.format(marks=str(marks)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                GPU_MEMSAFETY_CACHE=str(tmp_path / "cache"))
     env.pop("GPU_MEMSAFETY_VETTED", None)
     if entry == "library":
         argv = [sys.executable, "-c", DRIVER, str(folder / "slow_vetted.py")]
     else:
         argv = [sys.executable, "-m", "gpu_memsafety", "list", "--scenario-path", str(folder)]
-    # the stop signals at their default in the parent whatever this test run inherited (tests/signal_defaults.py)
+    # the stop signals at their default in the parent whatever this test run inherited (tests/helpers/signal_defaults.py)
     parent = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True, preexec_fn=default_stop_signals)
     cleanup.append(parent.pid)
@@ -124,7 +123,7 @@ def test_what_a_sigkill_during_vetting_leaves_the_next_vetting_removes(tmp_path:
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "quick.py").write_text("SCENARIO = None\n")
     (tmp_path / "tmp").mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                GPU_MEMSAFETY_CACHE=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
     env.pop("GPU_MEMSAFETY_VETTED", None)
     parent = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "mine" / "slow_vetted.py")], env=env,
@@ -168,7 +167,7 @@ def test_a_host_test_s_child_does_not_outlive_the_run(tmp_path: Path, cleanup: l
     (suite / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     (suite / "test_suite.py").write_text(HOST_SUITE.format(marks=str(marks)))
     sanitizer = install_fake_memcheck(tmp_path)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(HELPERS), os.environ.get("PYTHONPATH", "")) if p),
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", GPU_MEMSAFETY_CACHE=str(tmp_path / "cache"), CUDA_VISIBLE_DEVICES="",
                HOST_FAKE_SANITIZER=str(sanitizer))
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):

@@ -1,4 +1,4 @@
-"""Adapters that misbehave on purpose, for tests/test_fault_injection.py (CPU only, no kernel at all).
+"""Adapters that misbehave on purpose, for tests/engine/test_fault_injection.py (CPU only, no kernel at all).
 
 Each variant of the `fake_faults` scenario picks one way for a case to go wrong inside the worker process:
 hang forever, kill its own process or the pytest worker above it, raise, run out of memory, declare

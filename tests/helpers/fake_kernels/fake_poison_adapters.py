@@ -1,4 +1,4 @@
-"""Adapters for tests/fake_kernels/fake_scenarios/fake_poison.py: torch ops on the CPU standing in for kernels
+"""Adapters for tests/helpers/fake_kernels/fake_scenarios/fake_poison.py: torch ops on the CPU standing in for kernels
 whose adapter declares no output (poison-mode tests). The "overread" adds x's first back-guard float to out."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def run_case(case: Any, ctx: Any) -> Any:
 
 
 def run_rows(case: Any, ctx: Any) -> Any:
-    """tests/fake_kernels/fake_scenarios/fake_rows.py: y = ctx.rows(8 rows, 5 used) of 4 floats, each used row
+    """tests/helpers/fake_kernels/fake_scenarios/fake_rows.py: y = ctx.rows(8 rows, 5 used) of 4 floats, each used row
     written from x; the whole y (unused rows too) is the declared output."""
     rows, used, width = case.params["n"], 5, 4
     x = ctx.tensor("x", (used, width), torch.float32)
@@ -41,7 +41,7 @@ def run_rows(case: Any, ctx: Any) -> Any:
 
 
 def run_recount(case: Any, ctx: Any) -> Any:
-    """tests/fake_kernels/fake_scenarios/fake_recount.py: out = x + the sum of the 8 floats past x's end (32 B). In an
+    """tests/helpers/fake_kernels/fake_scenarios/fake_recount.py: out = x + the sum of the 8 floats past x's end (32 B). In an
     exact placement (the memcheck stage) nothing of ours lies there: the read is memcheck's to report."""
     n = case.params["n"]
     x = ctx.tensor("x", (n,), torch.float32)

@@ -1,4 +1,4 @@
-"""The adapter of the `fake_reports` scenario (tests/fake_kernels/fake_scenarios/fake_reports.py): CPU only, no
+"""The adapter of the `fake_reports` scenario (tests/helpers/fake_kernels/fake_scenarios/fake_reports.py): CPU only, no
 kernel. Variant `stray` writes what no expectation covers, into a padded-rows buffer's row padding and one
 byte past the end of a flat one, so its case ends `finding` with two findings; `clean` writes only its rows."""
 from __future__ import annotations

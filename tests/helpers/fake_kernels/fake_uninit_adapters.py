@@ -1,4 +1,4 @@
-"""Adapters for tests/fake_kernels/fake_scenarios/fake_uninit.py: torch ops on the CPU standing in for kernels
+"""Adapters for tests/helpers/fake_kernels/fake_scenarios/fake_uninit.py: torch ops on the CPU standing in for kernels
 that read bytes nobody wrote (uninit-mode tests). Each "kernel" is one torch expression."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A scenario whose definition is wrong (a parameter out of its declared range): collecting it must fail
-the run, under xdist too, never read as passed (tests/test_scaleout.py, which names this file on pytest's
+the run, under xdist too, never read as passed (tests/engine/test_scaleout.py, which names this file on pytest's
 command line)."""
 from __future__ import annotations
 

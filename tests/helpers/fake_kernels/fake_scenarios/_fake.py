@@ -1,4 +1,4 @@
-"""The shape every CPU stand-in scenario of tests/fake_kernels shares: one size parameter `n`, one case per
+"""The shape every CPU stand-in scenario of tests/helpers/fake_kernels shares: one size parameter `n`, one case per
 variant at a fixed n, no GPU, a short deadline. Not a scenario file itself (a leading underscore: not scanned)."""
 from __future__ import annotations
 

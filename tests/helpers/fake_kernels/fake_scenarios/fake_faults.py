@@ -1,4 +1,4 @@
-"""`fake_faults`: a scenario whose adapter (tests/fake_kernels/fake_adapters.py) fails in chosen ways.
+"""`fake_faults`: a scenario whose adapter (tests/helpers/fake_kernels/fake_adapters.py) fails in chosen ways.
 
 Loaded from this file by the tests (and by the worker, which imports a case's scenario from the file the
 parent found it in). Every case runs on the CPU (needs_gpu is False); its deadline is 10 s, which
@@ -20,7 +20,7 @@ FAR = 2_147_450_881   # far_write: the fake sanitizer reports a 4-byte write thi
 
 def far_offset() -> int:
     """Where the fake sanitizer's far write lands, from dst's first byte: -FAR, or FAKE_FAR_OFFSET where a test sets
-    another (tests/test_fault_injection.py, for a python whose heap lies below 2 GiB). Read at each call: the
+    another (tests/engine/test_fault_injection.py, for a python whose heap lies below 2 GiB). Read at each call: the
     scenario module may be loaded before the test sets it."""
     return int(os.environ.get("FAKE_FAR_OFFSET", -FAR))
 TIMEOUT_S = 10.0

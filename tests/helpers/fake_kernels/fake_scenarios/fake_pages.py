@@ -1,5 +1,5 @@
-"""`fake_pages`: a scenario whose adapter (tests/fake_kernels/fake_page_adapters.py) "faults" as a guard page would,
-for tests/test_pageprobe.py's runner test on the CPU (no kernel, no GPU: the adapter looks at where each buffer was
+"""`fake_pages`: a scenario whose adapter (tests/helpers/fake_kernels/fake_page_adapters.py) "faults" as a guard page would,
+for tests/detectors/test_pageprobe.py's runner test on the CPU (no kernel, no GPU: the adapter looks at where each buffer was
 placed and raises the CUDA error a fault leaves).
 
 Buffers a (watched), b and c. Variants: past_end_b (b is read past its end), before_start_a (a is read before its

@@ -1,4 +1,4 @@
-"""`fake_poison`: CPU stand-ins for kernels whose adapter declares no output (tests/test_poison.py only)."""
+"""`fake_poison`: CPU stand-ins for kernels whose adapter declares no output (tests/detectors/test_poison.py only)."""
 from __future__ import annotations
 
 from gpu_memsafety.model import GUARD, OVERREAD, POISON, Expectation, ExpectedFinding

@@ -1,6 +1,6 @@
 """`fake_recount`: a CPU stand-in for a kernel whose warps stop at memcheck's first error, so memcheck's overread
 count is short (held-out hu_a on the H200: 64 of 128 B). The adapter reads 32 B past x's end into its declared
-output; the fake memcheck of tests/test_complete.py reports only the last 16 of them. "short_count" expects nothing
+output; the fake memcheck of tests/detectors/test_complete.py reports only the last 16 of them. "short_count" expects nothing
 (its count judges the report); "any_bytes" expects the overread with any bytes (its count judges nothing)."""
 from __future__ import annotations
 

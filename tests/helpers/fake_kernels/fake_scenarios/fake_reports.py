@@ -1,6 +1,6 @@
 """`fake_reports`: a CPU stand-in whose `stray` case has findings no expectation covers (a run that fails), for
-the report formats and the baseline workflow (tests/test_report_workflow.py). The adapter is
-tests/fake_kernels/fake_report_adapters.py."""
+the report formats and the baseline workflow (tests/report/test_report_workflow.py). The adapter is
+tests/helpers/fake_kernels/fake_report_adapters.py."""
 from __future__ import annotations
 
 from gpu_memsafety.model import Expectation

@@ -1,5 +1,5 @@
 """`fake_rows`: CPU stand-ins for a kernel whose declared output is a `ctx.rows(..., used_rows=T)` buffer handed back
-whole, unused rows included (tests/test_derived.py only): `correct` writes its used rows, `unused_read` also reads
+whole, unused rows included (tests/judge/test_derived.py only): `correct` writes its used rows, `unused_read` also reads
 the first unused row into each used row (an overread of unused rows, which poison sees)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`fake_uninit`: CPU stand-ins for kernels that read never-written bytes (tests/test_uninit.py only).
+"""`fake_uninit`: CPU stand-ins for kernels that read never-written bytes (tests/detectors/test_uninit.py only).
 
 Loaded from this file by the tests and by the worker (the job names the file; see harness/gpu_memsafety/scenario/registry.py)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Adapters that leave processes running (tests/test_scenario_isolation.py). Each process carries the marker
+"""Adapters that leave processes running (tests/scenario/test_scenario_isolation.py). Each process carries the marker
 in $HOSTILE_MARKER on its command line, so the test can look for survivors."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`hostile_procs`: a scenario whose adapter (hostile_adapters.py, beside it) leaves processes running, for
-tests/test_scenario_isolation.py: a plain child, a daemon that forks twice into a session of its own, and one
+tests/scenario/test_scenario_isolation.py: a plain child, a daemon that forks twice into a session of its own, and one
 that also ends the worker in the case. Every one must be gone when its case (or its worker) is, and be named."""
 from __future__ import annotations
 
