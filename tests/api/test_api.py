@@ -6,6 +6,8 @@ import pytest
 import gpu_memsafety.api as api
 from gpu_memsafety import model
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 def test_every_public_name_resolves_and_names_have_one_spelling() -> None:
     for name in api.__all__:

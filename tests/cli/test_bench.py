@@ -19,6 +19,8 @@ from gpu_memsafety.scenario.registry import all_scenarios
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from repo_paths import FAKE_DIR
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 FAKE_SCENARIOS = FAKE_DIR / "fake_scenarios"        # a scenario path; FAKE_DIR on PYTHONPATH for the adapter module
 PLANTED_CLEAN = "planted_oob[clean-triton-n4000-x1]"
 

@@ -60,6 +60,7 @@ def test_no_writable_cache_at_all_is_one_error_naming_every_place_tried(checkout
     assert paths.CACHE_ENV in text
 
 
+@pytest.mark.e2e
 def test_a_run_without_a_writable_run_directory_stops_before_any_case(tmp_path: Path) -> None:
     """The review: a read-only checkout turned every case into `crashed` ("18 ran, 18 failed", nothing ran)."""
     (tmp_path / "a-file").write_text("x")
@@ -75,6 +76,7 @@ def test_a_run_without_a_writable_run_directory_stops_before_any_case(tmp_path: 
 
 # ------------------------------------------------------------------------------------------------- the Makefile
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 def test_makefile_values_reach_commands_quoted_and_argument_lists_are_never_run(tmp_path: Path) -> None:
     """`make sanitize 'REPORTS=x; cmd'` ran cmd and dropped the other arguments. A fake venv records the argv
@@ -136,6 +138,7 @@ def test_merge_to_an_empty_output_path_is_a_usage_error_and_writes_nothing(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "report.json"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv, message", [
     (["list", "--scenario-path", ""], "an empty path"),
     (["list", "--scenario-path", "/no/such/dir"], "does not exist"),
@@ -153,6 +156,7 @@ def test_every_cli_path_argument_is_checked(tmp_path: Path, argv: list[str], mes
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("option, value, message", [
     ("--gpu-memsafety-report-dir", "", "an empty path"), ("--gpu-memsafety-baseline", "", "an empty path"),
     ("--gpu-memsafety-baseline", "/no/such/file", "does not exist"), ("--gpu-memsafety-cost-file", ".", "is a directory"),

@@ -20,8 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpu_memsafety.util.paths import CHECKOUT
 from gpu_memsafety.scenario import registry
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 ROOT = CHECKOUT
 GUIDE = ROOT / "docs" / "writing-a-scenario.md"

@@ -19,6 +19,8 @@ from gpu_memsafety.util.paths import CHECKOUT
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.cli.repro import KEEP_MARKER, KeepError, check_keep_dir
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 ROOT = CHECKOUT
 CASE = "planted_oob[clean-triton-n4000-x1]"
 

@@ -16,11 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpu_memsafety.cli.repro import NOT_CHECKED
 from gpu_memsafety.scenario import registry
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
 from tests.scenario.test_own_scenarios import write_scenario
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 
 def env() -> dict[str, str]:

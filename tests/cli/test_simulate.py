@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from gpu_memsafety.cli import simulate
 from gpu_memsafety.engine import schedule
 from report_samples import unpacked
@@ -48,6 +50,7 @@ def test_more_gpus_never_slower_and_never_beyond_linear_or_the_longest_batch() -
         assert p.wall_s >= p.longest_batch_s
 
 
+@pytest.mark.e2e
 def test_the_command_on_a_committed_h200_report(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "gpu_memsafety", "simulate", str(RUN18), "--gpus", "1,2,4"],
                           capture_output=True, text=True, timeout=120)

@@ -72,6 +72,7 @@ def test_racecheck_and_synccheck_run_only_where_a_scenario_declares_them() -> No
 
 # ------------------------------------------------------------------------------- one run, every detector
 
+@pytest.mark.e2e
 def test_one_run_judges_memcheck_poison_and_uninit_once_per_case(tmp_path: Path, interpreter: str) -> None:
     ids = [OVERREAD_X, CLEAN_X, UNINIT_READ_OUT]
     results = run(tmp_path, ids, gpu_available=True, sanitizer=fake_memcheck(tmp_path, "expected"),
@@ -97,6 +98,7 @@ def test_one_run_judges_memcheck_poison_and_uninit_once_per_case(tmp_path: Path,
     assert [s["mode"] for s in uninit.details["stages"]] == ["both", "values"]
 
 
+@pytest.mark.e2e
 def test_without_a_gpu_the_interpreter_runs_guard_poison_and_uninit_and_the_case_says_partial(tmp_path: Path) -> None:
     """No GPU, no sanitizer: what can run does (the markers and the interpreter's trace, then uninit; poison is left
     to the trace, which checked every access of the case's Triton launches), memcheck is reported as not run, and
@@ -309,6 +311,7 @@ def test_poisons_refinement_is_bounded_by_the_cases_own_run_time_unless_an_expec
 N_X = 1000
 
 
+@pytest.mark.e2e
 def test_poison_recounts_an_unexpected_memcheck_overread_and_leaves_an_expected_one(
         tmp_path: Path, interpreter: str, worker_env: Path) -> None:
     """Memcheck ends a kernel at its first bad access, so its overread count can be short (held-out hu_a on the
@@ -337,6 +340,7 @@ def test_poison_recounts_an_unexpected_memcheck_overread_and_leaves_an_expected_
     assert [s["mode"] for s in known.details["stages"]] == ["both"]      # poison had nothing memcheck did not see
 
 
+@pytest.mark.e2e
 def test_a_scenario_without_memcheck_gets_the_whole_poison_survey_after_a_memcheck_stage(
         tmp_path: Path, interpreter: str, worker_env: Path) -> None:
     """fake_poison uses the markers and poison only: no memcheck watched its buffers' ends in the first stage,

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+import pytest
+
 
 from gpu_memsafety.sanitizer import hazards
 from gpu_memsafety.scenario import registry
@@ -19,6 +21,8 @@ from gpu_memsafety.scenario.definition import Case, Scenario
 
 from fake_sanitizer import PARSE_ARGS, install
 from repo_paths import FAKE_DIR, SANITIZER_DATA as DATA
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 TIMEOUT_SCALE = 0.2
 

@@ -207,6 +207,7 @@ def page_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         mp.undo()
 
 
+@pytest.mark.e2e
 def test_runner_names_the_buffer_read_past_its_end(page_results: dict[str, Any]) -> None:
     r = page_results["results"]["past_end_b"]
     assert r.outcome is Outcome.EXPECTED_FINDING, r.message
@@ -218,6 +219,7 @@ def test_runner_names_the_buffer_read_past_its_end(page_results: dict[str, Any])
     assert all(x["seconds"] > 0 for x in reruns["runs"]) and reruns["stopped"] == ""
 
 
+@pytest.mark.e2e
 def test_runner_tells_a_read_before_the_start_from_the_front_pass(page_results: dict[str, Any]) -> None:
     r = page_results["results"]["before_start_a"]
     assert r.outcome is Outcome.EXPECTED_FINDING, r.message
@@ -226,6 +228,7 @@ def test_runner_tells_a_read_before_the_start_from_the_front_pass(page_results: 
     assert r.details["guard_page_reruns"]["side"] == P.FRONT
 
 
+@pytest.mark.e2e
 def test_runner_keeps_the_candidates_of_a_fault_no_solo_rerun_repeats_as_a_failure(page_results: dict[str, Any]) -> None:
     r = page_results["results"]["needs_two"]
     assert r.outcome is Outcome.FINDING and r.failed, r.message
@@ -233,6 +236,7 @@ def test_runner_keeps_the_candidates_of_a_fault_no_solo_rerun_repeats_as_a_failu
     assert f.buffer == "a|b|c" and f.detail("named") == "no" and "intermittent" in f.note
 
 
+@pytest.mark.e2e
 def test_runner_runs_a_clean_case_twice_back_then_front_pages_without_reruns(page_results: dict[str, Any]) -> None:
     r = page_results["results"]["clean"]
     assert r.outcome is Outcome.CLEAN, r.message
@@ -247,6 +251,7 @@ def test_runner_runs_a_clean_case_twice_back_then_front_pages_without_reruns(pag
     assert len(reruns) == 7, reruns
 
 
+@pytest.mark.e2e
 def test_pageprobe_the_judge_and_the_planted_scenario_import_no_torch() -> None:
     import subprocess
     import sys

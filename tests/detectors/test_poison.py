@@ -263,6 +263,7 @@ def test_a_read_only_a_large_negative_pattern_with_bit_0_clear_changes_is_found_
     assert "0xfa" in f.note and "lowest bit" in f.note
 
 
+@pytest.mark.e2e
 def test_an_adapter_that_declares_no_output_still_has_its_buffers_compared(tmp_path: Any) -> None:
     """Poison compares the declared outputs (RunInfo.outputs) and, besides them, every buffer that holds none:
     an adapter that declares no output must not make poison mode compare nothing and call the case clean."""
@@ -411,6 +412,7 @@ def test_the_rest_of_a_buffer_that_holds_a_declared_output_is_compared() -> None
     assert poison._changed_own(base, ctx_with(1.0)[0], "out", spans["out"]) == {}
 
 
+@pytest.mark.e2e
 def test_a_result_the_context_did_not_allocate_is_never_called_clean(tmp_path: Any, worker_env: Any) -> None:
     """Issue 44: the adapter writes its result into a tensor of its own (torch.empty) and declares none, or declares
     a persistent workspace handed back by every run. Poison compared nothing known to be the result: the verdict

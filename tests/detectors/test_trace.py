@@ -123,6 +123,7 @@ def data_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     return proc, {c["id"]: c for c in json.loads((tmp / "r" / "report.json").read_text())["cases"]}
 
 
+@pytest.mark.e2e
 def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(data_run) -> None:
     """Lane n-1 of the buggy kernel loads ids[n] and ignores it (held-out hx_f's class). In the default mode on a
     CPU, poison could not see it (nothing changes); the trace names its 4 bytes, and poison, which would only
@@ -140,6 +141,7 @@ def test_a_read_whose_value_never_matters_is_found_by_the_trace_alone(data_run) 
     assert proc.returncode == 1          # the buggy case's finding fails the run
 
 
+@pytest.mark.e2e
 def test_a_write_past_the_launchers_own_workspace_is_found_and_a_far_one_touches_nothing(data_run) -> None:
     """The adapter's workspace is torch.empty, no context buffer: one split too many writes 4 B past it. The trace
     names the argument and the bytes. A write 2^40 B away is found the same way. In neither does any run touch that

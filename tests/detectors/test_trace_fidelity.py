@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 from repo_paths import ROOT
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 
 CHILD = r'''

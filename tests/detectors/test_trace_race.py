@@ -218,6 +218,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comple
     return proc, {c["variant"]: c for c in json.loads((tmp / "r" / "report.json").read_text())["cases"]}
 
 
+@pytest.mark.e2e
 def test_planted_races_are_found_at_their_bytes_and_their_twins_are_clean(planted) -> None:
     from gpu_memsafety.kernels.planted.program_race import VARIANTS, raced_bytes
     proc, cases = planted
@@ -281,6 +282,7 @@ def test_shift_in_place():
 '''
 
 
+@pytest.mark.e2e
 def test_a_host_suite_under_the_bare_flag_names_each_race_by_argument_and_variable(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text('import os\nos.environ["TRITON_INTERPRET"] = "1"\n')
     (tmp_path / "test_races.py").write_text(HOST_SUITE)

@@ -22,6 +22,8 @@ from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.judge.verdict import decide
 from repo_paths import FAKE_DIR
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 N_FAKE = 1000        # fake_uninit's n
 
 

@@ -31,6 +31,8 @@ from gpu_memsafety.scenario.definition import Case, Scenario
 from fake_sanitizer import PARSE_ARGS, install
 from repo_paths import FAKE_DIR, SANITIZER_DATA
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 # Scenario deadline 10 s x 0.2 = 2 s per case; worker start-up (torch import) is allowed 120 s x 0.2 = 24 s,
 # and under the (fake) sanitizer 300 s x 0.2 = 60 s.
 TIMEOUT_SCALE = 0.2

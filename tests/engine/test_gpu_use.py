@@ -79,6 +79,7 @@ def test_no_gpu_nothing_to_share(lock_folder: Path) -> None:
     assert not lock_folder.exists()
 
 
+@pytest.mark.e2e
 def test_every_worker_process_holds_its_gpu_and_the_judge_says_which_runs_alone(tmp_path: Path,
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Runner._supervise: a process holds the GPU shared while it runs, and alone when asked; the batch keeps how

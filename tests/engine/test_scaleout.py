@@ -32,6 +32,8 @@ from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from repo_paths import FAKE_DIR
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 FAKE_FILE = FAKE_DIR / "fake_scenarios" / "fake_faults.py"
 
 

@@ -37,6 +37,7 @@ def test_child_argv_names_the_child_dir_and_turns_xdist_off(tmp_path: Path) -> N
     assert f"--basetemp={tmp_path / 'tmp'}" in argv
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path0", ["/venv/bin", None])
 def test_the_launcher_puts_the_parents_first_path_entry_first(tmp_path: Path, path0: str | None) -> None:
     """The child's sys.path starts as the parent's did (a console script's folder), never with the working
@@ -51,6 +52,7 @@ def test_the_launcher_puts_the_parents_first_path_entry_first(tmp_path: Path, pa
         assert out.strip() == repr(path0)
 
 
+@pytest.mark.e2e
 def test_the_launcher_passes_the_parents_interpreter_options_on(tmp_path: Path) -> None:
     import subprocess
     import sys

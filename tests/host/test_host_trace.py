@@ -22,6 +22,8 @@ from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, TRACE_RACE, Fi
 from gpu_memsafety.scenario import registry
 from repo_paths import ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 CONFTEST = '''
 import os
 os.environ["TRITON_INTERPRET"] = "1"          # the suite's own choice, before it imports triton

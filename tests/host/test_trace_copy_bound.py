@@ -15,6 +15,8 @@ import pytest
 
 from gpu_memsafety.host import copy_bound
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 KERNEL = '''
 import mmap
 import resource

@@ -177,6 +177,7 @@ def _runner(mode: str, tmp_path: Path) -> Runner:
     return Runner(RunOptions(mode=MODES[mode], workdir=tmp_path / mode, gpu_available=False, timeout_scale=0.5))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["uninit", "poison"])
 def test_a_host_side_refusal_is_judged_in_uninit_and_poison_mode_too(tmp_path: Path, mode: str, worker_env: Path) -> None:
     faults = registry.load_source(registry.Source(str(FAKE / "fake_faults.py"), None, "tests"))
@@ -186,6 +187,7 @@ def test_a_host_side_refusal_is_judged_in_uninit_and_poison_mode_too(tmp_path: P
     assert result.details["notes"]["refused"]
 
 
+@pytest.mark.e2e
 def test_a_rows_output_handed_back_whole_gets_no_poison_false_alarm_on_its_unused_rows(tmp_path: Path,
                                                                                       worker_env: Path) -> None:
     rows = registry.load_source(registry.Source(str(FAKE / "fake_rows.py"), None, "tests"))

@@ -159,6 +159,7 @@ print("checked", len(L.VERSIONS), "versions")
 """
 
 
+@pytest.mark.e2e
 def test_the_published_kernels_match_the_model_under_the_triton_interpreter(tmp_path):
     """The real vLLM kernels (both copies) on the CPU: the tokens whose loads stay in the table get the model's
     slot ids and lengths. Needs `make upstream --all` (the vLLM wheels are GPU-only fetches): skipped, and said

@@ -219,6 +219,7 @@ def ranges_of(offsets: list[int]) -> list[tuple[int, int]]:
     return ranges
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", STRIDED_CASES, ids=lambda c: c.id)
 def test_triton_strided_matches_reference(interpreted: dict[str, Any], case: Case) -> None:
     out = finished_run(interpreted, case)
@@ -238,6 +239,7 @@ def test_triton_strided_matches_reference(interpreted: dict[str, Any], case: Cas
     assert torch.equal(out["weights_out"], ref_weights)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", PACKED_CASES, ids=lambda c: c.id)
 def test_triton_packed_writes_the_predicted_padding_bytes(interpreted: dict[str, Any], case: Case) -> None:
     out = finished_run(interpreted, case)
@@ -253,6 +255,7 @@ def test_triton_packed_writes_the_predicted_padding_bytes(interpreted: dict[str,
     assert outside_logical, "the case must overwrite some padding"
 
 
+@pytest.mark.e2e
 def test_triton_reverse_mismatch_writes_past_the_end(interpreted: dict[str, Any]) -> None:
     case = REVERSE_CASE
     out = finished_run(interpreted, case)
@@ -267,6 +270,7 @@ def test_triton_reverse_mismatch_writes_past_the_end(interpreted: dict[str, Any]
     assert torch.equal(body[:, :72], ref_scale)
 
 
+@pytest.mark.e2e
 def test_triton_kernel_name_is_the_jit_function(interpreted: dict[str, Any]) -> None:
     assert interpreted["meta"]["kernel_fn_name"] == TRITON_KERNEL_NAME
     assert pre_dispatch.kernel_name("triton", "packed") == TRITON_KERNEL_NAME
@@ -521,6 +525,7 @@ def test_build_failure_raises_kernel_build_error(monkeypatch: pytest.MonkeyPatch
 NVCC = shutil.which("nvcc") or next((p for p in ["/usr/local/cuda/bin/nvcc"] if os.path.exists(p)), None)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (CUDA toolkit); found none on PATH or in /usr/local/cuda")
 def test_cuda_source_compiles_standalone(tmp_path: Path) -> None:
     obj = tmp_path / "pre_dispatch.o"

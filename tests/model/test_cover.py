@@ -215,6 +215,7 @@ def run_clean_case(tmp_path: Path, sanitizer: Any, cover: str, mode: str = "memc
     return result
 
 
+@pytest.mark.e2e
 def test_narrowing_really_narrows_memcheck_misses_a_read_past_an_unwatched_buffer(tmp_path: Path, fake_memcheck: Any) -> None:
     """fake_faults' clean case allocates src (watch=True) and dst (unwatched). The same read one byte past dst is
     outside dst's allocation when every buffer is covered (a finding), and inside its back guard when the run
@@ -229,6 +230,7 @@ def test_narrowing_really_narrows_memcheck_misses_a_read_past_an_unwatched_buffe
     assert missed.details["cover"] == {"cover": COVER_WATCHED, "covered": ["src"], "watched": ["src"]}
 
 
+@pytest.mark.e2e
 def test_the_watched_buffer_is_seen_either_way(tmp_path: Path, fake_memcheck: Any) -> None:
     sanitizer = fake_memcheck([("src", 0, 1, "read")])
     for cover in (COVER_ALL, COVER_WATCHED):
@@ -246,6 +248,7 @@ def test_a_failing_case_reruns_with_the_runs_cover() -> None:
     assert rerun_command(scenario, case, "both", COVER_ALL).endswith("--mode both --cover all")
 
 
+@pytest.mark.e2e
 def test_an_unknown_run_cover_is_refused_before_anything_runs(tmp_path: Path) -> None:
     from gpu_memsafety.engine.runner import RunOptions, Runner
     with pytest.raises(ValueError, match="cover 'most' is not one of scenario, all, watched"):

@@ -19,6 +19,7 @@ from gpu_memsafety.util.paths import CHECKOUT as ROOT
 from repo_paths import HELPERS
 
 
+@pytest.mark.e2e
 def test_triton_check_agrees_with_a_hand_count_and_with_the_torch_path() -> None:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, str(HELPERS / "markcheck_probe.py")], cwd=str(ROOT), env=env,

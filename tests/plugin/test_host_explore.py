@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from repo_paths import HELPERS, ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 CALIB = ROOT / "ci" / "gpu" / "field" / "calib_explore"
 
 CONFTEST = '''

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from repo_paths import HELPERS
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 SUITE = '''import pytest
 import host_fake

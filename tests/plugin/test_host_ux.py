@@ -17,6 +17,8 @@ import pytest
 
 from gpu_memsafety.scenario import registry
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 KERNELS = '''
 import torch
 import triton

@@ -21,6 +21,8 @@ import pytest
 from gpu_memsafety.util.gpus import auto_workers, pin, worker_index
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 def clean_env() -> dict[str, str]:
     """This process may itself be an xdist worker: its PYTEST_* variables must not leak into the child run."""

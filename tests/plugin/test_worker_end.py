@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 SUITE = '''
 KEEP = [[] for _ in range(3_000_000)]       # a worker's heap: what torch, triton and a thousand tests leave alive
 

@@ -28,6 +28,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 from repo_paths import ROOT
 
 
@@ -387,6 +389,7 @@ def test_the_gpu_stack_finder_sees_an_indirect_import() -> None:
         "gpu_memsafety.api:3", "gpu_memsafety.model:9", "torch.cuda"]
 
 
+@pytest.mark.e2e
 def test_pure_modules_load_no_gpu_stack_when_imported() -> None:
     """The static answer confirmed by the interpreter: one fresh process imports every pure module. What the
     interpreter loaded before them is not theirs: cuda-bindings installs a .pth file that imports `cuda` at every
@@ -409,6 +412,7 @@ def _engine(module: Module) -> bool:
     return rel.parts[0] in ("harness", "fixtures") and rel.parts[:4] != ("harness", "gpu_memsafety", "cli", "example")
 
 
+@pytest.mark.e2e
 def test_each_public_api_name_is_defined_once() -> None:
     """Across the harness and the modules the API takes its names from (gpu_memsafety.util.cuda_build)."""
     names = _api_names()
@@ -449,6 +453,7 @@ def test_the_package_graph_is_acyclic() -> None:
     assert not _cycles(graph), f"package cycles: {_cycles(graph)}"
 
 
+@pytest.mark.e2e
 def test_the_declared_dynamic_loads_are_the_ones_the_code_makes() -> None:
     """Each declared load is a module that loads what it is handed (import_module or a file spec with an argument
     the test cannot read), and no other module of the engine does that without naming its targets where the test

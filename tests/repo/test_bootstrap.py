@@ -21,6 +21,8 @@ from gpu_memsafety.util.paths import CHECKOUT as ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 import bootstrap  # noqa: E402
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 try:
     import tomllib
 except ModuleNotFoundError:       # Python 3.10: what compares with tomllib skips; the rest reads as bootstrap does

@@ -22,6 +22,8 @@ import pytest
 
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "ci" / "gpu" / "README.md"]
 HARNESS = re.compile(r"^(?:(?:\.venv/bin/)?gpu-memsafety|(?:\.venv/bin/)?python3? -m gpu_memsafety(?:\.[\w.]+)?)\b")
 PYTEST = re.compile(r"^(?:(?:\.venv/bin/)?python3? -m |\.venv/bin/)?pytest\b")

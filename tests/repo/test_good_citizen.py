@@ -14,8 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpu_memsafety.fixtures import options
 from gpu_memsafety.scenario import registry
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 SCENARIO_TEXT = '''
 from pathlib import Path

@@ -23,6 +23,8 @@ import pytest
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 FOREIGN = {"kernels": "kernels", "fixtures": "fixtures"}   # distribution -> top-level package it installs
 OWN_MODULES = ("gpu_memsafety", "gpu_memsafety.engine.worker", "gpu_memsafety.fixtures.plugin",
                "gpu_memsafety.kernels.planted.adapter", "gpu_memsafety.scenarios.planted_oob")

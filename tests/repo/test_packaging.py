@@ -20,7 +20,7 @@ import pytest
 
 from gpu_memsafety.util.paths import CHECKOUT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROOT = CHECKOUT
 MAPPED = {"gpu_memsafety": "harness/gpu_memsafety", "gpu_memsafety.fixtures": "fixtures", "gpu_memsafety.kernels": "kernels",
           "gpu_memsafety.scenarios": "scenarios"}

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpu_memsafety.util.paths import CHECKOUT as ROOT
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 PLUGIN = '''
 import os

@@ -62,6 +62,7 @@ def test_a_run_folder_without_command_md_is_named_and_not_summarised(tmp_path: P
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.e2e
 def test_no_run_output_is_tracked_outside_results_and_tests_data() -> None:
     """Run outputs (reports, COMMAND.md run notes, sanitizer logs, score files) live on the evidence-archive
     branch; the tree keeps the summaries (results/, at most 2 MB) and the samples tests read (tests/data)."""

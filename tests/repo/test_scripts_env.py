@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo_paths import ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 SCRIPTS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "ci").rglob("*.sh"))
 # Every number a script takes from its environment, and the scripts that take it.
 NUMBERS = {

@@ -7,7 +7,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 from repo_paths import ROOT
+
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
 
 spec = importlib.util.spec_from_file_location("suite_outcomes", ROOT / "ci" / "gpu" / "suite_outcomes.py")
 assert spec is not None and spec.loader is not None

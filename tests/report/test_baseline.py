@@ -193,6 +193,7 @@ def test_a_malformed_accepted_finding_is_refused_with_the_reason(tmp_path: Path,
         load_baseline(path)
 
 
+@pytest.mark.e2e
 def test_a_malformed_baseline_stops_pytest_before_any_case_runs(tmp_path: Path) -> None:
     import subprocess
     import sys

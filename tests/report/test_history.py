@@ -8,6 +8,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpu_memsafety.model import GUARD, MEMCHECK, CaseResult, DetectorRun, Outcome
 from gpu_memsafety.report import build_report, shard_record, write_reports
 from gpu_memsafety.report.history import ABSENT, History, find_reports, read_runs
@@ -85,6 +87,7 @@ def test_unreadable_files_are_named_and_a_run_that_did_not_finish_is_said(tmp_pa
     assert "run 2026-11-05 03:00 (20261105T030000Z-5) did not finish" in History(runs).render()
 
 
+@pytest.mark.e2e
 def test_the_command_prints_the_changes_writes_the_plot_and_fails_on_an_unreadable_file(tmp_path: Path) -> None:
     base = nights(tmp_path)
     plot = tmp_path / "trend.svg"

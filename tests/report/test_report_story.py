@@ -414,6 +414,7 @@ def test_run_id_is_in_every_file(tmp_path: Path) -> None:
         assert "20261130T070000Z-feedbeef" in path.read_text(), path.name
 
 
+@pytest.mark.e2e
 def test_collect_only_leaves_the_previous_reports_alone(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -426,6 +427,7 @@ def test_collect_only_leaves_the_previous_reports_alone(tmp_path: Path) -> None:
     assert load_report(tmp_path / "report.json")["run"]["id"] == "previous-run"
 
 
+@pytest.mark.e2e
 def test_plugin_refuses_a_report_dir_that_is_a_file_before_running_anything(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -550,6 +552,7 @@ def test_earlier_runs_merge(tmp_path: Path) -> None:
     assert "| kernel | sm_90 |" in (tmp_path / "merged.md").read_text()
 
 
+@pytest.mark.e2e
 def test_a_run_whose_final_reports_cannot_be_written_says_so_and_fails(tmp_path: Path) -> None:
     """The report directory turns into a file before the final write: the run ends non-zero, naming why."""
     import subprocess
@@ -571,6 +574,7 @@ def test_a_run_whose_final_reports_cannot_be_written_says_so_and_fails(tmp_path:
     assert "1 passed" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_the_set_written_at_the_start_and_the_final_set_carry_one_run_id(tmp_path: Path) -> None:
     import subprocess
     import sys

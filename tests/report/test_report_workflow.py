@@ -17,6 +17,8 @@ import pytest
 from gpu_memsafety.report.picture import BUFFERS
 from repo_paths import FAKE_DIR, ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 SCENARIO_FILE = FAKE_DIR / "fake_scenarios" / "fake_reports.py"
 STRAY = "fake_reports[stray-n64]"
 REASON = "the store loop's fix is upstream, not yet released"

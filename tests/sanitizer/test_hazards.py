@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpu_memsafety.sanitizer import hazards
 from gpu_memsafety.sanitizer import parse
 from gpu_memsafety.model import BARRIER, RACE, RACECHECK, SHARED, SYNCCHECK, ExpectedFinding
@@ -122,6 +124,7 @@ def test_a_triton_kernel_label_matches_its_specialised_name() -> None:
     assert list(got.findings) == ["a"]
 
 
+@pytest.mark.e2e
 def test_the_finding_builders_import_no_torch() -> None:
     import subprocess
     import sys

@@ -184,6 +184,7 @@ def test_a_pyproject_without_a_pytest_table_names_no_scenarios(tmp_path: Path) -
     assert registry.pytest_config(tmp_path / "proj" / "a") == (tmp_path / "pytest.ini", [(tmp_path / "gpu").resolve()])
 
 
+@pytest.mark.e2e
 def test_the_cli_reads_a_pytest_toml_as_pytest_does(tmp_path: Path) -> None:
     """pytest 9's pytest.toml: found from the current directory, and read as TOML when named with --config
     (it was read as INI: ["gpu"] became the directory '["gpu"]')."""
@@ -269,6 +270,7 @@ def _scenario(**overrides: Any) -> Scenario:
     return Scenario(**fields)
 
 
+@pytest.mark.e2e
 def test_a_scenario_takes_the_adapter_callable_itself() -> None:
     def run_case(case: Case, ctx: Any) -> Any:
         return "ran"
@@ -346,6 +348,7 @@ def test_bad_variants_are_named(variants: Any, words: str) -> None:
         _scenario(variants=variants)
 
 
+@pytest.mark.e2e
 def test_api_exports_what_a_scenario_needs_without_importing_torch() -> None:
     code = ("import sys, gpu_memsafety.api as a; assert 'torch' not in sys.modules, 'gpu_memsafety.api imported torch'; "
             "print(sorted(n for n in a.__all__))")
@@ -359,6 +362,7 @@ def test_api_exports_what_a_scenario_needs_without_importing_torch() -> None:
 
 # --------------------------------------------------------------------------------------------------- CLI
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["list", "repro", "new", "merge", "bench", "env"])
 def test_every_subcommand_prints_help(command: str) -> None:
     proc = harness_cli(command, "--help")
@@ -366,6 +370,7 @@ def test_every_subcommand_prints_help(command: str) -> None:
     assert proc.stdout.startswith(f"usage: gpu-memsafety {command}"), proc.stdout[:300]
 
 
+@pytest.mark.e2e
 def test_list_filters_by_scenario_tag_and_variant() -> None:
     proc = harness_cli("list", "--ids", "--scenario", "planted_oob", "--tag", "smoke", "--variant", "overwrite")
     assert proc.returncode == 0, proc.stderr
@@ -376,6 +381,7 @@ def test_list_filters_by_scenario_tag_and_variant() -> None:
     assert unknown.returncode == 2 and "no scenario 'nope'" in unknown.stderr and "planted_oob" in unknown.stderr
 
 
+@pytest.mark.e2e
 def test_list_sees_a_scenario_path_before_or_after_the_command(tmp_path: Path) -> None:
     write_scenario(tmp_path / "mine", "cli_listed")
     for args in (["list", "--scenario-path", str(tmp_path / "mine")], ["--scenario-path", str(tmp_path / "mine"), "list"]):
@@ -384,6 +390,7 @@ def test_list_sees_a_scenario_path_before_or_after_the_command(tmp_path: Path) -
         assert proc.stdout.split() == ["cli_listed[a-n1]", "cli_listed[a-n2]", "cli_listed[b-n1]", "cli_listed[b-n2]"]
 
 
+@pytest.mark.e2e
 def test_list_reads_scenario_paths_from_the_users_pytest_config(tmp_path: Path) -> None:
     write_scenario(tmp_path / "gpu", "from_ini")
     (tmp_path / "pytest.ini").write_text("[pytest]\ngpu_memsafety_scenario_paths = gpu\n")
@@ -391,6 +398,7 @@ def test_list_reads_scenario_paths_from_the_users_pytest_config(tmp_path: Path) 
     assert proc.returncode == 0 and proc.stdout.split()[0] == "from_ini[a-n1]", proc.stderr
 
 
+@pytest.mark.e2e
 def test_list_reports_a_duplicate_name_as_an_error_naming_both_files(tmp_path: Path) -> None:
     one = write_scenario(tmp_path / "one", "dup_cli", kernel="dup_a")
     two = write_scenario(tmp_path / "two", "dup_cli", kernel="dup_b")
@@ -399,6 +407,7 @@ def test_list_reports_a_duplicate_name_as_an_error_naming_both_files(tmp_path: P
     assert str(one.resolve()) in proc.stderr and str(two.resolve()) in proc.stderr
 
 
+@pytest.mark.e2e
 def test_list_piped_into_head_ends_quietly(tmp_path: Path) -> None:
     """More output than a pipe holds, and a reader that leaves after one line: no BrokenPipe traceback."""
     write_scenario(tmp_path / "many", "many_cases", count=3000, summary="x" * 50)
@@ -422,11 +431,13 @@ def test_list_in_process_survives_a_closed_stdout(monkeypatch: pytest.MonkeyPatc
     assert main(["list"]) == 0
 
 
+@pytest.mark.e2e
 def test_unknown_command_is_a_usage_error() -> None:
     proc = harness_cli("frobnicate")
     assert proc.returncode == 2 and "invalid choice: 'frobnicate'" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_new_refuses_to_overwrite_and_to_reuse_a_name(tmp_path: Path) -> None:
     proc = harness_cli("new", "planted_oob", "--path", str(tmp_path / "x"))
     assert proc.returncode == 2 and "exists already" in proc.stderr and "Traceback" not in proc.stderr
@@ -437,6 +448,7 @@ def test_new_refuses_to_overwrite_and_to_reuse_a_name(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "lower_snake_case" in bad.stderr
 
 
+@pytest.mark.e2e
 def test_new_cuda_scaffold_loads_and_is_unsupported_without_a_gpu(tmp_path: Path) -> None:
     assert harness_cli("new", "cuda_scaffold", "--cuda", "--path", str(tmp_path / "c")).returncode == 0
     listed = harness_cli("list", "--scenario-path", str(tmp_path / "c"), "--scenario", "cuda_scaffold", "--ids")
@@ -448,6 +460,7 @@ def test_new_cuda_scaffold_loads_and_is_unsupported_without_a_gpu(tmp_path: Path
     compile((tmp_path / "c" / "test_cuda_scaffold.py").read_text(), "test_cuda_scaffold.py", "exec")
 
 
+@pytest.mark.e2e
 def test_a_scenario_added_the_old_way_through_a_site_hook_is_still_found(tmp_path: Path) -> None:
     """Before scenario paths, a sitecustomize appended a directory to the `scenarios` package's path."""
     old = tmp_path / "old_style"
@@ -482,6 +495,7 @@ def test_no_scenario_or_kernel_parses_variant_names() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+@pytest.mark.e2e
 def test_pytest_and_the_cli_see_an_installed_packages_entry_point_scenarios(tmp_path: Path) -> None:
     """A package installed elsewhere (here: a site directory with its dist-info) declares its scenarios in the
     gpu_memsafety.scenarios group: `pytest scenarios` and `python -m gpu_memsafety list` both see them."""
@@ -518,6 +532,7 @@ SCENARIO = Scenario(
 '''
 
 
+@pytest.mark.e2e
 def test_workers_that_pick_another_rootdir_still_report_every_case(tmp_path: Path) -> None:
     """A CPU held-out run (session 8): in a repository with no pytest config file, `-n 2` with a new
     `--gpu-memsafety-report-dir` outside it wrote a report with no cases. The controller creates the report folder before the

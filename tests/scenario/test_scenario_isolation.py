@@ -23,6 +23,8 @@ from gpu_memsafety.scenario import registry, vetting
 from gpu_memsafety.util import procs
 from repo_paths import FAKE_DIR, ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 HOSTILE_DIR = FAKE_DIR / "hostile_scenarios"
 
 TEMPLATE = '''

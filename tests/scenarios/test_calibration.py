@@ -16,6 +16,8 @@ from gpu_memsafety.model import GUARD, POISON, Outcome
 from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.scenarios.planted_oob import SCENARIO as PLANTED
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 TRITON = {v: f"planted_oob[{v}-triton-n{n}-x1]" for v, n in
           (("vec16_overread", 4008), ("vec16_clean", 4008), ("atomic_past_end", 4000), ("far_write", 4000))}
 

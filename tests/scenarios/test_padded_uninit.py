@@ -14,6 +14,8 @@ from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.kernels.pre_dispatch import layout as PL
 from gpu_memsafety.scenarios import padded_stride_scale_write as P
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 def _brute(case: registry.Case) -> set[int]:
     """Byte by byte, independently of the interval arithmetic: used rows' logical bytes nobody writes."""

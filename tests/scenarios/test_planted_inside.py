@@ -19,6 +19,8 @@ from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.judge.verdict import decide
 from gpu_memsafety.scenarios.planted_inside import SCENARIO, read, read_outside
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 IDS = {v: f"planted_inside[{v}-triton-T5of8-W18-S20]"
        for v in ("packed_stride_read", "strided_read", "unused_rows_read", "used_rows_read")}
 

@@ -15,6 +15,8 @@ from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.kernels.planted.pages import BY_NAME, SHIFT
 from gpu_memsafety.scenarios.planted_pages import SCENARIO
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 def run(mode: str, workdir: Path) -> dict[str, Any]:
     items = [(SCENARIO, c) for c in SCENARIO.build() if c.params["impl"] == "triton"]

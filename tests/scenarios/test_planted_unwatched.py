@@ -24,6 +24,8 @@ from gpu_memsafety.scenarios.planted_unwatched import SCENARIO
 
 from fake_sanitizer import memcheck as fake_memcheck
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 CASES = {c.id: c for c in SCENARIO.build()}
 
 

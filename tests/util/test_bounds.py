@@ -66,6 +66,7 @@ def test_no_numeric_option_escapes_the_table() -> None:
     assert not raw, raw
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv", [["--gpu-memsafety-batch-size", "1000000000"], ["--gpu-memsafety-iterations", "0"],
                                   ["--gpu-memsafety", "--gpu-memsafety-timeout", "99999999999"]])
 def test_pytest_options_out_of_range_are_usage_errors(tmp_path: Path, argv: list[str]) -> None:

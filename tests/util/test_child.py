@@ -14,6 +14,8 @@ import pytest
 from gpu_memsafety.util import child as C
 from repo_paths import ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 PRODUCT = ("harness", "fixtures", "kernels", "scenarios")
 SUPERVISOR = Path("harness/gpu_memsafety/util/child.py")
 # What only the supervisor does: start a child (subprocess.Popen) and kill a process group (os.killpg).

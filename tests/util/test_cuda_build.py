@@ -164,6 +164,7 @@ def test_a_library_is_built_once_per_source_and_key(monkeypatch: pytest.MonkeyPa
     assert sorted(p.name for p in first.parent.iterdir()) == ["launch.cu", "launch.so"]   # no temporary left
 
 
+@pytest.mark.e2e
 def test_a_failing_command_leaves_no_library_and_says_what_failed(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
     monkeypatch.setenv(cuda_build.CACHE_ENV, str(tmp_path))
@@ -183,6 +184,7 @@ def test_a_failing_command_leaves_no_library_and_says_what_failed(monkeypatch: p
                                   commands=lambda unit, out: [["true"]], what="up 1.0's kernel")
 
 
+@pytest.mark.e2e
 def test_an_upstream_builder_compiles_its_launcher_through_the_cache(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
     """flashinfer's top-k launcher with a stand-in nvcc: the command line it is given, the include tree in the key."""
@@ -207,6 +209,7 @@ def test_an_upstream_builder_compiles_its_launcher_through_the_cache(monkeypatch
     assert topk.build("0.6.1", (9, 0)) != library and len((tmp_path / "argv").read_text().splitlines()) == 2
 
 
+@pytest.mark.e2e
 def test_sglangs_builder_compiles_then_links_through_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """sglang's pre-dispatch module with a stand-in nvcc and c++: compile to cuda.o, link to the library."""
     from gpu_memsafety.kernels.pre_dispatch import sglang

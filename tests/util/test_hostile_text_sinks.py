@@ -38,6 +38,7 @@ def test_named(gpu_memsafety_guarded):
 '''
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["a\n::stop-commands::tok", "b\n\u3000::add-mask::s", "c ##[add-mask]s"])
 def test_the_guarded_fixtures_failure_message_is_neutral(tmp_path: Path, name: str) -> None:
     """Issue 53: a tensor name with `\\n::stop-commands::` reached column 0 of the teardown error."""
@@ -47,6 +48,7 @@ def test_the_guarded_fixtures_failure_message_is_neutral(tmp_path: Path, name: s
     assert_neutral(proc.stdout + proc.stderr, "pytest output")
 
 
+@pytest.mark.e2e
 def test_a_refused_run_group_is_echoed_neutral(tmp_path: Path) -> None:
     """Issue 53: the run-group refusal echoed `##[add-mask]`."""
     proc = pytest_in(tmp_path, "--gpu-memsafety-scenarios", "--gpu-memsafety-run-group", "##[add-mask]sec\x01ret",

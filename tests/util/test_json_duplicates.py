@@ -58,6 +58,7 @@ def test_job_and_result_files_go_through_the_one_loader() -> None:
     assert not [o for o in offenders if "cli/new.py" not in o], "\n".join(offenders)
 
 
+@pytest.mark.e2e
 def test_the_scripts_refuse_a_key_twice(tmp_path: Path) -> None:
     """Issue 53: tools/results.py and ci/gpu/suite_outcomes.py kept the last of two equal keys."""
     import subprocess

@@ -11,6 +11,8 @@ import pytest
 from gpu_memsafety.util import preflight
 from gpu_memsafety.util.paths import CHECKOUT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 def test_python_outside_the_supported_range_is_named() -> None:
     with pytest.raises(preflight.PreflightError, match=r"needs Python >= 3.10 and < 3.14; this is Python 3.9.18"):

@@ -124,6 +124,7 @@ def test_nested_rich_bars_share_one_display(monkeypatch: pytest.MonkeyPatch) -> 
     assert P.RichBar._live == []
 
 
+@pytest.mark.e2e
 def test_repro_stress_counts_runs_on_stderr_while_they_run() -> None:
     """The worker's own count is read while it runs: lines between the start and the end. The case sleeps 0.1 s
     per run (fake_faults[slow]), so 40 runs take 4 s of wall time however a loaded machine schedules them (a

@@ -17,6 +17,8 @@ import pytest
 from signal_defaults import default_stop_signals
 from repo_paths import HELPERS, ROOT
 
+pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
 
 SLOW_SCENARIO = '''import json, os, subprocess, sys, time
 from pathlib import Path
