@@ -54,7 +54,7 @@ SANITIZED = frozenset({COMPLETE, MEMCHECK})
 # The allocator placement each mode installs where its tests run (host/allocator.py).
 # (trace installs none: its tests run on the CPU.)
 PLACEMENT_OF = {COMPLETE: "exact", MARKERS: "markers", MEMCHECK: "exact", PAGES: "page_after", TRACE: None}
-# Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/test_host_judge.py
+# Which detectors judge each mode's tests (their names as gpu_memsafety.model spells them; tests/host/test_host_judge.py
 # checks the spelling).
 DETECTORS_OF = {COMPLETE: ("memcheck", "guard"), MARKERS: ("guard",), MEMCHECK: ("memcheck",), PAGES: ("guard_page", "guard"),
                 TRACE: ("trace", "trace_race")}
