@@ -199,3 +199,13 @@ def test_a_harness_error_while_judging_is_that_tests_unresolved_verdict_not_an_i
         raise MarkerError("gpu_memsafety marker: unknown argument(s) x")
     with pytest.raises(MarkerError):
         judge_safely(lambda: Evidence("t.py::a", "trace"), OwnResult("passed"), bad_marker, "t.py::a", "trace")
+
+
+def test_the_suite_evidence_has_every_field_the_decision_reads() -> None:
+    """judge.suite reads a test's evidence through the TestSeen shape (the judge sits below host/); host's Evidence
+    carries each of its fields."""
+    import dataclasses
+    from gpu_memsafety.judge.suite import TestSeen
+    wanted = set(TestSeen.__annotations__)
+    have = {f.name for f in dataclasses.fields(Evidence)}
+    assert wanted and wanted <= have, sorted(wanted - have)
