@@ -52,8 +52,9 @@ PURE = (
     "gpu_memsafety.detectors.memcheck", "gpu_memsafety.detectors.guard_page", "gpu_memsafety.detectors.uninit",
     "gpu_memsafety.sanitizer.records", "gpu_memsafety.detectors.actions", "gpu_memsafety.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
-    "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
-    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",
+    "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.failure_text",
+    "gpu_memsafety.plugin.face", "gpu_memsafety.plugin.scenario.config", "gpu_memsafety.plugin.scenario.controller",
+    "gpu_memsafety.plugin.scenario.shards",
     "gpu_memsafety.cli.bench.results",
 )
 
@@ -682,3 +683,4 @@ def test_the_one_definition_check_fails_on_a_host_module_with_its_own() -> None:
     synthetic = {name: Module(name, Path("harness/gpu_memsafety/host/pageprobe_copy.py"), ast.parse(source))}
     assert sorted(h.split(" at ")[0] for h in _own_definitions(synthetic)) == sorted(
         ["a guard-page Finding", "a rerun loop not driven by the planner", "_nearest"])
+
