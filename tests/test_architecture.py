@@ -55,7 +55,8 @@ PURE = (
     "gpu_memsafety.sanitizer.records", "gpu_memsafety.detectors.actions", "gpu_memsafety.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
     "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.failure_text",
-    "gpu_memsafety.plugin.face", "gpu_memsafety.plugin.scenario.config", "gpu_memsafety.plugin.scenario.controller",
+    "gpu_memsafety.plugin.face", "gpu_memsafety.plugin.settings", "gpu_memsafety.plugin.scenario.discovery",
+    "gpu_memsafety.plugin.scenario.controller",
     "gpu_memsafety.plugin.scenario.shards",
     "gpu_memsafety.cli.bench.results",
 )
@@ -703,6 +704,7 @@ FACE_MAY_READ = ("gpu_memsafety.host.modes",)
 # The engines' doors: the modules of gpu_memsafety.plugin the face calls (each hook one call into them, the names both
 # sides read). Every other module of gpu_memsafety.plugin is an engine's inside.
 ENGINE_DOORS = ("gpu_memsafety.plugin", "gpu_memsafety.plugin.face", "gpu_memsafety.plugin.interrupts",
+                "gpu_memsafety.plugin.settings",
                 "gpu_memsafety.plugin.scenario", "gpu_memsafety.plugin.scenario.run", "gpu_memsafety.plugin.suite",
                 "gpu_memsafety.plugin.suite.runtime", "gpu_memsafety.plugin.suite.roles")
 # What the face may not construct or call: an engine's records and workers.
@@ -773,3 +775,50 @@ def test_the_face_check_fails_on_a_module_that_does_engine_work() -> None:
         "imports gpu_memsafety.engine.schedule (plans or runs batches)",
         "imports gpu_memsafety.host.evidence (runs a suite's tests or assembles their evidence)",
         "calls Evidence (assembles evidence)"]), found
+
+
+# One validator: every check of an option's or ini key's value is made in one module of the plugin, for both kinds of
+# run; the face and the engines read its typed result (SanitizeConfig, HostConfig, ExploreSettings).
+VALIDATOR = "gpu_memsafety.plugin.settings"
+# The checks a value goes through: the modules that check a number or a path, and the functions that read an
+# option's text (a mode of the other kind, explore's counts, a shard, a run group, a baseline file).
+CHECK_MODULES = ("gpu_memsafety.util.bounds", "gpu_memsafety.util.pathargs")
+CHECK_CALLS = ("other_kind", "parse_count", "parse_seconds", "parse_flag", "parse_shard", "run_group", "load_baseline")
+
+
+def _validates(modules: dict[str, Module]) -> list[str]:
+    """Where a module of the face or the plugin other than the validator checks an option's value itself."""
+    found = []
+    for name, module in modules.items():
+        if name == VALIDATOR or not any(name == p or name.startswith(p + ".") for p in (FACE, "gpu_memsafety.plugin")):
+            continue
+        for target, line in _imports(module, top_level_only=False, type_checking=True):
+            if any(target == m or target.startswith(m + ".") for m in CHECK_MODULES):
+                found.append(f"imports {target} at {module.path}:{line}")
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in CHECK_CALLS:
+                found.append(f"calls {getattr(node.func, 'id', None) or node.func.attr} at {module.path}:{node.lineno}")
+    return found
+
+
+def test_the_options_are_validated_in_one_module() -> None:
+    assert VALIDATOR in MODULES
+    validator = MODULES[VALIDATOR]
+    assert {"SanitizeConfig", "HostConfig", "ExploreSettings"} <= _defined_names(validator)
+    found = _validates(MODULES)
+    assert not found, f"option values checked outside {VALIDATOR} (check them there):\n" + "\n".join(found)
+
+
+def test_the_one_validator_check_fails_on_a_module_with_its_own() -> None:
+    """A synthetic engine module that checks a number through util.bounds, a path through pathargs, reads a shard and
+    a mode of the other kind itself: each is found; the same in the validator is not."""
+    source = ("from gpu_memsafety.util import bounds\n"
+              "from gpu_memsafety.util.pathargs import input_file\n"
+              "def f(config):\n"
+              "    schedule.parse_shard(config.getoption('--gpu-memsafety-shard'))\n"
+              "    return other_kind('memcheck', (), for_suite=True)\n")
+    synthetic = {name: Module(name, Path(f"harness/{name.replace('.', '/')}.py"), ast.parse(source))
+                 for name in ("gpu_memsafety.plugin.suite.fake", VALIDATOR)}
+    found = sorted(h.split(" at ")[0] for h in _validates(synthetic))
+    assert found == sorted(["imports gpu_memsafety.util.bounds", "imports gpu_memsafety.util.pathargs",
+                            "calls parse_shard", "calls other_kind"]), found

@@ -6,6 +6,7 @@ fixtures users call).
 - `suite/`: a guarded test suite (`pytest --gpu-memsafety`): each process's role, the guard allocator installed,
   tests checked in this process or run in batches of child processes, each test's evidence assembled and judged,
   the reports written.
+- `settings`: the one validator, every option and ini key of both runs checked once into a typed record.
 - `face` (the names and records the face and the engines share: the command line's paths, explore's keys, what the
   `gpu_memsafety_guarded` fixture checked), `interrupts` and `run_summary` (both engines).
 

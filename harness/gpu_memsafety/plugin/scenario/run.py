@@ -5,7 +5,7 @@ The hooks are the face's (fixtures/scenario_run.py, registered by the plugin onl
 scenario run); each is one call here: `configure`, `plan`, `CaseNode.run_case`, `finish`, `terminal_summary`.
 
 Options live in one group (fixtures/options.py) and are validated once into a `SanitizeConfig`
-(plugin/scenario/config.py). After collection the cases are cut into batches (harness/gpu_memsafety/engine/schedule.py: `--gpu-memsafety-shard K/N`
+(gpu_memsafety.plugin.settings). After collection the cases are cut into batches (harness/gpu_memsafety/engine/schedule.py: `--gpu-memsafety-shard K/N`
 first, then batches by expected cost, longest first); each batch is an `xdist_group`, and with `--dist
 loadgroup` (what `-n` means for a scenario run) xdist hands whole batches to whichever worker is free. A batch
 runs in one worker process (the runner's job). Each xdist worker holds its own GPU through a lock
@@ -31,8 +31,8 @@ from gpu_memsafety.engine import schedule
 from gpu_memsafety.plugin import interrupts
 from gpu_memsafety.plugin.face import arg_paths
 from gpu_memsafety.util import gpus
-from gpu_memsafety.plugin.scenario.config import (CONFIG, FILES, RUN_ID_KEY, SCENARIOS, SanitizeConfig,
-                                                  discover_scenarios, load_baseline_option)
+from gpu_memsafety.plugin.scenario.discovery import FILES, SCENARIOS, discover_scenarios
+from gpu_memsafety.plugin.settings import CONFIG, RUN_ID_KEY, SanitizeConfig, load_baseline_option
 from gpu_memsafety.plugin.scenario.controller import (STATE, ControllerState, batch_summary, batch_times, case_id_of,
                                                       crash_result, final_results, worker_crash)
 from gpu_memsafety.plugin.scenario.shards import record_matrix, shard_manifest
@@ -62,7 +62,7 @@ def configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): the batch a scenario case runs in")
     for tag in sorted({t for s in discover_scenarios(config).values() for c in _cases_or_none(s) for t in c.tags}):
         config.addinivalue_line("markers", f"{tag}: scenario cases tagged {tag!r} (select with -m {tag})")
-    config.stash[CONFIG] = SanitizeConfig.from_pytest(config)
+    config.stash[CONFIG] = SanitizeConfig.from_pytest(config, discover_scenarios(config))
     _start_reports(config)
     config.stash[STATE] = ControllerState(rootpath=Path(config.rootpath), scenario_files=set(config.stash[FILES]))
     if not _is_xdist_worker():
