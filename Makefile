@@ -29,7 +29,7 @@ CLI_SCENARIO_ARGS = $(foreach p,$(value SCENARIO_PATH),--scenario-path $(call q,
 QPY = $(call q,$(value PY))
 ARGS_FROM = $(QPY) -m gpu_memsafety.cli.makeargs GPU_MEMSAFETY_MAKE_ARGS -- $(QPY)
 
-.PHONY: test stacks sanitize sanitize-quick smoke bench env upstream triton-kernels clean
+.PHONY: test test-fast stacks sanitize sanitize-quick smoke bench env upstream triton-kernels clean
 
 $(VENV)/.bootstrap-test: pyproject.toml tools/bootstrap.py
 	$(call q,$(value PYTHON)) tools/bootstrap.py --venv $(call q,$(value VENV)) --extras test
@@ -41,6 +41,12 @@ $(VENV)/.bootstrap-gpu: pyproject.toml tools/bootstrap.py
 test sanitize smoke: export GPU_MEMSAFETY_MAKE_ARGS = $(value PYTEST_ARGS)
 test: $(VENV)/.bootstrap-test
 	$(ARGS_FROM) -m pytest -n 2
+
+# The fast set, for a developer's edit-test loop: every test but the end-to-end ones (marked e2e: they start
+# pytest, a worker or another child process). `make test` and CI run everything.
+test-fast: export GPU_MEMSAFETY_MAKE_ARGS = $(value PYTEST_ARGS)
+test-fast: $(VENV)/.bootstrap-test
+	$(ARGS_FROM) -m pytest -n 2 -m 'not e2e'
 
 # A wheel built from this checkout, installed next to the oldest and the newest torch/triton stacks the package
 # index offers (ci/stacks/test_stacks.py): no resolution error, nothing there changed, the planted bugs found.

@@ -19,8 +19,8 @@ import pytest
 # An xdist worker freezes its heap before it reports finished, so that pytest's cleanup ends within execnet's 5 s
 # and a green run ends without a KeyboardInterrupt traceback (fixtures/worker_end.py).
 from gpu_memsafety.fixtures.worker_end import pytest_sessionfinish  # noqa: F401
+from repo_paths import FAKE_DIR
 
-FAKE_DIR = Path(__file__).resolve().parent / "fake_kernels"
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 _STARTED_WITH = os.environ.get(VISIBLE)
 
@@ -39,7 +39,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="module")
 def worker_env(request: pytest.FixtureRequest) -> Iterator[Path]:
     """PYTHONPATH for the worker (the runner puts the repository root before it: the fake adapters import from
-    tests/fake_kernels) and a place for the fake adapters' pid files (FAKE_FAULTS_DIR), for one test module."""
+    tests/helpers/fake_kernels) and a place for the fake adapters' pid files (FAKE_FAULTS_DIR), for one test module."""
     with tempfile.TemporaryDirectory(prefix=f"{request.module.__name__.rsplit('.', 1)[-1]}-") as tmp:
         mp = pytest.MonkeyPatch()
         mp.setenv("PYTHONPATH", str(FAKE_DIR))

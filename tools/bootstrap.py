@@ -287,7 +287,7 @@ def requirements(project: dict, extras: list[str]) -> list[str]:
 
 def held_to_matrix(reqs: list[str]) -> list[str]:
     """`reqs` with each package MATRIX_PINS names asked for at the matrix's version instead (each pin lies inside
-    the range pyproject.toml declares: tests/test_bootstrap.py checks)."""
+    the range pyproject.toml declares: tests/repo/test_bootstrap.py checks)."""
     pinned = {_name(p): p for p in MATRIX_PINS}
     return [r for r in reqs if _name(r) not in pinned] + [p for n, p in pinned.items()
                                                           if any(_name(r) == n for r in reqs)]

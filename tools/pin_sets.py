@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bootstrap  # noqa: E402
 
 ROOT = bootstrap.ROOT
-TESTS = ["tests/test_markcheck.py", "tests/test_progress.py", "tests/test_pytest_plugins.py", "tests/test_guard.py",
-         "tests/test_bootstrap.py"]
+TESTS = ["tests/placement/test_markcheck.py", "tests/util/test_progress.py", "tests/repo/test_pytest_plugins.py",
+         "tests/placement/test_guard.py", "tests/repo/test_bootstrap.py"]
 
 
 def oldest(req: str) -> str:

@@ -14,7 +14,7 @@ tests/data/sanitizer report "nearest allocation ... of size 4,000 bytes"; a VMM 
 - flush_end (aligned, exact allocation, memcheck --padding): memcheck sees every byte past the end;
 - poison (guarded, 1 KiB guards): a read that changes the output is seen (assumed here: every read does).
 
-Run: python tools/placement_coverage.py  (prints the table the README quotes; tests/test_layout.py pins it)
+Run: python tools/placement_coverage.py  (prints the table the README quotes; tests/placement/test_layout.py pins it)
 """
 from __future__ import annotations
 

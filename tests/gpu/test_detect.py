@@ -20,7 +20,7 @@ from gpu_memsafety.scenarios.planted_race import SCENARIO as RACE_SCENARIO
 from gpu_memsafety.scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
 
 NO_GPU = "needs a CUDA GPU; found none (torch.cuda.is_available() is False)"
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]
+pytestmark = [pytest.mark.e2e, pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]
 
 
 def _run(mode: str, scenario, workdir: Path) -> dict:

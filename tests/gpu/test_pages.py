@@ -16,7 +16,7 @@ from gpu_memsafety.engine.runner import MODES, RunOptions, Runner
 from gpu_memsafety.scenarios.planted_pages import SCENARIO
 
 NO_GPU = "needs a CUDA GPU; found none (torch.cuda.is_available() is False)"
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]
+pytestmark = [pytest.mark.e2e, pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)]
 
 
 def test_front_and_back_pages_sit_where_the_layout_says() -> None:

@@ -25,7 +25,7 @@ from gpu_memsafety.util.pathargs import PathArgError, input_file, input_path, ou
 from gpu_memsafety.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.detectors.modes import MODES, Mode
 from gpu_memsafety.engine import schedule
-from gpu_memsafety.host import modes as host_modes
+from gpu_memsafety.detectors import suite_modes as host_modes
 from gpu_memsafety.plugin.face import INI_ON, INI_RUN_SECONDS, INI_RUN_VARIANTS, INI_SECONDS, INI_VARIANTS
 from gpu_memsafety.report import manifest
 from gpu_memsafety.scenario import registry

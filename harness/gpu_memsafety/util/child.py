@@ -6,10 +6,10 @@ child that outlives its step holds a GPU, a port or a lock. Each child here lead
 one kill reaches whatever it started (a sanitizer's target, a shell's child); a kill is SIGKILL to that group and
 then at most GRACE_S to collect it. Collection waits on the pid itself (os.waitpid), never through Popen.wait's
 lock: a KeyboardInterrupt that lands inside Popen.wait(timeout) can leave that lock held, and every later wait then
-blocks for good (tests/test_stop_signals.py). A `mark` (an environment variable every descendant inherits) lets
+blocks for good (tests/util/test_stop_signals.py). A `mark` (an environment variable every descendant inherits) lets
 `util.procs.sweep` end what left the group (setsid, a daemon) once the child is done.
 
-tests/test_child.py checks that no other module starts a child with subprocess.Popen or kills a process group.
+tests/util/test_child.py checks that no other module starts a child with subprocess.Popen or kills a process group.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ call 1) the first three tests pass silently and test_read_4_before_start ends th
 a fresh segment of torch's caching allocator: an illegal address), so every later test fails with it. Triton only (no nvcc build in the budget); the CUDA shared-memory cases are the default
 scenario matrix's (planted_shared, planted_race). Without a GPU the same tests run on the CPU in Triton's interpreter
 (conftest.py sets TRITON_INTERPRET=1 there), and the bare flag's trace must report the same bytes
-(tests/test_host_trace.py runs it so on every CPU test run).
+(tests/host/test_host_trace.py runs it so on every CPU test run).
 
 N = 1000 fp32 elements: 4,000 B, ending 96 B before a 256-byte boundary."""
 from __future__ import annotations
