@@ -1,7 +1,7 @@
 """The verdict for one test of a host suite (`pytest --gpu-memsafety`): from its Evidence to a CaseResult.
 
 The same closed outcomes as a scenario case (model.Outcome), decided here in one place, in this order (a test per
-rule in tests/test_host_judge.py):
+rule in tests/host/test_host_judge.py):
  1. the mode could not run in this process: without a GPU, NOT_APPLICABLE; on a GPU machine (the allocator could not
     be built or installed, memory was allocated before it could be, no compute-sanitizer) COULD_NOT_RUN, a failure;
     both say what was needed and what was found, and the test ran unguarded. Unless the test's own
