@@ -365,6 +365,9 @@ class CaseResult:
     message: str = ""
     duration_s: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    # What the verdict of a case judged from evidence saw (gpu_memsafety.judge.rules.Seen), for a later stage of a
+    # staged mode; never reported (to_json leaves it out), None for a case not judged from evidence.
+    seen: Any = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:

@@ -12,7 +12,8 @@ import pytest
 
 from gpu_memsafety.sanitizer import hazards
 from gpu_memsafety.scenario import registry
-from gpu_memsafety.judge.rules import Judge, Machine
+from gpu_memsafety.engine.batches import Batches
+from gpu_memsafety.judge.rules import Machine, Standing
 from gpu_memsafety.sanitizer.records import read_sanitizer
 from gpu_memsafety.model import RACE, RACECHECK, SHARED, SYNCCHECK, CaseResult, Outcome
 from gpu_memsafety.detectors.modes import MODES
@@ -123,12 +124,12 @@ def test_racecheck_records_come_from_its_text_and_its_count_is_checked() -> None
 def test_a_mode_whose_detectors_a_scenario_does_not_use_runs_nothing_for_it() -> None:
     from gpu_memsafety.scenarios.planted_race import SCENARIO as RACE_SCENARIO
     from gpu_memsafety.scenarios.planted_uninit import SCENARIO as UNINIT_SCENARIO
-    judge = Judge(MODES["both"], Machine(gpu=True))
+    judge = Batches(Standing(MODES["both"], Machine(gpu=True)))
     race_case = RACE_SCENARIO.build()[0]
     gated = judge.gate(RACE_SCENARIO, race_case)
     assert gated is not None and gated.outcome is Outcome.NOT_APPLICABLE and "uses racecheck" in gated.message
     assert judge.gate(UNINIT_SCENARIO, UNINIT_SCENARIO.build()[0]) is None      # guard applies to it
-    assert Judge(MODES["stress"], Machine(gpu=True)).gate(UNINIT_SCENARIO, UNINIT_SCENARIO.build()[0]) is None
+    assert Batches(Standing(MODES["stress"], Machine(gpu=True))).gate(UNINIT_SCENARIO, UNINIT_SCENARIO.build()[0]) is None
 
 
 def test_the_hazard_modes_are_rows_of_the_mode_table() -> None:

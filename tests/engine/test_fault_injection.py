@@ -352,7 +352,7 @@ def test_a_stray_record_is_traced_to_its_case_and_no_other_case_of_the_batch_is_
     batches = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert batches == ["batch-001", "batch-002"]   # the batch, then the far write's case alone
     note = (tmp_path / "runs" / "batch-001" / "rerun-alone.txt").read_text()
-    assert "map to no buffer and name the kernel of 1 of the 3 cases; rerunning fake_faults[far_write-n4000] one" in note
+    assert "map to no buffer and name the kernel of 1 of the 3 cases: rerunning fake_faults[far_write-n4000] one" in note
 
 
 def test_a_host_side_refusal_is_judged_without_a_launch_and_a_silent_no_launch_is_not(worker_env: Path,

@@ -86,7 +86,7 @@ def test_every_worker_process_holds_its_gpu_and_the_judge_says_which_runs_alone(
     alone it was."""
     from gpu_memsafety.detectors.modes import MODES
     from gpu_memsafety.engine.runner import Runner, RunOptions
-    from gpu_memsafety.judge.rules import Batch
+    from gpu_memsafety.engine.batches import Batch
     from tests.judge.test_judge import CASE, scenario
 
     seen: list[tuple[bool, bool]] = []

@@ -1,16 +1,25 @@
-"""The host-suite judge (gpu_memsafety.host.judge): one test per rule, and the marker's arguments."""
+"""The host-suite rules (gpu_memsafety.judge.suite, asked through gpu_memsafety.judge.decide): one test per rule, and the marker's arguments."""
 from __future__ import annotations
 
 import pytest
 
 from gpu_memsafety.host.breaks import Seen
-from gpu_memsafety.host.evidence import Evidence, OwnResult, own_result
-from gpu_memsafety.host.judge import MarkerError, judge, marker_from
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, PAST_END, Finding, Outcome
+from typing import Any
+
+from gpu_memsafety.host.evidence import Evidence, own_result
+from gpu_memsafety.host.judge import suite_evidence
+from gpu_memsafety.judge.decide import decide
+from gpu_memsafety.judge.suite import OwnResult, MarkerError, marker_from
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, PAST_END, CaseResult, Finding, Outcome
 from gpu_memsafety.host.allocator import MARKER, Allocation, Frame, GuardHit
 
 TEST = "tests/test_k.py::test_copy[n1000]"
 PASSED = OwnResult("passed")
+
+
+def judge(ev: Evidence, own: OwnResult, marker: Any = None) -> CaseResult:
+    """One test's verdict, as the host path asks for it: its evidence through the one decision."""
+    return decide(suite_evidence(ev, own, marker))
 
 
 def alloc(size: int = 4000, test: str = TEST) -> Allocation:
@@ -176,7 +185,7 @@ def test_evidence_round_trips_through_json() -> None:
 def test_a_harness_error_while_judging_is_that_tests_unresolved_verdict_not_an_internal_error() -> None:
     """Seen in the field: an AttributeError of ours while gathering a test's evidence became pytest's INTERNALERROR,
     which ends the whole run with no report. It is now that test's `unresolved` verdict, naming the error."""
-    from gpu_memsafety.host.judge import MarkerError, judge_safely
+    from gpu_memsafety.host.judge import judge_safely
 
     def broken() -> Evidence:
         raise AttributeError("'TestTrace' object has no attribute 'notes'\x1b[31m")

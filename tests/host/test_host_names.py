@@ -1,24 +1,31 @@
 """A host-suite finding names the tensor as the code does (host/launches.py): the kernel's parameter it was handed as,
 and the test's own variable, matched to the allocation by the first byte of its storage; allocations that share one
-label are told apart; the bare flag runs the complete set (host/modes.py, the one table)."""
+label are told apart; the bare flag runs the complete set (detectors/suite_modes.py, the one table)."""
 from __future__ import annotations
 
 import sys
 import types
 from typing import Any
 
-from gpu_memsafety.host import modes
+from gpu_memsafety.detectors import suite_modes as modes
 from gpu_memsafety.host.children import AUTOTUNE_CACHE, child_env, reuse_caches
-from gpu_memsafety.host.evidence import Evidence, OwnResult
-from gpu_memsafety.host.judge import judge
+from gpu_memsafety.host.evidence import Evidence
+from gpu_memsafety.host.judge import suite_evidence
+from gpu_memsafety.judge.decide import decide
+from gpu_memsafety.judge.suite import OwnResult
 from gpu_memsafety.host.launches import LaunchLog, TensorUse, name_of
 from gpu_memsafety.host.records import attribute_records
-from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, TRACE, TRACE_RACE
+from gpu_memsafety.model import GUARD, GUARD_PAGE, MEMCHECK, TRACE, TRACE_RACE, CaseResult
 from gpu_memsafety.host.allocator import Allocation, Frame, GuardHit
 
 from tests.host.test_host_records import FENCE, access, xml
 
 T = "t.py::test_gemm"
+
+
+def judge(ev: Evidence, own: OwnResult, marker: Any = None) -> CaseResult:
+    """One test's verdict, as the host path asks for it: its evidence through the one decision."""
+    return decide(suite_evidence(ev, own, marker))
 
 
 class FakeStorage:
@@ -176,7 +183,7 @@ def test_a_straddling_access_reports_its_full_width() -> None:
 def test_complete_folds_a_write_both_passes_saw_into_the_markers_bytes() -> None:
     """memcheck ends a kernel at its first bad store (4 of the 8 B a thread writes before the start); the markers
     pass saw all 8: one finding with the markers' bytes and memcheck's kernel and line."""
-    from gpu_memsafety.host.judge import fold
+    from gpu_memsafety.judge.suite import fold
     from gpu_memsafety.model import ByteRange, Finding
     g = Finding("guard", "overwrite", "alloc 4000 B at t.py line 3", "before_start", 8,
                 ranges=(ByteRange("before_start", -8, 0),), note="8 marker byte(s) changed")

@@ -13,16 +13,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 
-from gpu_memsafety.host import modes
-from gpu_memsafety.host.evidence import Evidence, OwnResult
-from gpu_memsafety.host.judge import TestMarker as Marker, judge
-from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, TRACE_RACE, Finding, Outcome
+from gpu_memsafety.detectors import suite_modes as modes
+from gpu_memsafety.host.evidence import Evidence
+from gpu_memsafety.host.judge import suite_evidence
+from gpu_memsafety.judge.decide import decide
+from gpu_memsafety.judge.suite import OwnResult, TestMarker as Marker
+from gpu_memsafety.model import GUARD, MEMCHECK, OVERREAD, TRACE, TRACE_RACE, CaseResult, Finding, Outcome
 from gpu_memsafety.scenario import registry
 from repo_paths import ROOT
 
 pytestmark = pytest.mark.e2e   # starts processes (`make test-fast` leaves the module out)
+
+def judge(ev: Evidence, own: OwnResult, marker: Any = None) -> CaseResult:
+    """One test's verdict, as the host path asks for it: its evidence through the one decision."""
+    return decide(suite_evidence(ev, own, marker))
+
 
 CONFTEST = '''
 import os
@@ -326,7 +335,7 @@ def test_the_judge_in_trace_mode_needs_a_launch_and_says_what_did_not_run() -> N
                                unfinished=["k raised ValueError"]), OwnResult("failed"))
     assert cut_found.outcome is Outcome.FINDING and "checked only up to there" in cut_found.message
     # an overread is checkable in trace mode: expected and not seen is unexpectedly clean
-    from gpu_memsafety.host.judge import marker_from
+    from gpu_memsafety.judge.suite import marker_from
     gone = judge(Evidence("t.py::a", modes.TRACE, "cpu", launches=1), OwnResult("passed"),
                  marker_from({"expect": "overread"}))
     assert gone.outcome is Outcome.UNEXPECTEDLY_CLEAN

@@ -17,7 +17,8 @@ from gpu_memsafety import job as J
 from gpu_memsafety.placement import layout as L
 from gpu_memsafety.detectors import pageprobe
 from gpu_memsafety.detectors.base import Evidence
-from gpu_memsafety.judge.rules import Batch, Judge, Machine, apply_baseline
+from gpu_memsafety.engine.batches import Batch, Batches
+from gpu_memsafety.judge.rules import Machine, Standing, apply_baseline
 from gpu_memsafety.sanitizer.records import SanitizerRun, api_error_class, place_sanitizer_records, read_sanitizer
 from gpu_memsafety.model import (GUARD, GUARD_PAGE, MEMCHECK, OVERREAD, OVERWRITE, PAST_END, POISON, UNATTRIBUTED, CaseResult,
                            DetectorRun, Expectation,
@@ -100,7 +101,7 @@ def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine =
     mode_ = MODES[mode]
     if mode_.sanitizer and sanitized and run is None:
         run = memcheck_run()
-    judge = Judge(mode_, machine, sanitizer_missing=sanitizer_missing)
+    judge = Batches(Standing(mode_, machine, sanitizer_missing=sanitizer_missing))
     judged = judge.judge_batch([(sc, CASE)], Batch(results={0: res}, sanitizer=run if sanitized else None))
     assert judged.rest == [] and judged.alone == []
     if judged.probe:
@@ -108,7 +109,7 @@ def judge_one(res: J.WorkerResult, *, mode: str = "memcheck", machine: Machine =
         assert not judged.done and first is res
         while reruns is not None and (probes := probing.next_round()):
             probing.record(pageprobe.ProbeRun(p, reruns(p), 1.5) for p in probes)
-        return judge.judge_probed(sc, CASE, res, probing)
+        return judge.probed(sc, CASE, res, probing)
     [result] = judged.done
     return result
 
@@ -349,10 +350,10 @@ def test_a_stray_access_in_a_batch_reruns_its_cases_one_per_process_blaming_none
     sc = scenario()
     results = {0: replace(worker(), case_id=a.id), 1: replace(worker(), case_id=b.id, buffers=[buffer("src", BASE + (1 << 30))])}
     far = access(address=BASE - (1 << 31), direction="write")
-    judged = Judge(MODES["memcheck"], GPU).judge_batch([(sc, a), (sc, b)], Batch(results=results, sanitizer=memcheck_run(far)))
+    judged = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, a), (sc, b)], Batch(results=results, sanitizer=memcheck_run(far)))
     assert judged.done == [] and judged.rest == [0, 1] and judged.alone == [a.id, b.id]
     assert "1 sanitizer records map to no buffer; rerunning 2 cases" in judged.note
-    alone = Judge(MODES["memcheck"], GPU).judge_batch([(sc, a)], Batch(results={0: results[0]}, sanitizer=memcheck_run(far)))
+    alone = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, a)], Batch(results={0: results[0]}, sanitizer=memcheck_run(far)))
     [result] = alone.done
     assert result.outcome is Outcome.FINDING and result.findings[0].kind == OVERWRITE
 
@@ -378,7 +379,7 @@ def test_a_stray_access_reruns_alone_only_the_cases_whose_kernel_made_it() -> No
     far = access(address=BASE - (1 << 31), direction="write", kernel="planted_far_write")
     read_past_mate = access(address=BASE + (1 << 30) + N, kernel="planted_copy_sum")
     items = [(sc, far_case), (sc, mate), (sc, other)]
-    judged = Judge(MODES["memcheck"], GPU).judge_batch(items, Batch(results=results, sanitizer=memcheck_run(far, read_past_mate)))
+    judged = Batches(Standing(MODES["memcheck"], GPU)).judge_batch(items, Batch(results=results, sanitizer=memcheck_run(far, read_past_mate)))
     assert judged.alone == [far_case.id] and judged.rest == [0]
     done = {r.case_id: r for r in judged.done}
     assert set(done) == {mate.id, other.id}
@@ -386,10 +387,10 @@ def test_a_stray_access_reruns_alone_only_the_cases_whose_kernel_made_it() -> No
     assert done[other.id].outcome is Outcome.CLEAN
     # a record that names no kernel of the batch (or a case that died without a result) still reruns them all
     nameless = access(address=BASE - (1 << 31), direction="write", kernel="somebody_else")
-    judged = Judge(MODES["memcheck"], GPU).judge_batch(items, Batch(results=results, sanitizer=memcheck_run(nameless)))
+    judged = Batches(Standing(MODES["memcheck"], GPU)).judge_batch(items, Batch(results=results, sanitizer=memcheck_run(nameless)))
     assert judged.done == [] and judged.alone == [far_case.id, mate.id, other.id]
     died = {0: results[0], 1: results[1]}
-    judged = Judge(MODES["memcheck"], GPU).judge_batch(items, Batch(results=died, crashed={2: "died"}, sanitizer=memcheck_run(far)))
+    judged = Batches(Standing(MODES["memcheck"], GPU)).judge_batch(items, Batch(results=died, crashed={2: "died"}, sanitizer=memcheck_run(far)))
     assert judged.done == [] and set(judged.alone) == {far_case.id, mate.id, other.id}
 
 
@@ -402,7 +403,7 @@ def test_a_stray_its_claimed_owner_does_not_repeat_alone_stays_a_finding_never_d
     results = {0: replace(worker(), case_id=claimer.id, kernel="planted_copy_sum"),
                1: replace(worker(), case_id=mislabelled.id, kernel="my_label", buffers=[buffer("src", BASE + (1 << 30))])}
     stray = access(address=BASE - (1 << 31), direction="write", kernel="planted_copy_sum_cuda")
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     judged = judge.judge_batch([(sc, claimer), (sc, mislabelled)], Batch(results=results, sanitizer=memcheck_run(stray)))
     assert judged.alone == [claimer.id]
     [mate] = judged.done
@@ -413,7 +414,7 @@ def test_a_stray_its_claimed_owner_does_not_repeat_alone_stays_a_finding_never_d
     [finding] = result.findings
     assert finding.kernel == "planted_copy_sum_cuda" and "not when this case ran alone" in finding.note
     # repeated alone: the case's own finding, nothing added
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     judge.judge_batch([(sc, claimer), (sc, mislabelled)], Batch(results=results, sanitizer=memcheck_run(stray)))
     alone = judge.judge_batch([(sc, claimer)], Batch(results={0: results[0]}, sanitizer=memcheck_run(stray)))
     [result] = alone.done
@@ -432,7 +433,7 @@ def test_two_strays_of_two_kernels_whose_names_nest_each_go_to_their_own_case_on
     sc = scenario()
     tri_write = access(address=BASE - (1 << 31), direction="write", kernel="planted_far_write")
     cu_write = access(address=BASE + (1 << 30) - (1 << 31), direction="write", kernel="_Z22planted_far_write_cudaPfi")
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     items = [(sc, tri), (sc, cu), (sc, mate)]
     judged = judge.judge_batch(items, Batch(results=results, sanitizer=memcheck_run(tri_write, cu_write)))
     assert judged.alone == [tri.id, cu.id] and [r.case_id for r in judged.done] == [mate.id]
@@ -530,17 +531,17 @@ def test_stress_counts_iterations_and_is_no_verdict() -> None:
 # ------------------------------------------------------------------------------------------------ gating
 
 def test_gate_without_a_gpu_skips_with_the_reason() -> None:
-    result = Judge(MODES["guard"], CPU).gate(scenario(needs_gpu=True), CASE)
+    result = Batches(Standing(MODES["guard"], CPU)).gate(scenario(needs_gpu=True), CASE)
     assert result is not None and result.outcome is Outcome.UNSUPPORTED and "needs a CUDA GPU" in result.message
 
 
 def test_gate_memcheck_without_its_sanitizer_on_a_gpu_machine_fails() -> None:
-    result = Judge(MODES["memcheck"], GPU, sanitizer_missing="compute-sanitizer not found").gate(scenario(), CASE)
+    result = Batches(Standing(MODES["memcheck"], GPU, sanitizer_missing="compute-sanitizer not found")).gate(scenario(), CASE)
     assert result is not None and result.outcome is Outcome.COULD_NOT_RUN
 
 
 def test_gate_lets_both_run_its_guard_part() -> None:
-    assert Judge(MODES["both"], GPU, sanitizer_missing="not found").gate(scenario(), CASE) is None
+    assert Batches(Standing(MODES["both"], GPU, sanitizer_missing="not found")).gate(scenario(), CASE) is None
 
 
 # ----------------------------------------------------------------------------------- lost cases, batches
@@ -550,7 +551,7 @@ def test_timed_out_crashed_and_never_started_cases() -> None:
     cases = [Case("fake", "v", {"n": N}, f"c{i}") for i in range(4)]
     batch = Batch(results={0: replace(worker(), case_id=cases[0].id)}, timed_out={1: 2.0}, crashed={2: "died"},
                   log="last words")
-    judged = Judge(MODES["guard"], CPU).judge_batch([(sc, c) for c in cases], batch)
+    judged = Batches(Standing(MODES["guard"], CPU)).judge_batch([(sc, c) for c in cases], batch)
     done, rest = judged.done, judged.rest
     assert [r.outcome for r in done] == [Outcome.CLEAN, Outcome.TIMEOUT, Outcome.CRASHED]
     assert "no result after 2 s" in done[1].message and "last words" in done[2].message
@@ -559,7 +560,7 @@ def test_timed_out_crashed_and_never_started_cases() -> None:
 
 def test_a_process_that_died_before_any_case_is_unresolved_for_all() -> None:
     sc = scenario()
-    judged = Judge(MODES["guard"], CPU).judge_batch([(sc, CASE)], Batch(returncode=1, log="ImportError"))
+    judged = Batches(Standing(MODES["guard"], CPU)).judge_batch([(sc, CASE)], Batch(returncode=1, log="ImportError"))
     done, rest = judged.done, judged.rest
     assert rest == [] and done[0].outcome is Outcome.UNRESOLVED and "before running any case" in done[0].message
 
@@ -740,11 +741,11 @@ def test_a_fault_only_with_the_front_page_is_before_start() -> None:
 
 def test_a_guard_page_fault_in_a_mode_or_scenario_without_the_guard_page_is_not_probed() -> None:
     res = worker(J.FAULT, message="illegal address", buffers=TWO_PAGED, watched=["src", "dst"])
-    judge = Judge(MODES["guard"], GPU)
+    judge = Batches(Standing(MODES["guard"], GPU))
     assert judge.reruns(scenario(), res) is None
-    assert Judge(MODES["guard_page"], GPU).reruns(scenario(detectors=(GUARD,)), res) is None
-    assert Judge(MODES["guard_page"], GPU).reruns(scenario(), worker(buffers=TWO_PAGED)) is None   # no fault
-    assert Judge(MODES["guard_page"], GPU).reruns(scenario(), res) is not None
+    assert Batches(Standing(MODES["guard_page"], GPU)).reruns(scenario(detectors=(GUARD,)), res) is None
+    assert Batches(Standing(MODES["guard_page"], GPU)).reruns(scenario(), worker(buffers=TWO_PAGED)) is None   # no fault
+    assert Batches(Standing(MODES["guard_page"], GPU)).reruns(scenario(), res) is not None
 
 
 def test_poison_evidence_that_varies_with_nothing_poisoned_is_unresolved_never_clean_or_an_overread() -> None:
@@ -797,3 +798,59 @@ def test_a_run_the_fence_stopped_over_stray_accesses_is_unresolved_unless_a_wild
     wild = Expectation((ExpectedFinding(OVERWRITE, UNATTRIBUTED, upstream="triton-lang/triton#8327"),))
     result = judge_one(stray, mode="poison", sanitized=False, machine=CPU, sc=scenario(wild, detectors=(GUARD, POISON)))
     assert result.outcome is Outcome.NOT_APPLICABLE and "not judged here" in result.message, result.message
+
+
+def test_a_run_the_fence_stopped_over_stray_accesses_judges_nothing_and_says_the_trace_does() -> None:
+    """A run without the trace that the interpreter's fence stopped (StrayAccess) is unresolved, and each detector
+    that did not run says the trace judges those accesses: the trace's unit explains the error (Unit.explains),
+    the judge names no detector. Another error is an error, with its traceback."""
+    from gpu_memsafety.detectors.registry import UNITS, explained
+    stray = "StrayAccess: k wrote 16 B (first: address 0x7f00, near no tensor argument)"
+    result = judge_one(worker(J.ERROR, message=stray, traceback="tb", poison=None), mode="poison", machine=CPU,
+                       sanitized=False)
+    assert result.outcome is Outcome.UNRESOLVED and result.message == stray
+    assert [d.detail for d in result.detectors if not d.ran] == [
+        "not judged: the interpreter's fence stopped the run over stray accesses (below), which the trace judges"]
+    assert [name for name, unit in UNITS.items() if unit.explains(stray)] == ["trace"]
+    other = judge_one(worker(J.ERROR, message="ValueError: bad", traceback="tb", poison=None), mode="poison",
+                      machine=CPU, sanitized=False)
+    assert other.outcome is Outcome.UNRESOLVED and other.message == "ValueError: bad\ntb"
+    assert not explained("ValueError: bad")
+
+
+def test_a_detectors_batch_rule_decides_which_cases_rerun_alone_and_the_engine_names_none(monkeypatch) -> None:
+    """The engine's batches ask every unit's batch rule (Unit.batch_rule) and name no detector: a rule of a
+    synthetic unit that sends the case to run alone is obeyed; one that gives up on it makes it unresolved with
+    the rule's words and details; without a rule the case is judged on its run."""
+    from gpu_memsafety.detectors.base import Sorting
+    from gpu_memsafety.detectors.registry import UNITS
+
+    class Rule:
+        def __init__(self, sorting: Sorting) -> None:
+            self.sorting = sorting
+
+        def sort(self, items: Any, batch: Any, placed: Any) -> Sorting:
+            return self.sorting
+
+        def gpu_alone(self, case_id: str) -> bool:
+            return case_id == CASE.id
+
+        def evidence(self, case_id: str, found: list, single: bool) -> tuple[list, dict]:
+            return found, {"rule_saw": case_id}
+
+    sc = scenario()
+    guard = UNITS[GUARD]
+    batch = lambda: Batch(results={0: worker()}, sanitizer=memcheck_run())   # noqa: E731
+    monkeypatch.setattr(guard, "batch_rule", lambda: Rule(Sorting(alone=[CASE.id], note="the rule says so")),
+                        raising=False)
+    batches = Batches(Standing(MODES["memcheck"], GPU))
+    judged = batches.judge_batch([(sc, CASE)], batch())
+    assert judged.done == [] and judged.rest == [0] and judged.alone == [CASE.id] and "the rule says so" in judged.note
+    assert batches.wants_gpu_alone([(sc, CASE)])
+    monkeypatch.setattr(guard, "batch_rule", lambda: Rule(Sorting(given_up={CASE.id: ("gave up", {"why": 1})})),
+                        raising=False)
+    [result] = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, CASE)], batch()).done
+    assert result.outcome is Outcome.UNRESOLVED and result.message == "gave up" and result.details["why"] == 1
+    monkeypatch.setattr(guard, "batch_rule", lambda: Rule(Sorting()), raising=False)
+    [result] = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, CASE)], batch()).done
+    assert result.outcome is Outcome.CLEAN and result.details["rule_saw"] == CASE.id

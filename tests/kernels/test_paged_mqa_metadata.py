@@ -103,7 +103,8 @@ def test_the_h200s_shared_window_offsets_meet_the_pinned_bytes(batch, window):
     from dataclasses import replace
 
     from gpu_memsafety.detectors.modes import MODES
-    from gpu_memsafety.judge.rules import Batch, Judge
+    from gpu_memsafety.engine.batches import Batch, Batches
+    from gpu_memsafety.judge.rules import Standing
     from gpu_memsafety.model import Outcome
     from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord
 
@@ -114,7 +115,7 @@ def test_the_h200s_shared_window_offsets_meet_the_pinned_bytes(batch, window):
                           space="shared", size=4, address=window, kernel="sm90_paged_mqa_logits_metadata",
                           file="/x/sm90_paged_mqa_logits.cuh", line=113, thread=(0, 0, 0), block=(0, 0, 0))
     res = replace(worker(kernel="sm90_paged_mqa_logits_metadata"), case_id=case.id)
-    judged = Judge(MODES["memcheck"], GPU).judge_batch([(S.SCENARIO, case)], Batch(results={0: res},
+    judged = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(S.SCENARIO, case)], Batch(results={0: res},
                                                                                      sanitizer=memcheck_run(rec)))
     [result] = judged.done
     [f] = result.findings

@@ -258,7 +258,7 @@ def test_github_annotations_place_each_finding_at_the_kernels_line(bare: Run) ->
 def test_a_write_both_passes_saw_keeps_memchecks_kernel_file() -> None:
     """complete mode folds memcheck's write into the markers' finding: the kernel's line stays placeable (its file,
     details `path`), so SARIF, code quality and JUnit point at the kernel, not at the test."""
-    from gpu_memsafety.host.judge import fold
+    from gpu_memsafety.judge.suite import fold
     from gpu_memsafety.model import ByteRange, Finding
     from gpu_memsafety.report.locate import finding_site
     guard = Finding(detector="guard", kind="overwrite", buffer="alloc 400 B at t.py line 3", region="past_end",

@@ -55,7 +55,7 @@ PURE = (
     "gpu_memsafety.sanitizer.records", "gpu_memsafety.detectors.actions", "gpu_memsafety.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
     "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
-    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",
+    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.shards",
     "gpu_memsafety.cli.bench.results",
 )
 
@@ -526,11 +526,17 @@ def test_the_layer_check_fails_on_an_unlisted_package() -> None:
 # detectors by name (a row names its detectors), and are the exceptions by design; so are the detectors' faces on a
 # pytest suite (host/guard_page.py, host/trace.py): each is its detector, run on a suite's tests.
 NAME_NO_DETECTOR = ("gpu_memsafety.judge", "gpu_memsafety.engine", "gpu_memsafety.host")
-MODE_TABLES = ("gpu_memsafety.host.modes", "gpu_memsafety.host.guard_page", "gpu_memsafety.host.trace")
-# The detector modules everything may reach: the Unit shape, the registry of units, the mode table (rows of units)
-# and the worker actions (a unit's action, looked up by name).
+MODE_TABLES = ("gpu_memsafety.host.guard_page", "gpu_memsafety.host.trace")
+# The detector modules everything may reach: the Unit shape, the registry of units, the mode tables (rows of units:
+# scenario modes, suite modes) and the worker actions (a unit's action, looked up by name).
 DETECTOR_DOORS = ("gpu_memsafety.detectors.base", "gpu_memsafety.detectors.registry", "gpu_memsafety.detectors.modes",
-                  "gpu_memsafety.detectors.actions")
+                  "gpu_memsafety.detectors.suite_modes", "gpu_memsafety.detectors.actions")
+# A detector's own policies, which its unit holds and nothing in NAME_NO_DETECTOR names (an identifier, an imported
+# name, an attribute or a string a decision reads that holds one of these): memcheck's lost access records
+# (records.lost_record, LOST_RECORD_RUNS, its details key) and stray accesses of a batch (stray_owners, the claims a
+# case runs alone for, the strays its own run did not repeat), the trace's stray accesses the fence stops
+# (STRAY_ACCESS, StrayAccess). Read through the unit: Unit.batch_rule, Unit.explains.
+DETECTOR_POLICIES = re.compile(r"lost_record|stray_owner|stray_claim|unreproduced|stray_?access", re.IGNORECASE)
 # Modules that still name detectors, each with the work that removes it (the list only shrinks).
 KNOWN_NAMING: dict[str, str] = {
 }
@@ -575,7 +581,18 @@ def _names_detectors(module: Module) -> list[str]:
         elif (isinstance(node, ast.Attribute) and node.attr in constants and isinstance(node.value, ast.Name)
               and node.value.id in aliases):     # model.MEMCHECK; a mode table's own TRACE is a mode's name
             found.append(f"{node.attr} at {where(node)}")
-        elif isinstance(node, (ast.Compare, ast.Subscript, ast.Dict)):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"{a.name} at {where(node)}" for a in node.names if DETECTOR_POLICIES.search(a.name)]
+        elif isinstance(node, ast.Name) and DETECTOR_POLICIES.search(node.id):
+            found.append(f"{node.id} at {where(node)}")
+        elif isinstance(node, ast.Attribute) and DETECTOR_POLICIES.search(node.attr):
+            found.append(f"{node.attr} at {where(node)}")
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and DETECTOR_POLICIES.search(node.name):
+            found.append(f"{node.name} at {where(node)}")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and DETECTOR_POLICIES.search(node.value)):
+            found.append(f"{DETECTOR_POLICIES.search(node.value).group(0)!r} at {where(node)}")  # type: ignore[union-attr]
+        if isinstance(node, (ast.Compare, ast.Subscript, ast.Dict)):
             # a detector's name as a string where code decides on it: compared, looked up, a key (an option that
             # happens to share a name, `gpu_memsafety(guard=False)`, is not a detector)
             parts = ([node.left, *node.comparators] if isinstance(node, ast.Compare) else
@@ -611,7 +628,7 @@ def test_the_naming_check_fails_on_a_module_that_names_a_detector() -> None:
               "from gpu_memsafety.detectors.registry import UNITS\n"
               "from gpu_memsafety.detectors import memcheck\n"
               "from gpu_memsafety import model\n"
-              "from gpu_memsafety.host import modes as host_modes\n"
+              "from gpu_memsafety.detectors import suite_modes as host_modes\n"
               "def f(d):\n"
               "    return d == 'trace' or d == model.GUARD or d == host_modes.TRACE\n")
     name = "gpu_memsafety.judge.fake"
@@ -619,6 +636,96 @@ def test_the_naming_check_fails_on_a_module_that_names_a_detector() -> None:
     hits = _naming(synthetic)[name]
     assert sorted(h.split(" at ")[0] for h in hits) == sorted(["POISON", "gpu_memsafety.detectors.memcheck", "'trace'",
                                                                "GUARD"]), hits
+
+
+
+def test_the_naming_check_fails_on_a_module_that_names_a_detectors_policy() -> None:
+    """A synthetic engine module that keeps memcheck's lost-record count and its stray claims itself, imports the
+    records' own policy functions, and reads the trace's fence message: each is found; a docstring that speaks of
+    them is not."""
+    source = ('"""Reruns a lost_record case; stray_owners."""\n'
+              "from gpu_memsafety.sanitizer.records import lost_record, stray_owners\n"
+              "from gpu_memsafety.job import STRAY_ACCESS\n"
+              "LOST_RECORD_RUNS = 3\n"
+              "class Runner:\n"
+              "    def after(self, placed, res):\n"
+              "        self.stray_claims = {}\n"
+              "        res.details['memcheck_lost_record'] = placed.lost\n"
+              "        return res.message.startswith(STRAY_ACCESS)\n")
+    name = "gpu_memsafety.engine.fake"
+    synthetic = {name: Module(name, Path("harness/gpu_memsafety/engine/fake.py"), ast.parse(source))}
+    hits = sorted(h.split(" at ")[0] for h in _naming(synthetic)[name])
+    assert hits == sorted(["lost_record", "stray_owners", "STRAY_ACCESS", "LOST_RECORD_RUNS", "stray_claims",
+                           "'lost_record'", "STRAY_ACCESS"]), hits
+
+
+# ----------------------------------------------------------------------------------------------- one decision
+
+# The judge's one entry point: every outcome of a case, on both paths, is asked of it. Outside judge/, no module
+# calls another judge function that returns a case's result; what a baseline accepts is applied after the decision
+# (apply_baseline, the one function declared here).
+DECIDE = "gpu_memsafety.judge.decide.decide"
+AFTER_DECISION = ("gpu_memsafety.judge.rules.apply_baseline",)
+# Who asks: the runner's batches (engine/batches.py, which the runner hands every batch to), a staged mode's stages
+# (engine/staged.py), and the suite path's face (host/judge.py).
+ASKERS = ("gpu_memsafety.engine.batches", "gpu_memsafety.engine.staged", "gpu_memsafety.host.judge")
+
+
+def _returns_a_result(function: ast.FunctionDef) -> bool:
+    return function.returns is not None and "CaseResult" in ast.unparse(function.returns)
+
+
+def _other_deciders(modules: dict[str, Module]) -> list[str]:
+    """Where a module outside judge/ imports a judge function that returns a case's result, other than `decide`
+    (and AFTER_DECISION). Each as 'name at path:line'."""
+    deciders = {f"{name}.{n.name}" for name, m in MODULES.items() if name.startswith("gpu_memsafety.judge.")
+                for n in m.tree.body if isinstance(n, ast.FunctionDef) and _returns_a_result(n)}
+    found = []
+    for name, m in modules.items():
+        if name.startswith("gpu_memsafety.judge."):
+            continue
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    target = f"{_absolute(m, node)}.{alias.name}"
+                    if target in deciders and target != DECIDE and target not in AFTER_DECISION:
+                        found.append(f"{target} at {m.path}:{node.lineno}")
+    return found
+
+
+def test_the_judge_has_one_decision_entry_point_that_both_paths_use() -> None:
+    public = [n.name for n in MODULES["gpu_memsafety.judge.decide"].tree.body
+              if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    assert public == ["decide"] * public.count("decide") and public, public     # decide and its overloads only
+    assert not _other_deciders(MODULES), "a decision asked outside gpu_memsafety.judge.decide.decide:\n" + \
+        "\n".join(_other_deciders(MODULES))
+    for asker in ASKERS:
+        assert DECIDE in _imported(MODULES[asker]), f"{asker} does not ask decide()"
+    assert "gpu_memsafety.engine.batches.Batches" in _imported(MODULES["gpu_memsafety.engine.runner"])
+    assert not [i for i in _imported(MODULES["gpu_memsafety.engine.runner"]) if i.startswith("gpu_memsafety.judge.")
+                and i.rsplit(".", 1)[-1] not in ("Machine", "Standing")], "the runner asks the judge only through decide"
+
+
+def test_the_decision_check_fails_on_a_module_that_decides_elsewhere() -> None:
+    """A synthetic runner that asks the rules directly (judge_case, lost) is found; decide and the baseline are not."""
+    source = ("from gpu_memsafety.judge.rules import judge_case, lost, apply_baseline\n"
+              "from gpu_memsafety.judge.decide import decide\n")
+    name = "gpu_memsafety.engine.fake"
+    synthetic = {name: Module(name, Path("harness/gpu_memsafety/engine/fake.py"), ast.parse(source))}
+    assert sorted(h.split(" at ")[0] for h in _other_deciders(synthetic)) == [
+        "gpu_memsafety.judge.rules.judge_case", "gpu_memsafety.judge.rules.lost"]
+
+
+def test_one_failure_text_for_both_paths() -> None:
+    """How a case that did not pass reads in pytest's output is defined once (report/failure_text.py), for a
+    scenario case and a suite test alike, and every module that shows one imports it from there."""
+    defined = [name for name, m in MODULES.items() for n in m.tree.body
+               if isinstance(n, ast.FunctionDef) and n.name == "failure_text"]
+    assert defined == ["gpu_memsafety.report.failure_text"], defined
+    users = {name: {i for i in _imported(m) if i.endswith(".failure_text")} for name, m in MODULES.items()}
+    users = {name: found for name, found in users.items() if found}
+    assert len(users) >= 2 and all(found == {"gpu_memsafety.report.failure_text.failure_text"}
+                                   for found in users.values()), users
 
 
 # ------------------------------------------------------------------------------- one definition for both paths

@@ -147,7 +147,7 @@ def test_nothing_heavy_imported():
     heavy = [m for m in sys.modules if m.startswith(("gpu_memsafety.engine.runner", "gpu_memsafety.engine.worker",
                                                      "gpu_memsafety.kernels", "gpu_memsafety.fixtures.scenario_run",
                                                      "gpu_memsafety.fixtures.config", "gpu_memsafety.fixtures.controller",
-                                                     "gpu_memsafety.fixtures.failure_text", "gpu_memsafety.fixtures.shards",
+                                                     "gpu_memsafety.fixtures.shards",
                                                      "gpu_memsafety.scenarios", "gpu_memsafety.report", "triton"))]
     assert heavy == []
 ''')

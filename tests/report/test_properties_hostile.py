@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu_memsafety.fixtures.failure_text import failure_text
+from gpu_memsafety.report.failure_text import failure_text
 from gpu_memsafety.judge.baseline import BASELINE_SCHEMA, Baseline, BaselineError, compare, load_baseline, render_diff
 from gpu_memsafety.model import MEMCHECK, OVERREAD, CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.report import (ReportError, build_report, github_annotations, read_json_file, render_files,

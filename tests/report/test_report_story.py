@@ -240,7 +240,7 @@ def test_terminal_and_junit_show_control_characters_as_escapes() -> None:
 
 
 def test_failure_text_for_pytest_shows_control_characters_as_escapes() -> None:
-    from gpu_memsafety.fixtures.failure_text import failure_text
+    from gpu_memsafety.report.failure_text import failure_text
     text = failure_text(result("s[a]", Outcome.CRASHED, message=HOSTILE))
     assert "\x1b" not in text and "\\x1b[2J" in text
 

@@ -14,7 +14,8 @@ from dataclasses import replace
 
 from gpu_memsafety import job as J
 from gpu_memsafety.detectors.modes import MODES
-from gpu_memsafety.judge.rules import Batch, Judge
+from gpu_memsafety.engine.batches import Batch, Batches
+from gpu_memsafety.judge.rules import Standing
 from gpu_memsafety.model import MEMCHECK, OVERREAD, SHARED, SHARED_MEMORY, Expectation, ExpectedFinding, Outcome
 from gpu_memsafety.sanitizer.parse import MEMORY_ACCESS, SanitizerRecord
 from gpu_memsafety.sanitizer.records import lost_record, place_sanitizer_records
@@ -52,7 +53,7 @@ def test_a_shared_memory_record_is_a_finding_of_region_shared_on_the_case_whose_
 def test_a_shared_record_of_a_case_that_died_in_the_launch_goes_to_it_by_the_scenarios_kernel_label() -> None:
     sc = scenario(Expectation((ExpectedFinding(OVERREAD, SHARED, region=SHARED_MEMORY),)))   # its label is "k"
     died = replace(worker(J.FAULT, message="unspecified launch failure"), kernel="")
-    judged = Judge(MODES["memcheck"], GPU).judge_batch([(sc, CASE)], Batch(
+    judged = Batches(Standing(MODES["memcheck"], GPU)).judge_batch([(sc, CASE)], Batch(
         results={0: died}, sanitizer=memcheck_run(shared_read("k"), LAUNCH_FAILED)))
     [result] = judged.done
     assert result.outcome is Outcome.EXPECTED_FINDING, result.message
@@ -77,7 +78,7 @@ def test_a_kernel_failure_with_no_access_record_is_a_lost_record() -> None:
 
 def test_a_lost_record_reruns_the_case_alone_and_the_rerun_is_what_it_is_judged_on() -> None:
     sc = scenario(Expectation((READ_PAST_SRC,)))
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     first = judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(PROBE, LAUNCH_FAILED),
                                                   returncode=86, log="terminate called after throwing"))
     assert first.done == [] and first.rest == [0] and first.alone == [CASE.id]
@@ -95,7 +96,7 @@ def test_a_record_lost_in_every_run_up_to_one_alone_on_the_gpu_is_unresolved_nev
     the GPU to itself (the judge asks for it: wants_gpu_alone); lost there too, the case is unresolved, and says
     how alone its last run was."""
     sc = scenario(Expectation((READ_PAST_SRC,)))
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     wanted = []
     for attempt in range(3):
         wanted.append(judge.wants_gpu_alone([(sc, CASE)]))
@@ -114,7 +115,7 @@ def test_a_record_lost_in_every_run_up_to_one_alone_on_the_gpu_is_unresolved_nev
 
 def test_a_last_run_that_could_not_have_the_gpu_alone_says_so() -> None:
     sc = scenario(Expectation((READ_PAST_SRC,)))
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     for attempt in range(3):
         use = {"gpu": "GPU-0", "exclusive": True, "alone": False, "waited_s": 600.0} if attempt == 2 else None
         judged = judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(LAUNCH_FAILED),
@@ -125,7 +126,7 @@ def test_a_last_run_that_could_not_have_the_gpu_alone_says_so() -> None:
 
 def test_a_record_found_in_the_run_alone_on_the_gpu_is_judged_on_that_run() -> None:
     sc = scenario(Expectation((READ_PAST_SRC,)))
-    judge = Judge(MODES["memcheck"], GPU)
+    judge = Batches(Standing(MODES["memcheck"], GPU))
     for attempt in range(2):
         judge.judge_batch([(sc, CASE)], Batch(results={0: died()}, sanitizer=memcheck_run(LAUNCH_FAILED)))
     assert judge.wants_gpu_alone([(sc, CASE)])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_memsafety.fixtures.failure_text import CaseFailure, failure_text, known_bug_reason
+from gpu_memsafety.report.failure_text import CaseFailure, failure_text, known_bug_reason
 from gpu_memsafety.judge.baseline import BASELINE_SCHEMA, Baseline, compare, render_diff
 from gpu_memsafety.model import MEMCHECK, OVERREAD, CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.report import build_report, render_files, report_json_text
@@ -60,7 +60,7 @@ def test_pytest_failure_text_and_skip_reasons_are_neutral() -> None:
 
 
 def test_host_suite_texts_are_neutral() -> None:
-    from gpu_memsafety.host.text import failure_text as host_failure, summary_line
+    from gpu_memsafety.report.failure_text import failure_text as host_failure, summary_line
     result = hostile_result()
     result.details = {"test": {"outcome": ATTACK}}
     assert_neutral(host_failure(result), "host failure_text")

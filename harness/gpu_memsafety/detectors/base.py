@@ -27,7 +27,11 @@ nothing), so that the judge, the engine and the host suites name no detector:
   of a staged mode need not run it: an earlier detector saw all it could), `recount` (what an earlier detector's
   findings ask it to look at again);
 - what it reruns: `reruns` (a fault it must rerun the case over before it can be judged: the guard page's probes,
-  run by the runner through the `Reruns` shape);
+  run by the runner through the `Reruns` shape), and `batch_rule` (its rule over each sanitized process's placed
+  records, before the batch's cases are judged: memcheck's stray accesses and lost records, through the
+  `BatchRule` shape: which cases rerun one per process, which it gives up on, what a case's own run adds);
+- what it explains: `explains` (why an error that ended a run without it is its to judge: the interpreter's fence
+  stopping a run over the stray accesses the trace judges);
 - what it keeps: `checked_whole` (launches it checked to the byte, which a later stage's `left_out` reads),
   `keeps_evidence` (its evidence goes into the case's details), `merge_evidence` (two actions' evidence of it for
   one case as one).
@@ -44,6 +48,7 @@ from gpu_memsafety.model import DetectorRun, Expectation, Finding
 
 if TYPE_CHECKING:
     from gpu_memsafety.job import WorkerResult
+    from gpu_memsafety.sanitizer.records import Placed
     from gpu_memsafety.scenario.definition import Case, Scenario
 
 
@@ -137,6 +142,10 @@ class Detector(Protocol):
 
     def reruns(self, result: "WorkerResult") -> "Reruns | None": ...
 
+    def batch_rule(self) -> "BatchRule | None": ...
+
+    def explains(self, message: str) -> str: ...
+
     def checked_whole(self, ev: Evidence) -> int: ...
 
     def left_out(self, earlier: "Earlier") -> "Leave | None": ...
@@ -175,6 +184,16 @@ class Unit:
     def reruns(self, result: "WorkerResult") -> "Reruns | None":
         """The reruns a result of this detector's mode needs before it can be judged (None: none)."""
         return None
+
+    def batch_rule(self) -> "BatchRule | None":
+        """This detector's rule over each sanitized process's placed records, for one run (it may remember what
+        earlier batches showed), applied before the batch's cases are judged (None: none)."""
+        return None
+
+    def explains(self, message: str) -> str:
+        """Why an error that ended a run (its result's message) is this detector's to judge, the run itself judging
+        nothing ("" when it is not)."""
+        return ""
 
     def checked_whole(self, ev: Evidence) -> int:
         """How many launches of the case this detector checked to the byte, whatever the values (0: none)."""
@@ -253,6 +272,40 @@ class Reruns(Protocol):
     def stop(self, why: str, left: Sequence[Any] = ()) -> None: ...
 
     def to_json(self) -> dict[str, Any]: ...
+
+
+class BatchView(Protocol):
+    """What a detector's batch rule reads of one worker process (gpu_memsafety.engine.batches.Batch is one)."""
+
+    results: "Mapping[int, WorkerResult]"
+    crashed: Mapping[int, str]
+    timed_out: Mapping[int, float]
+    returncode: int | None
+    log: str
+    load: float | None
+    gpu_use: "Mapping[str, Any] | None"
+    sanitizer: SanitizerView | None
+
+
+@dataclass
+class Sorting:
+    """A detector's batch rule on one process's batch (BatchRule.sort)."""
+
+    restart: str = ""           # why every case that started reruns one per process, none judged on this run ("": not)
+    restart_ids: list[str] = field(default_factory=list)     # ... those cases
+    alone: list[str] = field(default_factory=list)           # cases that rerun one per process before they are judged
+    note: str = ""              # why they do
+    given_up: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # case -> why unresolved, its details
+
+
+class BatchRule(Protocol):
+    """A detector's rule over the placed records of each sanitized process of one run (Unit.batch_rule)."""
+
+    def sort(self, items: "Sequence[tuple[Scenario, Case]]", batch: BatchView, placed: "Placed") -> Sorting: ...
+
+    def gpu_alone(self, case_id: str) -> bool: ...
+
+    def evidence(self, case_id: str, found: list[Finding], single: bool) -> tuple[list[Finding], dict[str, Any]]: ...
 
 
 def wild_accesses(expectation: Expectation) -> str:

@@ -34,6 +34,13 @@ def reconcile(findings: list[Finding]) -> list[Finding]:
     return findings
 
 
+def explained(message: str) -> str:
+    """Why an error that ended a run (its result's message) is a detector's to judge, the run itself judging nothing
+    (Unit.explains: the interpreter's fence stopping a run over stray accesses, which the trace judges); "" when no
+    detector says so."""
+    return next((why for unit in UNITS.values() if (why := unit.explains(message))), "")
+
+
 def fence(detectors: Sequence[str]) -> bool:
     """Fence Triton's interpreter for the rest of this worker process (gpu_memsafety.detectors.trace.fence: no stray
     access touches host memory), strict unless one of the process's `detectors` places stray accesses itself."""

@@ -60,6 +60,12 @@ class TraceDetector(Unit):
     places_strays = True        # an access outside every allocation is masked off and reported by address
     exact_accesses = True
 
+    def explains(self, message: str) -> str:
+        """A run without the trace that the interpreter's fence stopped over stray accesses (StrayAccess, the
+        worker's message gpu_memsafety.job.STRAY_ACCESS): the trace judges those accesses, the run nothing."""
+        return ("the interpreter's fence stopped the run over stray accesses (below), which the trace judges"
+                if message.startswith(STRAY_ACCESS) else "")
+
     def checked_whole(self, ev: Evidence) -> int:
         """The interpreted launches the trace checked: every access of each, to the byte, whatever its value."""
         got = ev.of(TRACE)

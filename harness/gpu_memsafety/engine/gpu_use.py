@@ -4,8 +4,8 @@ Memcheck now and then ends a kernel and writes no record of the access that made
 On the H200 this happened only under load: 0-3 cases per full run at 8 and 16 workers. Each such case is rerun in a
 process of its own, and at 8 workers that rerun always found the record. At 16 workers, run 38 lost the record in
 that rerun too: `unpadded-tkA-sweep-K2752`, rerun at a load average of 15.2 on 16 cores. That case was unresolved
-and failed the run. A third run has the GPU to itself: no other process of ours runs on it meanwhile (Judge decides
-which runs need that).
+and failed the run. A third run has the GPU to itself: no other process of ours runs on it meanwhile (memcheck's batch
+rule, Unit.batch_rule, says which runs need that).
 
 A readers-writer lock made of two `flock`s per GPU, in a per-user folder of the temporary directory, so that every
 run of the harness on this machine takes part:

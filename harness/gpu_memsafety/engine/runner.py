@@ -3,8 +3,8 @@
 One batch of cases runs in one worker process (addresses stay unique, attribution stays exact). The runner
 watches per-case start marks to enforce per-case deadlines, kills a hung worker's whole process group,
 reruns the cases after a lost CUDA context in a fresh process, and hands what each process left behind (a
-`judge.Batch`: typed worker results, cases that timed out or died, the sanitizer's output) to the judge,
-which decides every outcome (harness/gpu_memsafety/judge/rules.py). What each mode runs is the policy table in harness/gpu_memsafety/detectors/modes.py.
+`Batch`: typed worker results, cases that timed out or died, the sanitizer's output) to engine/batches.py, which
+asks the one decision (gpu_memsafety.judge.decide) for every outcome. What each mode runs is the policy table in harness/gpu_memsafety/detectors/modes.py.
 """
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ from gpu_memsafety.scenario import registry
 from gpu_memsafety.engine import gpu_use
 from gpu_memsafety import job as J
 from gpu_memsafety.job import FAULT, SUPERVISOR_ENV, Job, JobCase, WorkerResult
-from gpu_memsafety.judge.rules import Batch, Judge, Machine
+from gpu_memsafety.engine.batches import Batch, Batches
+from gpu_memsafety.judge.rules import Machine, Standing
 from gpu_memsafety.sanitizer.records import read_sanitizer
-from gpu_memsafety.model import CaseResult, Outcome
+from gpu_memsafety.model import CaseResult
 from gpu_memsafety.cover import COVER_OPTIONS, COVER_SCENARIO
 from gpu_memsafety.detectors.modes import MODES, SANITIZER_SLOWDOWN, Mode  # noqa: F401  (re-exported: the mode table's users)
 from gpu_memsafety.util.child import Child
@@ -93,17 +94,19 @@ class Runner:
         self.o.workdir.mkdir(parents=True, exist_ok=True)
         self._batch = 0
         # Cases to rerun one per process: their batch had sanitizer records that map to no buffer, and only
-        # a process of their own can say which case made them (the judge asks for it).
+        # a process of their own can say which case made them (a detector's batch rule asks for it).
         self._alone: set[str] = set()
         # One entry per worker process: where its time went (start-up before the first case, the cases,
         # the exit after the last one: the sanitizer writing its report).
         self.processes: list[dict[str, Any]] = []
         found = getattr(self.o.sanitizer, "found", None)
-        self.judge = Judge(options.mode, Machine(gpu=options.gpu_available, allow_unsupported=options.allow_unsupported,
-                                                   gpu_missing_reason=options.gpu_missing_reason),
-                           sanitizer_missing=self._sanitizer_missing() if options.mode.sanitizer else "",
-                           sanitizer_describe=f"compute-sanitizer {found.version} ({found.path})" if found else "",
-                           sanitizer_caveat=_caveat(found, options.mode.sanitizer) if found else "")
+        self.standing = Standing(options.mode, Machine(gpu=options.gpu_available,
+                                                       allow_unsupported=options.allow_unsupported,
+                                                       gpu_missing_reason=options.gpu_missing_reason),
+                                 sanitizer_missing=self._sanitizer_missing() if options.mode.sanitizer else "")
+        self.sanitizer_describe = f"compute-sanitizer {found.version} ({found.path})" if found else ""
+        self.sanitizer_caveat = _caveat(found, options.mode.sanitizer) if found else ""   # what a ran line adds
+        self.batches = Batches(self.standing)
 
     # -- public -------------------------------------------------------------------------------------
     def run(self, items: Sequence[tuple[Scenario, Case]]) -> list[CaseResult]:
@@ -121,7 +124,7 @@ class Runner:
         while pending:
             runnable = []
             for scenario, case in pending:
-                gated = self.judge.gate(scenario, case)
+                gated = self.batches.gate(scenario, case)
                 if gated is not None:
                     results.append(self._emit(gated))
                 else:
@@ -135,7 +138,7 @@ class Runner:
             pending = rest + [x for x in runnable if not any(x is b for b in batch)]
             relaunches += 0 if alone else 1
             if relaunches > MAX_RELAUNCHES and pending:
-                results.extend(self._emit(self.judge.lost(s, c, Outcome.UNRESOLVED, "not run: relaunch budget exhausted"))
+                results.extend(self._emit(self.batches.lost(s, c, "not run: relaunch budget exhausted"))
                                for s, c in pending)
                 break
         return results
@@ -158,7 +161,7 @@ class Runner:
         self._batch += 1
         out = self.o.workdir / f"batch-{self._batch:03d}"
         out.mkdir(parents=True, exist_ok=True)
-        sanitized = self.judge.sanitize()
+        sanitized = self.standing.sanitize()
         job = self._job(items, out, sanitized)
         job_path = out / "job.json"
         job_path.write_text(json.dumps(job.to_json(), indent=1))
@@ -169,7 +172,7 @@ class Runner:
             argv = san.memcheck_command(self.o.sanitizer.found, tool=self.o.mode.sanitizer, xml_path=xml_path,
                                         target_argv=argv)
         spawned = time.time()
-        batch = self._supervise(argv, items, out, sanitized, alone=self.judge.wants_gpu_alone(items))
+        batch = self._supervise(argv, items, out, sanitized, alone=self.batches.wants_gpu_alone(items))
         self.processes.append({**_process_times(out, len(items), sanitized, spawned, time.time(), batch.returncode),
                                **({"left_behind": batch.left_behind} if batch.left_behind else {}),
                                **({"exit_hung_s": batch.exit_hung} if batch.exit_hung else {}),
@@ -178,7 +181,7 @@ class Runner:
             batch.sanitizer = read_sanitizer(self.o.mode.sanitizer or "", batch.log,
                                              xml_path.read_bytes() if xml_path.exists() else None,
                                              exit_code=batch.returncode, timed_out=bool(batch.timed_out),
-                                             describe=self.judge.sanitizer_describe, caveat=self.judge.sanitizer_caveat)
+                                             describe=self.sanitizer_describe, caveat=self.sanitizer_caveat)
             if batch.exit_hung:
                 # its report was cut off with the process: nothing it did or did not record can be trusted
                 hung = (f"the process did not end within {batch.exit_hung:.0f} s after its last case and was killed "
@@ -186,7 +189,7 @@ class Runner:
                 batch.sanitizer = replace(batch.sanitizer, problem="; ".join(
                     x for x in (hung, batch.sanitizer.problem) if x))
         (out / "argv.json").write_text(json.dumps(argv))
-        judged = self.judge.judge_batch(items, batch)
+        judged = self.batches.judge_batch(items, batch)
         if judged.alone:
             self._alone.update(judged.alone)
             (out / "rerun-alone.txt").write_text(judged.note + "\n")
@@ -194,7 +197,7 @@ class Runner:
         for index, (result, probing) in sorted(judged.probe.items()):
             scenario, case = items[index]
             self._probe_pages(scenario, case, probing)
-            done.append(self.judge.judge_probed(scenario, case, result, probing))
+            done.append(self.batches.probed(scenario, case, result, probing))
         return done, [items[i] for i in judged.rest]
 
     def _probe_pages(self, scenario: Scenario, case: Case, probing: Reruns) -> None:

@@ -16,7 +16,7 @@ What the stages hand on is the detectors' to decide (gpu_memsafety.detectors.bas
 - Earlier findings may ask a later detector to look again (Unit.recount: the buffers past whose ends memcheck saw
   an overread no expectation accepts; memcheck ends the kernel at its first bad access, so its count can be short,
   and poison's bound shows it: gpu_memsafety.detectors.memcheck.undercounts).
-gpu_memsafety.judge.combine decides the outcome.
+The one decision (gpu_memsafety.judge.decide, on `Staged` evidence: gpu_memsafety.judge.combine) gives the outcome.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 from gpu_memsafety.detectors.base import Earlier
 from gpu_memsafety.detectors.registry import UNITS
 from gpu_memsafety.detectors.modes import MODES, Mode
-from gpu_memsafety.judge.combine import StageResult, combine, stops
+from gpu_memsafety.judge.combine import StageResult, stops
+from gpu_memsafety.judge.decide import Staged, decide
 from gpu_memsafety.model import CaseResult
 
 if TYPE_CHECKING:
@@ -35,10 +36,12 @@ if TYPE_CHECKING:
 
 class Parent(Protocol):
     """What a staged run needs of the runner that started it (gpu_memsafety.engine.runner.Runner, which calls `run`;
-    each stage runs in a runner of the same type): its options, its judge, the processes it lists, and its emit."""
+    each stage runs in a runner of the same type): its options, what its run is (judge.rules.Standing), its batches
+    (engine.batches.Batches: what each case judged from evidence showed), the processes it lists, and its emit."""
 
     o: Any
-    judge: Any
+    standing: Any
+    batches: Any
     processes: list[dict[str, Any]]
 
     def run(self, items: Sequence[tuple["Scenario", "Case"]]) -> list[CaseResult]: ...
@@ -101,19 +104,22 @@ def run(parent: Parent, items: Sequence[tuple["Scenario", "Case"]]) -> list[Case
             runner = type(parent)(replace(o, mode=mode, workdir=workdir, on_result=None, covered_seen=covered_seen,
                                           recount=recount))
             for result in runner.run(cases):
-                done = StageResult(name, result, runner.judge.assessed.get(result.case_id))
+                seen = runner.batches.seen.get(result.case_id)
+                done = StageResult(name, result, seen.assessment if seen is not None else None)
                 per_case[result.case_id].append(done)
                 if stops(done):
                     stopped.add(result.case_id)
-            for cid, by in runner.judge.checked.items():
-                checked.setdefault(cid, {}).update(by)
+            for cid, judged in runner.batches.seen.items():
+                if judged.checked:
+                    checked.setdefault(cid, {}).update(judged.checked)
             parent.processes += [{**p, "stage": name} for p in runner.processes]
-            if any(UNITS[d].watches_covered_ends for d in mode.detectors) and runner.judge.sanitize():
+            if any(UNITS[d].watches_covered_ends for d in mode.detectors) and runner.standing.sanitize():
                 covered_seen = True
-                maps.update(runner.judge.buffer_maps)
-    machine = parent.judge.machine
-    return [parent._emit(combine(o.mode.name, o.mode.detectors, scenario, case, per_case[case.id], gpu=machine.gpu,
-                                 allow_unsupported=machine.allow_unsupported, left=left.get(case.id, {})))
+                maps.update({cid: judged.buffers for cid, judged in runner.batches.seen.items()})
+    machine = parent.standing.machine
+    return [parent._emit(decide(Staged(o.mode.name, o.mode.detectors, scenario, case, per_case[case.id],
+                                       gpu=machine.gpu, allow_unsupported=machine.allow_unsupported,
+                                       left=left.get(case.id, {}))))
             for scenario, case in items]
 
 

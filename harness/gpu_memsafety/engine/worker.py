@@ -7,7 +7,7 @@ traceback (lit's UNRESOLVED); an `Unsupported` becomes `unsupported`, a `NotAppl
 CUDA error that leaves the context unusable ends the process (exit code CONTEXT_LOST) so that the parent
 reruns the remaining cases in a fresh one. How a case runs are the mode's worker actions (gpu_memsafety.detectors.actions: the
 plain launch, or a detector's own), called in turn; the worker never branches on the mode. It records evidence only;
-the judge (gpu_memsafety.judge.rules) decides.
+the judge (gpu_memsafety.judge.decide) decides.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from gpu_memsafety.host.launches import TensorUse, name_of
-from gpu_memsafety.host.modes import MARKERS_DETECTOR
+from gpu_memsafety.detectors.suite_modes import MARKERS_DETECTOR
 from gpu_memsafety.model import BEFORE_START, PAST_END, Finding
 from gpu_memsafety.host.allocator import Allocation, GuardHit
 from gpu_memsafety.sanitizer.attribute import guard_findings

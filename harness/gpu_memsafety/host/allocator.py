@@ -9,7 +9,7 @@ it (a callback per allocation; frames inside torch, pytest and this package are 
 
 `GuardAllocator` is the interface the pytest hooks use (fixtures/memsafety.py); `CudaGuardAllocator` is the real
 one; the CPU tests plug in a fake through the `pytest_gpu_memsafety_make_allocator` hook. What a check finds
-is typed data (`GuardHit`), turned into findings by gpu_memsafety.host.judge.
+is typed data (`GuardHit`), turned into findings by gpu_memsafety.host.allocations.
 """
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ def read_output(directory: Path) -> Output:
 def strip_args(args: Sequence[str]) -> list[str]:
     """The parent's arguments without the options a child must not inherit (STRIPPED), in any of their spellings:
     '--opt value', '--opt=value', and for short options '-n4' and '-n 4'."""
-    from gpu_memsafety.host.modes import MODES
+    from gpu_memsafety.detectors.suite_modes import MODES
     out: list[str] = []
     skip_value = False
     for i, arg in enumerate(args):
@@ -209,7 +209,7 @@ def child_env(base: Mapping[str, str], *, gpu: str, mode: str) -> dict[str, str]
     env["PYTHONUNBUFFERED"] = "1"
     if gpu:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    from gpu_memsafety.host.modes import SANITIZED
+    from gpu_memsafety.detectors.suite_modes import SANITIZED
     if mode in SANITIZED:
         # Whatever escapes the guard allocator still gets exact allocations, seen by memcheck at both ends.
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"

@@ -9,39 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gpu_memsafety.host.breaks import Seen
+from gpu_memsafety.judge.suite import ERROR, FAILED, PASSED, SKIPPED, XFAILED, XPASSED, OwnResult
 from gpu_memsafety.host.launches import TensorUse
 from gpu_memsafety.model import Finding
 from gpu_memsafety.host.allocator import Allocation, GuardHit
-
-# The test's own outcome, in pytest's words (what its summary counts).
-PASSED, FAILED, SKIPPED, ERROR, XFAILED, XPASSED = "passed", "failed", "skipped", "error", "xfailed", "xpassed"
-OWN_OUTCOMES = (PASSED, FAILED, SKIPPED, ERROR, XFAILED, XPASSED)
-
-
-@dataclass(frozen=True)
-class OwnResult:
-    """The test's own result, kept beside the memory-safety verdict and never changed by it."""
-
-    outcome: str
-    message: str = ""            # first line of the failure or skip reason
-    duration_s: float = 0.0
-    unguarded_rerun: str = ""    # when a break made it fail guarded: how its own result was obtained instead
-
-    def __post_init__(self) -> None:
-        if self.outcome not in OWN_OUTCOMES:
-            raise ValueError(f"unknown test outcome {self.outcome!r}; known: {', '.join(OWN_OUTCOMES)}")
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"outcome": self.outcome, "message": self.message, "duration_s": round(self.duration_s, 3)}
-        if self.unguarded_rerun:
-            data["unguarded_rerun"] = self.unguarded_rerun
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "OwnResult":
-        return cls(str(data["outcome"]), str(data.get("message", "")), float(data.get("duration_s", 0.0)),
-                   str(data.get("unguarded_rerun", "")))
-
 
 def own_result(phases: Mapping[str, tuple[str, str, bool]], duration_s: float = 0.0) -> OwnResult:
     """pytest's verdict from its phase reports: when -> (outcome, first line of its text, xfail-marked).
@@ -61,7 +32,8 @@ def own_result(phases: Mapping[str, tuple[str, str, bool]], duration_s: float = 
 
 @dataclass
 class Evidence:
-    """Everything the judge (gpu_memsafety.host.judge) knows about one test."""
+    """What the detectors saw of one test (judge.suite.TestSeen's shape; gpu_memsafety.host.judge hands it to the
+    decision)."""
 
     test: str
     mode: str
@@ -137,17 +109,6 @@ def first_line(text: str) -> str:
         if line.strip():
             return line.strip()
     return ""
-
-
-def module_of(nodeid: str) -> str:
-    """'tests/test_matmul.py::test_op[...]' -> 'tests/test_matmul.py' (a report's suite, and its matrix row)."""
-    return nodeid.split("::", 1)[0]
-
-
-def variant_of(nodeid: str) -> str:
-    """The parametrization id: 'tests/t.py::test_op[a-b]' -> 'a-b' ('' when not parametrized)."""
-    name = nodeid.rsplit("::", 1)[-1]
-    return name[name.index("[") + 1: -1] if name.endswith("]") and "[" in name else ""
 
 
 def sites(stack: Sequence[Any]) -> list[str]:

@@ -19,7 +19,7 @@ from gpu_memsafety.detectors import pageprobe as P
 from gpu_memsafety.detectors.guard_page import fault_finding
 from gpu_memsafety.host import children
 from gpu_memsafety.host.allocations import allocation_details
-from gpu_memsafety.host.modes import PAGES
+from gpu_memsafety.detectors.suite_modes import PAGES
 from gpu_memsafety.model import OVERREAD, Finding
 from gpu_memsafety.host.allocator import EXACT, PAGE_AFTER, PAGE_BEFORE, Allocation
 

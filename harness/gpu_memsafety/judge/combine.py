@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from gpu_memsafety.detectors.registry import reconcile, says
-from gpu_memsafety.job import STRAY_ACCESS
+from gpu_memsafety.detectors.registry import explained, reconcile, says
 from gpu_memsafety.judge.verdict import Assessment, conclude
 from gpu_memsafety.model import CaseResult, DetectorRun, Finding, Outcome
 from gpu_memsafety.scenario.definition import Case, Scenario
@@ -100,15 +99,15 @@ def combine(mode: str, detectors: Sequence[str], scenario: Scenario, case: Case,
 
 
 def _fenced(stages: Sequence[StageResult]) -> list[StageResult]:
-    """The stages that ended the case over stray accesses the interpreter's fence did not let a run without the trace
-    make (gpu_memsafety.job.STRAY_ACCESS), where another stage ran a detector that places stray accesses on the case (the
-    trace): that stage's findings say what the accesses were, so such a stage decides nothing (rule 1 does not apply)
-    and adds nothing."""
+    """The stages that ended the case over an error a detector explains (Unit.explains: stray accesses the
+    interpreter's fence did not let a run without the trace make), where another stage ran a detector that places
+    stray accesses on the case (the trace): that stage's findings say what the accesses were, so such a stage decides
+    nothing (rule 1 does not apply) and adds nothing."""
     if not any(d.ran and says(d.detector, "places_strays")
                for s in stages for d in s.result.detectors):
         return []
     return [s for s in stages if s.assessment is None and s.result.outcome is Outcome.UNRESOLVED
-            and s.result.message.startswith(STRAY_ACCESS)]
+            and explained(s.result.message)]
 
 
 def distinct(findings: Sequence[Finding]) -> list[Finding]:

@@ -6,7 +6,7 @@ cases of the batch: memory accesses by address (gpu_memsafety.sanitizer.attribut
 the kernel that made them (gpu_memsafety.sanitizer.hazards), and what cannot be placed (no address, an API error that
 says a kernel failed, an Imprecise record) becomes an UNPLACED finding showing the raw record, never dropped.
 
-Pure: no torch, no processes. The judge (gpu_memsafety.judge.rules) asks for this once per batch: records belong to a
+Pure: no torch, no processes. The engine (gpu_memsafety.engine.batches) asks for this once per batch: records belong to a
 process, not to a case.
 """
 from __future__ import annotations

@@ -234,7 +234,7 @@ class Scenario:
         """Whether the case gets a process of its own from the start: the scenario says so (`isolated`), or the
         case is expected to leave records that name no buffer (a shared-memory access, a race, a barrier:
         racecheck's and synccheck's hazards), which only its kernel's name can tie to a case: in a batch beside a
-        case of the same kernel they would send both to run again one per process (judge.rules), so the batch's
+        case of the same kernel they would send both to run again one per process (engine.batches), so the batch's
         run would be spent for nothing. A planning hint only: an expectation that cannot be worked out here is the
         judge's to report (on that case), not the planner's."""
         if self.isolated(case):

@@ -1,8 +1,12 @@
-"""How a host-suite verdict reads in pytest's own output: the failure of a test with a finding (its call report's
-text), and the one line under a test whose verdict is not a plain clean (known bug, not applicable). Control
-characters from the suite or the kernels are shown as escapes (gpu_memsafety.report.visible).
+"""How a verdict reads in pytest's own output, on both paths: `failure_text`, the failure of a case that did not
+pass, and the one-line reasons under a case whose verdict is not a plain pass (a known bug's xfail reason; a suite
+test's summary line). Control characters from the suite, the kernels or the tools are shown as escapes
+(gpu_memsafety.report.visible).
 
-By default each finding is said once, in a few lines of at most LINE_WIDTH columns: what was read or written, where
+A scenario case's failure is a `key = value` block (scenario, case, kernel, arch, mode, outcome, expected, each
+detector, each finding), then the head and tail of its message (the tool output).
+
+A suite test's failure (a verdict that keeps the test's own result beside it, details["test"]): by default each finding is said once, in a few lines of at most LINE_WIDTH columns: what was read or written, where
 in the kernel, the tensor, the bytes, the test and the command that runs it again alone. `-v` gives everything: the
 finding's every field, the allocation's stack and the whole verdict. What every test shares (no GPU here) is said
 once, at the top of the run, not here.
@@ -15,14 +19,42 @@ from typing import Any, Mapping
 from gpu_memsafety.model import CaseResult, Finding
 
 FINDING_LINES = 12
+MESSAGE_LINES = 40          # a scenario case's message longer than this shows its head and tail
 LINE_WIDTH = 120
 INDENT = "    "
 
 
+class CaseFailure(Exception):
+    """A scenario case that did not pass, raised in its pytest item (its report's text is failure_text)."""
+
+    def __init__(self, result: CaseResult) -> None:
+        from gpu_memsafety.util.neutral import visible
+        super().__init__(visible(result.message))   # pytest may print it as it is
+        self.result = result
+
+
+def known_bug_reason(result: CaseResult) -> str:
+    """The one-line xfail reason of an expected finding: a baseline's reason where one accepted it ("accepted:
+    <reason>"), else the upstream issue, else the expectation."""
+    from gpu_memsafety.report import accepted_text, upstream_of, visible
+    data = result.to_json()
+    upstream = upstream_of(data)
+    said = accepted_text(data) or (f"known bug {upstream}" if upstream else f"known bug: {result.expected}")
+    return visible(said, newlines=False)
+
+
+def is_suite_test(result: CaseResult) -> bool:
+    """Whether the verdict is a suite test's: it keeps the test's own result beside it (judge.suite)."""
+    return "test" in result.details
+
+
 def failure_text(result: CaseResult, verbose: int = 0, root: str = "") -> str:
-    """The text of a test's failure for its verdict: short (each finding once, lines within LINE_WIDTH), or with
-    `verbose` everything the report holds."""
+    """The text of a case's failure for its verdict. A scenario case: its key = value block, then the head and tail
+    of its message. A suite test: short (each finding once, lines within LINE_WIDTH), or with `verbose` everything
+    the report holds."""
     from gpu_memsafety.report import visible
+    if not is_suite_test(result):
+        return visible(_case_block(result))
     if verbose > 0:
         return visible(_everything(result, root))
     own = result.details.get("test", {})
@@ -38,6 +70,19 @@ def failure_text(result: CaseResult, verbose: int = 0, root: str = "") -> str:
     if where.get("rerun"):
         lines.append(f"{INDENT}rerun: {where['rerun']}")
     return visible("\n".join(wrap(line) for line in lines))
+
+
+def _case_block(result: CaseResult) -> str:
+    """A scenario case: key = value block, then the findings, then the head and tail of the message (tool output)."""
+    from gpu_memsafety.report import describe_finding
+    lines = [f"scenario = {result.scenario}", f"case = {result.case_id}", f"kernel = {result.kernel}",
+             f"arch = {result.arch}", f"mode = {result.mode}", f"outcome = {result.outcome.label}",
+             f"expected = {result.expected}"]
+    lines += [f"detector {d.detector} = {'ran' if d.ran else 'did not run'}: {d.detail}" for d in result.detectors]
+    lines += [f"finding = {describe_finding(f)}" for f in result.findings]
+    message = result.message.splitlines()
+    shown = message if len(message) <= MESSAGE_LINES else message[:15] + ["..."] + message[-20:]
+    return "\n".join(lines + [""] + shown)
 
 
 def head_line(result: CaseResult) -> str:
