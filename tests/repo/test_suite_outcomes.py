@@ -48,3 +48,15 @@ def test_compare_lists_changed_outcomes_and_tests_only_one_side_has(tmp_path: Pa
     assert "only before: 2 {'passed': 1, 'failed': 1}" in lines and "  t::gone_bad: failed" in lines
     assert "  t::gone: passed" not in lines
     assert "only after: 1 {'skipped': 1}" in lines and "  t::new: skipped" in lines
+
+
+def test_a_test_whose_module_moved_folders_is_compared_with_itself() -> None:
+    before = {"tests/test_a.py::t": "passed", "tests/test_a.py::u": "passed", "tests/test_b.py::t": "passed",
+              "tests/test_gone.py::t": "passed", "tests/test_twice.py::t": "passed"}
+    after = {"tests/util/test_a.py::t": "passed", "tests/util/test_a.py::u": "failed", "tests/test_b.py::t": "passed",
+             "tests/x/test_twice.py::t": "passed", "tests/y/test_twice.py::t": "passed"}
+    lines = outcomes_module.compare(before, after)
+    assert "in both: 3; outcome differs: 1" in lines and "moved to another folder: 2 (matched by module file and test name)" in lines
+    assert "  tests/test_a.py::u: passed -> failed (now tests/util/test_a.py::u)" in lines
+    # a file name two folders hold after is no move: each is listed as only one side's
+    assert "only before: 2 {'passed': 2}" in lines and "only after: 2 {'passed': 2}" in lines

@@ -13,6 +13,9 @@ declared others, the modules the tests share sit in tests/helpers/, and a test t
 - A test that starts processes (subprocess, `sys.executable`, pytest's pytester, the engine's Runner, the API's
   run_case; itself or through a function or fixture of its module) carries the `e2e` marker, on itself, its class
   or its module (`pytestmark`).
+- The repository names the suite's files where they are: a mention of tests/.../NAME.py in the docs, the code,
+  the scripts or the changelog fragments, where NAME.py is one of the suite's files, is its path (results/ and the
+  CHANGELOG are history and keep the paths of their day).
 """
 from __future__ import annotations
 
@@ -30,7 +33,6 @@ PACKAGES = ROOT / "harness" / "gpu_memsafety"
 OTHER_FOLDERS = {
     "model": "the modules at the package's top: model, errors, cover, job",
     "api": "gpu_memsafety.api, what scenario authors import",
-    "plugin": "the pytest plugin (scenario runs and suite runs), end to end",
     "kernels": "the kernel adapters of kernels/",
     "scenarios": "the scenarios of scenarios/, run on the CPU",
     "repo": "the repository as a whole: layout, docs, changelog, packaging, tools/ and ci/ scripts",
@@ -193,3 +195,53 @@ def test_tests_that_start_processes_are_marked_e2e() -> None:
 ])
 def test_the_e2e_check_fails_on_a_test_that_starts_a_process_unmarked(source: str, unmarked: list[str]) -> None:
     assert unmarked_starters(source) == unmarked
+
+
+# Where the repository names its own tests' files (results/ and the CHANGELOG are history: they keep the paths
+# of their day).
+NAMING = ("README.md", "Makefile", "pyproject.toml", ".ci", "docs", "harness", "fixtures", "kernels", "scenarios",
+          "tools", "ci", "changelog.d", "tests")
+SUFFIXES = {".py", ".md", ".sh", ".toml", ".txt", ""}
+MENTION = re.compile(r"\btests/[\w/.-]*?([\w-]+\.py)\b")
+
+
+def stale_mentions(text: str, ours: dict[str, str]) -> list[str]:
+    """The mentions of tests/.../NAME.py in `text` where NAME.py is one of the suite's files (`ours`: file name ->
+    its path) and the mention is not that path: a reference the move left behind. Another suite's files (a user's
+    tests/test_k.py in a doc's example) are not ours and pass."""
+    stale = []
+    for match in MENTION.finditer(text):
+        path, name = match.group(0), match.group(1)
+        if name in ours and path != ours[name]:
+            stale.append(f"{path} (now {ours[name]})")
+    return stale
+
+
+def test_the_repository_names_its_test_files_where_they_are() -> None:
+    ours = {p.name: p.relative_to(ROOT).as_posix() for p in TESTS.rglob("*.py")
+            if "__pycache__" not in p.parts and "data" not in p.relative_to(TESTS).parts[:1]}
+    ours = {name: path for name, path in ours.items()
+            if sum(1 for p in TESTS.rglob(name) if "__pycache__" not in p.parts) == 1}
+    stale = {}
+    for top in NAMING:
+        paths = [ROOT / top] if (ROOT / top).is_file() else sorted((ROOT / top).rglob("*"))
+        for path in paths:
+            if not path.is_file() or path.suffix not in SUFFIXES or "__pycache__" in path.parts \
+                    or path.is_relative_to(TESTS / "data"):
+                continue
+            try:
+                found = stale_mentions(path.read_text(encoding="utf-8"), ours)
+            except (UnicodeDecodeError, FileNotFoundError):
+                continue
+            if found:
+                stale[path.relative_to(ROOT).as_posix()] = found
+    assert not stale, f"mentions of the suite's files at a path they are not at: {stale}"
+
+
+def test_the_mention_check_fails_on_a_path_the_move_left_behind() -> None:
+    ours = {"test_judge.py": "tests/judge/test_judge.py", "host_fake.py": "tests/helpers/host_fake.py"}
+    flat = "tests/"         # written apart, so that this file does not name them at the old place itself
+    text = (f"each rule has a test in {flat}test_judge.py; tests/judge/test_judge.py; a user's tests/test_k.py;"
+            f" `-p host_fake` ({flat}host_fake.py)")
+    assert stale_mentions(text, ours) == [f"{flat}test_judge.py (now tests/judge/test_judge.py)",
+                                          f"{flat}host_fake.py (now tests/helpers/host_fake.py)"]

@@ -13,7 +13,7 @@ and if not, could it have) and a list of `Finding`s. A sanitizer tool's records 
 (gpu_memsafety.sanitizer.records: records belong to a process, not a case) and handed to the detector through
 `Evidence.sanitizer_findings`. This module keeps only the rules.
 
-The rules, in order (each has a test in tests/test_judge.py):
+The rules, in order (each has a test in tests/judge/test_judge.py):
  1. status unsupported: could not run (COULD_NOT_RUN on a GPU machine unless --gpu-memsafety-allow-unsupported, else
     UNSUPPORTED); not_applicable: NOT_APPLICABLE; oom and error: UNRESOLVED, nothing was checked.
  2. a fault (lost context, or a death in the launch) that no detector turned into a finding: CRASHED.

@@ -3,7 +3,7 @@ reached through the one entry point, gpu_memsafety.judge.decide.decide (the host
 gathers the evidence and asks there).
 
 The same closed outcomes as a scenario case (model.Outcome), decided here in one place, in this order (a test per
-rule in tests/test_host_judge.py):
+rule in tests/host/test_host_judge.py):
  0. an error of the harness itself while gathering the test's evidence: UNRESOLVED, naming the error.
  1. the mode could not run in this process: without a GPU, NOT_APPLICABLE; on a GPU machine (the allocator could not
     be built or installed, memory was allocated before it could be, no compute-sanitizer) COULD_NOT_RUN, a failure;
