@@ -407,7 +407,7 @@ def test_a_bad_scenario_definition_under_xdist_fails_the_run(tmp_path: Path) -> 
 
 
 def test_the_terminal_says_where_the_time_went_per_batch() -> None:
-    from gpu_memsafety.fixtures.controller import batch_summary
+    from gpu_memsafety.plugin.scenario.controller import batch_summary
     batches = [{"name": "a.b001", "worker": "gw0", "wall_s": 30.0,
                 "processes": [{"startup_s": 8.0, "run_s": 20.0, "exit_s": 2.0}]},
                {"name": "a.b002", "worker": "gw1", "wall_s": 12.0,

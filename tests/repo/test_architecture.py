@@ -13,6 +13,8 @@
   is still a dependency a reader must follow).
 - The host path (a pytest suite's tests) and the scenario path share one definition each of the guard-page
   finding, the guard-page rerun planner and the placing of an address on an allocation.
+- The plugin is a face: fixtures/ holds its hooks, options and the fixtures users call; no module there plans
+  batches, supervises children or assembles evidence (the engines in gpu_memsafety.plugin do, behind their doors).
 
 The import graph is read from the AST of the checkout's folders as the distribution maps them
 (pyproject.toml's package-dir: harness/gpu_memsafety/ -> gpu_memsafety, ...), so the test needs no GPU and imports nothing it
@@ -54,8 +56,9 @@ PURE = (
     "gpu_memsafety.detectors.memcheck", "gpu_memsafety.detectors.guard_page", "gpu_memsafety.detectors.uninit",
     "gpu_memsafety.sanitizer.records", "gpu_memsafety.detectors.actions", "gpu_memsafety.cover",
     "gpu_memsafety.scenario.definition", "gpu_memsafety.scenario.registry", "gpu_memsafety.scenario.adapter",
-    "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.config",
-    "gpu_memsafety.fixtures.controller", "gpu_memsafety.fixtures.shards",
+    "gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options",
+    "gpu_memsafety.plugin.face", "gpu_memsafety.plugin.settings", "gpu_memsafety.plugin.scenario.discovery",
+    "gpu_memsafety.plugin.scenario.controller", "gpu_memsafety.plugin.scenario.shards",
     "gpu_memsafety.cli.bench.results",
 )
 
@@ -794,3 +797,138 @@ def test_the_one_definition_check_fails_on_a_host_module_with_its_own() -> None:
     synthetic = {name: Module(name, Path("harness/gpu_memsafety/host/pageprobe_copy.py"), ast.parse(source))}
     assert sorted(h.split(" at ")[0] for h in _own_definitions(synthetic)) == sorted(
         ["a guard-page Finding", "a rerun loop not driven by the planner", "_nearest"])
+
+
+# ------------------------------------------------------------------------------------------------ the plugin a face
+
+FACE = "gpu_memsafety.fixtures"
+# What a module of the face may not import, by prefix, and the engine's work the import would be for.
+ENGINE_WORK = {
+    "subprocess": "supervises children", "multiprocessing": "supervises children",
+    "gpu_memsafety.util.child": "supervises children", "gpu_memsafety.host.children": "supervises children",
+    "gpu_memsafety.engine": "plans or runs batches",
+    "gpu_memsafety.host": "runs a suite's tests or assembles their evidence",     # its mode table is detectors'
+    "gpu_memsafety.judge.suite": "assembles evidence",
+    "gpu_memsafety.sanitizer.records": "assembles evidence", "gpu_memsafety.detectors.base": "assembles evidence",
+}
+# The engines' doors: the modules of gpu_memsafety.plugin the face calls (each hook one call into them, the names both
+# sides read). Every other module of gpu_memsafety.plugin is an engine's inside.
+ENGINE_DOORS = ("gpu_memsafety.plugin", "gpu_memsafety.plugin.face", "gpu_memsafety.plugin.interrupts",
+                "gpu_memsafety.plugin.settings",
+                "gpu_memsafety.plugin.scenario", "gpu_memsafety.plugin.scenario.run", "gpu_memsafety.plugin.suite",
+                "gpu_memsafety.plugin.suite.runtime", "gpu_memsafety.plugin.suite.roles")
+# What the face may not construct or call: an engine's records and workers.
+ENGINE_CALLS = {"Evidence": "assembles evidence", "OwnResult": "assembles evidence", "Runner": "runs batches",
+                "RunOptions": "runs batches", "Job": "plans batches", "Child": "supervises children",
+                "Popen": "supervises children", "killpg": "supervises children"}
+
+
+def _engine_work(modules: dict[str, Module]) -> list[str]:
+    """Where a module of the face does an engine's work: an import of what plans, runs, supervises or judges (functions
+    and TYPE_CHECKING blocks too), an import of an engine's inside, a call that builds an engine's record or worker.
+    Each as 'what (why) at path:line'."""
+    found = []
+    for name, module in modules.items():
+        if not (name == FACE or name.startswith(FACE + ".")):
+            continue
+        where = lambda line: f"{module.path}:{line}"   # noqa: E731
+        for target, line in _imports(module, top_level_only=False, type_checking=True):
+            work = next((why for prefix, why in ENGINE_WORK.items() if target == prefix or target.startswith(prefix + ".")),
+                        None)
+            if work:
+                found.append(f"imports {target} ({work}) at {where(line)}")
+            elif target.startswith("gpu_memsafety.plugin.") and target not in ENGINE_DOORS:
+                found.append(f"imports {target} (an engine's inside; call its door) at {where(line)}")
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call):
+                called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if called in ENGINE_CALLS:
+                    found.append(f"calls {called} ({ENGINE_CALLS[called]}) at {where(node.lineno)}")
+    return found
+
+
+def test_the_face_does_no_engine_work() -> None:
+    """fixtures/ holds the plugin's hooks, its options and the fixtures users call; the engines are gpu_memsafety.plugin's
+    (scenario/, suite/). The face is found (its gate, options and user fixture), and none of it plans, runs,
+    supervises or assembles."""
+    assert {"gpu_memsafety.fixtures.plugin", "gpu_memsafety.fixtures.options", "gpu_memsafety.fixtures.guarded",
+            "gpu_memsafety.fixtures.scenario_run"} <= set(MODULES)
+    assert {"gpu_memsafety.plugin.scenario.run", "gpu_memsafety.plugin.suite.batches"} <= set(MODULES)
+    assert all(door in MODULES for door in ENGINE_DOORS), [d for d in ENGINE_DOORS if d not in MODULES]
+    found = _engine_work(MODULES)
+    assert not found, "engine work in the plugin's face (move it to gpu_memsafety.plugin, leave a call):\n" + \
+        "\n".join(found)
+
+
+def test_the_face_check_fails_on_a_module_that_does_engine_work() -> None:
+    """A synthetic face module that starts a child, supervises one through util.child, plans with the schedule,
+    builds a suite's Evidence and reaches into an engine's controller: each is found; the mode table, a door and
+    the options are not."""
+    source = ("import subprocess\n"
+              "from gpu_memsafety.detectors import suite_modes\n"
+              "from gpu_memsafety.plugin.scenario import run\n"
+              "from gpu_memsafety.fixtures import options\n"
+              "from gpu_memsafety.plugin.scenario.controller import final_results\n"
+              "def f(items):\n"
+              "    from gpu_memsafety.util.child import Child\n"
+              "    from gpu_memsafety.engine import schedule\n"
+              "    from gpu_memsafety.host.evidence import Evidence\n"
+              "    subprocess.Popen(['x'])\n"
+              "    return schedule.plan(items, 1, 2), Evidence('t', 'markers', '')\n")
+    name = "gpu_memsafety.fixtures.fake"
+    synthetic = {name: Module(name, Path("fixtures/fake.py"), ast.parse(source))}
+    found = sorted(h.split(" at ")[0] for h in _engine_work(synthetic))
+    assert found == sorted([
+        "imports subprocess (supervises children)", "calls Popen (supervises children)",
+        "imports gpu_memsafety.plugin.scenario.controller (an engine's inside; call its door)",
+        "imports gpu_memsafety.util.child (supervises children)",
+        "imports gpu_memsafety.engine.schedule (plans or runs batches)",
+        "imports gpu_memsafety.host.evidence (runs a suite's tests or assembles their evidence)",
+        "calls Evidence (assembles evidence)"]), found
+
+
+# One validator: every check of an option's or ini key's value is made in one module of the plugin, for both kinds of
+# run; the face and the engines read its typed result (SanitizeConfig, HostConfig, ExploreSettings).
+VALIDATOR = "gpu_memsafety.plugin.settings"
+# The checks a value goes through: the modules that check a number or a path, and the functions that read an
+# option's text (a mode of the other kind, explore's counts, a shard, a run group, a baseline file).
+CHECK_MODULES = ("gpu_memsafety.util.bounds", "gpu_memsafety.util.pathargs")
+CHECK_CALLS = ("other_kind", "parse_count", "parse_seconds", "parse_flag", "parse_shard", "run_group", "load_baseline")
+
+
+def _validates(modules: dict[str, Module]) -> list[str]:
+    """Where a module of the face or the plugin other than the validator checks an option's value itself."""
+    found = []
+    for name, module in modules.items():
+        if name == VALIDATOR or not any(name == p or name.startswith(p + ".") for p in (FACE, "gpu_memsafety.plugin")):
+            continue
+        for target, line in _imports(module, top_level_only=False, type_checking=True):
+            if any(target == m or target.startswith(m + ".") for m in CHECK_MODULES):
+                found.append(f"imports {target} at {module.path}:{line}")
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in CHECK_CALLS:
+                found.append(f"calls {getattr(node.func, 'id', None) or node.func.attr} at {module.path}:{node.lineno}")
+    return found
+
+
+def test_the_options_are_validated_in_one_module() -> None:
+    assert VALIDATOR in MODULES
+    validator = MODULES[VALIDATOR]
+    assert {"SanitizeConfig", "HostConfig", "ExploreSettings"} <= _defined_names(validator)
+    found = _validates(MODULES)
+    assert not found, f"option values checked outside {VALIDATOR} (check them there):\n" + "\n".join(found)
+
+
+def test_the_one_validator_check_fails_on_a_module_with_its_own() -> None:
+    """A synthetic engine module that checks a number through util.bounds, a path through pathargs, reads a shard and
+    a mode of the other kind itself: each is found; the same in the validator is not."""
+    source = ("from gpu_memsafety.util import bounds\n"
+              "from gpu_memsafety.util.pathargs import input_file\n"
+              "def f(config):\n"
+              "    schedule.parse_shard(config.getoption('--gpu-memsafety-shard'))\n"
+              "    return other_kind('memcheck', (), for_suite=True)\n")
+    synthetic = {name: Module(name, Path(f"harness/{name.replace('.', '/')}.py"), ast.parse(source))
+                 for name in ("gpu_memsafety.plugin.suite.fake", VALIDATOR)}
+    found = sorted(h.split(" at ")[0] for h in _validates(synthetic))
+    assert found == sorted(["imports gpu_memsafety.util.bounds", "imports gpu_memsafety.util.pathargs",
+                            "calls parse_shard", "calls other_kind"]), found

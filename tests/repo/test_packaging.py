@@ -146,8 +146,7 @@ import sys
 def test_nothing_heavy_imported():
     heavy = [m for m in sys.modules if m.startswith(("gpu_memsafety.engine.runner", "gpu_memsafety.engine.worker",
                                                      "gpu_memsafety.kernels", "gpu_memsafety.fixtures.scenario_run",
-                                                     "gpu_memsafety.fixtures.config", "gpu_memsafety.fixtures.controller",
-                                                     "gpu_memsafety.fixtures.shards",
+                                                     "gpu_memsafety.plugin.scenario", "gpu_memsafety.plugin.suite",
                                                      "gpu_memsafety.scenarios", "gpu_memsafety.report", "triton"))]
     assert heavy == []
 ''')

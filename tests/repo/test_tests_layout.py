@@ -33,7 +33,6 @@ PACKAGES = ROOT / "harness" / "gpu_memsafety"
 OTHER_FOLDERS = {
     "model": "the modules at the package's top: model, errors, cover, job",
     "api": "gpu_memsafety.api, what scenario authors import",
-    "plugin": "the pytest plugin (scenario runs and suite runs), end to end",
     "kernels": "the kernel adapters of kernels/",
     "scenarios": "the scenarios of scenarios/, run on the CPU",
     "repo": "the repository as a whole: layout, docs, changelog, packaging, tools/ and ci/ scripts",

@@ -7,7 +7,7 @@ segments). This module builds the shim (host/guard_alloc.cu, through the project
 installs it, and keeps the Python side of each allocation: the test that made it and the Python stack that made
 it (a callback per allocation; frames inside torch, pytest and this package are left out).
 
-`GuardAllocator` is the interface the pytest hooks use (fixtures/memsafety.py); `CudaGuardAllocator` is the real
+`GuardAllocator` is the interface the pytest hooks use (plugin/suite/runtime.py); `CudaGuardAllocator` is the real
 one; the CPU tests plug in a fake through the `pytest_gpu_memsafety_make_allocator` hook. What a check finds
 is typed data (`GuardHit`), turned into findings by gpu_memsafety.host.allocations.
 """
@@ -180,7 +180,7 @@ class GuardAllocator(Protocol):
 
 _SKIP_PARTS = (f"{os.sep}torch{os.sep}", f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}",
                f"{os.sep}gpu_memsafety{os.sep}", f"{os.sep}harness{os.sep}placement{os.sep}",
-               f"{os.sep}fixtures{os.sep}memsafety", "<frozen ", f"{os.sep}contextlib.py")
+               "<frozen ", f"{os.sep}contextlib.py")
 
 
 def capture_stack(limit: int = STACK_FRAMES) -> tuple[Frame, ...]:

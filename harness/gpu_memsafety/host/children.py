@@ -10,7 +10,7 @@ died in. The sanitizer's XML and the child's log sit beside them.
 The child is the same pytest command as the parent (same arguments, same rootdir and conftest.py files), without
 this harness's own options, xdist, report files and first-failure stops, plus `--gpu-memsafety-child DIR`; it
 collects as the parent did and keeps only the plan's tests, in the plan's order. Pure file and argument handling
-here; running it is fixtures/host_batches.py's job. The child loads this plugin the way the parent did (the same
+here; running it is plugin/suite/batches.py's job. The child loads this plugin the way the parent did (the same
 arguments, ini file and environment: an entry point, or `-p`), never a second way.
 """
 from __future__ import annotations

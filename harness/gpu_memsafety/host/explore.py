@@ -5,7 +5,7 @@ than a chunk, a column count that is not a power of two, a single expert, an emp
 again at boundary values derived from the test itself, each variant its own case. This module is the pure part: it
 plans the variants of one test from its parameter values and the constexpr block sizes its own launches used, names
 each variant in a stable text (`<node id>@{"T": 15}`) that reads back to the same change in any process, and checks
-the budgets. No pytest, torch or triton here (fixtures/host_explore.py runs the variants).
+the budgets. No pytest, torch or triton here (gpu_memsafety.plugin.suite.explore runs the variants).
 
 What is varied: every integer parameter (bools are not integers here), and the integers inside tuple or list
 parameters: a shape's each dimension, and a list of nondecreasing offsets starting at 0 (cu_seqlens, expert
