@@ -91,6 +91,8 @@ class Seen:
 
 def judge_case(st: Standing, ev: Evidence) -> CaseResult:
     res, scenario, case = ev.result, ev.scenario, ev.case
+    # what the case expects on the arch it ran on: read once, every rule below and the result read this one
+    expectation = scenario.expectation(case, res.arch)
     runs = _runs(st, ev)
     if res.status == UNSUPPORTED:
         return cannot_run(st, scenario, case, res.message, res, runs)
@@ -106,7 +108,7 @@ def judge_case(st: Standing, ev: Evidence) -> CaseResult:
         # an error a detector explains, the run judging nothing (Unit.explains: the interpreter's fence kept a run
         # without the trace from making stray accesses)
         runs = [d if d.ran else DetectorRun(d.detector, False, f"not judged: {why}") for d in runs]
-        wild = _wild_fault(st, scenario.expectation(case, res.arch))
+        wild = _wild_fault(st, expectation)
         if wild:
             return _result(st, scenario, case, Outcome.NOT_APPLICABLE, f"{res.message}; {wild}", [], runs, res)
         return _result(st, scenario, case, Outcome.UNRESOLVED, res.message, [], runs, res)
@@ -119,7 +121,7 @@ def judge_case(st: Standing, ev: Evidence) -> CaseResult:
         used = [d for d in used if d not in void]
     findings = [f for d in used for f in UNITS[d].findings(ev)]
     if res.status == FAULT and not any(UNITS[f.detector].explains_fault for f in findings if f.detector in UNITS):
-        wild = _wild_fault(st, scenario.expectation(case, res.arch))
+        wild = _wild_fault(st, expectation)
         if wild:
             return _result(st, scenario, case, Outcome.NOT_APPLICABLE, f"{_died(st)}: {res.message}; {wild}",
                                 findings, runs, res)
@@ -127,9 +129,10 @@ def judge_case(st: Standing, ev: Evidence) -> CaseResult:
     problem = _unchecked(st, ev, runs)
     if problem:
         return _result(st, scenario, case, Outcome.UNRESOLVED, problem, findings, runs, res)
+    # where each buffer was placed (its guard page's side, its placement), read once from the worker's buffer map
     pages = layout.guard_page_offsets(res.buffers) if ON_PAGES.intersection(used) else None
-    expectation = scenario.expectation(case, res.arch)
-    assessed = assess(expectation, findings, runs, pages=pages, placements=layout.placements(res.buffers))
+    placements = layout.placements(res.buffers)
+    assessed = assess(expectation, findings, runs, pages=pages, placements=placements)
     # what a later stage of a staged mode reads (judge.combine adds the stages' assessments up; Unit.left_out)
     seen = Seen(assessed, list(res.buffers), {d: n for d in used if (n := UNITS[d].checked_whole(ev))})
     verdict = conclude(expectation, [assessed])

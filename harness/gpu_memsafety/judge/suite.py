@@ -294,10 +294,11 @@ def fold(findings: list[Finding]) -> list[Finding]:
     landing in another allocation) stays memcheck's. Likewise in trace mode, a write the trace saw into a
     gpu_memsafety_guarded tensor's guard, which the fixture's markers saw too: one finding, with the kernel."""
     guards = [f for f in findings if says(f.detector, "marks_writes")]
+    exact = {id(f) for f in findings if says(f.detector, "exact_accesses")}   # a detector that saw each access
     out: list[Finding] = []
     folded: dict[int, Finding] = {}
     for f in findings:
-        g = next((g for g in guards if _exact(f.detector) and f.kind == OVERWRITE and _same_place(f, g)), None)
+        g = next((g for g in guards if id(f) in exact and f.kind == OVERWRITE and _same_place(f, g)), None)
         if g is None:
             out.append(f)
             continue
@@ -311,10 +312,6 @@ def fold(findings: list[Finding]) -> list[Finding]:
                                      f"{f.detector} saw {f.bytes} B of it by {f.kernel or 'a kernel'}"
                                      f"{' (' + f.source + ')' if f.source else ''}")
     return [folded.get(id(f), f) for f in out]
-
-
-def _exact(detector: str) -> bool:
-    return says(detector, "exact_accesses")
 
 
 def _same_place(f: Finding, g: Finding) -> bool:
